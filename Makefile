@@ -1,0 +1,42 @@
+# Probboard: `make run` starts the service, `make test` runs the checks and the tests.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+PORT ?= 8000
+HOST ?= 127.0.0.1
+REDIS_URL ?= memory://
+export PORT HOST REDIS_URL
+
+.PHONY: run test lint typecheck pytest clean
+
+$(BIN)/activate: setup.cfg setup.py
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --upgrade pip
+	$(BIN)/pip install --quiet -e ".[dev]"
+	touch $(BIN)/activate
+
+## run: the service on http://$(HOST):$(PORT) (embedded; set REDIS_URL=redis://... for the production shape)
+run: $(BIN)/activate
+	@if [[ "$(REDIS_URL)" == memory://* ]]; then \
+		echo "Probboard (embedded, memory://) on http://$(HOST):$(PORT)"; \
+		exec $(BIN)/flask --app wsgi run --host "$(HOST)" --port "$(PORT)" --no-reload 2>&1; \
+	else \
+		exec ./scripts/serve.sh; \
+	fi
+
+## test: lint, type check, tests
+test: lint typecheck pytest
+
+lint: $(BIN)/activate
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(BIN)/activate
+	$(BIN)/mypy
+
+pytest: $(BIN)/activate
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+clean:
+	rm -rf $(VENV) *.egg-info .mypy_cache .ruff_cache .pytest_cache

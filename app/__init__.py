@@ -1,0 +1,43 @@
+"""Probboard: a read-only board of 5-minute BTC up/down probabilities next to Polymarket prices.
+
+``create_app`` is the only way to build the application; it wires every subsystem in a
+visible order and opens no connection (that happens lazily, after gunicorn forks).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Mapping
+
+from flask import Flask
+
+from app import api, errors, logs, refresher
+from app.config import load_settings
+from app.extensions import SETTINGS_KEY, board_bus
+
+log = logging.getLogger(__name__)
+
+
+def create_app(config: Mapping[str, object] | None = None) -> Flask:
+    """Build the app from ``config`` (variable names as in the environment) or the environment.
+
+    A test passes its whole configuration; the process environment is then not consulted,
+    so a developer's own ``REDIS_URL`` cannot leak into a test.
+    """
+    environ = dict(os.environ) if config is None else {k: str(v) for k, v in config.items()}
+    settings = load_settings(environ)
+
+    app = Flask(__name__, instance_relative_config=True)
+    app.config.update(SECRET_KEY=settings.secret_key, MAX_CONTENT_LENGTH=64 * 1024)
+    app.extensions[SETTINGS_KEY] = settings
+
+    logs.init_app(app, settings)
+    errors.init_app(app)
+    board_bus.init_app(app)
+    refresher.init_app(app)
+    api.init_app(app)
+
+    if settings.secret_key_generated:
+        log.warning("SECRET_KEY is not set: using a random one for this process only")
+    return app

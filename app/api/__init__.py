@@ -1,0 +1,13 @@
+"""The HTTP endpoints: one blueprint per endpoint of the interface."""
+
+from __future__ import annotations
+
+from flask import Flask
+
+
+def init_app(app: Flask) -> None:
+    """Register every endpoint's blueprint."""
+    from app.api import health, latest
+
+    app.register_blueprint(health.bp)
+    app.register_blueprint(latest.bp)

@@ -1,0 +1,58 @@
+"""Render a BoardResponse for one plan at one instant, by splicing pre-built strings."""
+
+from __future__ import annotations
+
+from app.board.snapshot import Snapshot, dumps
+from app.board.staleness import DANGER, latency_level
+from app.board.timefmt import served_at
+from app.config import Settings
+from app.plans import Plan, plan_table
+
+
+class BoardRenderer:
+    """Builds response bodies; everything that depends only on config is built once."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._stale = settings.stale_threshold_ms
+        self._severe = settings.severe_stale_threshold_ms
+        self.plans = plan_table(settings)
+        self._heads = {name: self._head(plan) for name, plan in self.plans.items()}
+
+    def _head(self, plan: Plan) -> str:
+        fixed = {
+            "ok": True,
+            "plan": plan.name,
+            "planLabel": plan.label,
+            "refreshMs": plan.refresh_ms,
+            "staleThresholdMs": self._stale,
+            "severeStaleThresholdMs": self._severe,
+        }
+        return dumps(fixed)[:-1]
+
+    def render(self, snapshot: Snapshot | None, plan: str, now_ms: int) -> str:
+        """The BoardResponse JSON for ``plan`` with staleness computed at ``now_ms``."""
+        head = self._heads[plan]
+        served = served_at(now_ms)
+        if snapshot is None:
+            return (
+                f'{head},"updatedAt":null,"servedAt":"{served}","dataAgeMs":null,'
+                f'"isStale":true,"latencyLevel":"{DANGER}","items":[]}}'
+            )
+        stale, severe = self._stale, self._severe
+        board_age = max(0, now_ms - snapshot.ts_ms)
+        parts = []
+        for ts_ms, prefix in zip(snapshot.item_ts_ms, snapshot.item_prefixes, strict=True):
+            age = max(0, now_ms - ts_ms)
+            board_age = max(board_age, age)
+            level = latency_level(age, stale, severe)
+            is_stale = "true" if age > stale else "false"
+            parts.append(
+                f'{prefix},"dataAgeMs":{age},"isStale":{is_stale},"latencyLevel":"{level}"}}'
+            )
+        level = latency_level(board_age, stale, severe)
+        is_stale = "true" if board_age > stale else "false"
+        return (
+            f'{head},"updatedAt":{snapshot.updated_at_json},"servedAt":"{served}",'
+            f'"dataAgeMs":{board_age},"isStale":{is_stale},"latencyLevel":"{level}",'
+            f'"items":[{",".join(parts)}]}}'
+        )

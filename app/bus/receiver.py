@@ -1,0 +1,41 @@
+"""What both backends do with an incoming board: validate it, keep it, tell listeners."""
+
+from __future__ import annotations
+
+import logging
+
+from app.board.snapshot import Snapshot, parse_snapshot
+from app.bus import Listener
+
+log = logging.getLogger(__name__)
+
+
+class SnapshotHolder:
+    """Holds the newest valid snapshot; stale or invalid arrivals are logged and dropped."""
+
+    def __init__(self) -> None:
+        self.snapshot: Snapshot | None = None
+        self._listeners: list[Listener] = []
+
+    def add_listener(self, listener: Listener) -> None:
+        """Register a callback for every accepted snapshot."""
+        self._listeners.append(listener)
+
+    def accept(self, raw: bytes | str) -> bool:
+        """Validate ``raw`` and keep it if newer than what is held; True when kept."""
+        try:
+            snapshot = parse_snapshot(raw)
+        except ValueError as exc:
+            log.error("dropped an invalid board from the bus: %s", exc)
+            return False
+        current = self.snapshot
+        if current is not None and snapshot.seq <= current.seq:
+            return False
+        # A single attribute assignment: readers in other threads see old or new, never half.
+        self.snapshot = snapshot
+        for listener in self._listeners:
+            try:
+                listener(snapshot)
+            except Exception:
+                log.exception("a board listener failed")
+        return True

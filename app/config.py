@@ -1,0 +1,165 @@
+"""The one place where configuration is read: environment variables, parsed strictly.
+
+Every setting comes from an environment variable (or the mapping a test passes to
+``create_app``). A value that does not parse stops start-up with a ``ConfigError`` that
+names the variable, so a typo never turns into a silently different service.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import TypeVar
+from urllib.parse import urlsplit
+
+T = TypeVar("T")
+
+MIN_REFRESH_MS = 500
+BOARD_SOURCES = ("simulated",)
+LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+
+
+class ConfigError(ValueError):
+    """A configuration variable is missing or malformed; the message names it."""
+
+    def __init__(self, variable: str, problem: str) -> None:
+        super().__init__(f"{variable}: {problem}")
+        self.variable = variable
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Parsed, validated configuration of one process."""
+
+    redis_url: str
+    database_url: str
+    secret_key: str
+    secret_key_generated: bool
+    refresh_ms_guest: int
+    refresh_ms_user: int
+    refresh_ms_vip_pro: int
+    refresh_tick_ms: int
+    stale_threshold_ms: int
+    severe_stale_threshold_ms: int
+    board_source: str
+    simulation_seed: int | None
+    embedded_refresher: bool
+    web_concurrency: int
+    host: str
+    port: int
+    log_format: str
+    log_level: str
+
+    @property
+    def uses_redis(self) -> bool:
+        """True when the board bus (and later the limiter) live in a Redis server."""
+        return self.redis_url.startswith(("redis://", "rediss://", "unix://"))
+
+    @property
+    def refresh_ms(self) -> dict[str, int]:
+        """Recommended refresh interval per plan, as the health endpoint reports it."""
+        return {
+            "guest": self.refresh_ms_guest,
+            "user": self.refresh_ms_user,
+            "vip_pro": self.refresh_ms_vip_pro,
+        }
+
+
+def _int(value: str, variable: str, minimum: int | None = None, maximum: int | None = None) -> int:
+    text = value.strip()
+    if not text or not (text.isdigit() or (text[0] in "+-" and text[1:].isdigit())):
+        raise ConfigError(variable, f"expected a whole number, got {value!r}")
+    number = int(text)
+    if minimum is not None and number < minimum:
+        raise ConfigError(variable, f"must be at least {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ConfigError(variable, f"must be at most {maximum}, got {number}")
+    return number
+
+
+def _bool(value: str, variable: str) -> bool:
+    text = value.strip().lower()
+    if text in ("1", "true", "yes", "on"):
+        return True
+    if text in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(variable, f"expected true or false, got {value!r}")
+
+
+def _choice(value: str, variable: str, choices: tuple[str, ...], upper: bool = False) -> str:
+    text = value.strip().upper() if upper else value.strip().lower()
+    if text not in choices:
+        raise ConfigError(variable, f"expected one of {', '.join(choices)}, got {value!r}")
+    return text
+
+
+def _redis_url(value: str, variable: str) -> str:
+    text = value.strip()
+    if text == "memory://":
+        return text
+    parts = urlsplit(text)
+    if parts.scheme == "unix" and parts.path:
+        return text
+    if parts.scheme not in ("redis", "rediss") or not parts.hostname:
+        raise ConfigError(variable, f"expected memory:// or redis://host:port/db, got {value!r}")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ConfigError(variable, f"bad port in {value!r}") from exc
+    if port == 0:
+        raise ConfigError(variable, f"bad port in {value!r}")
+    db = parts.path.lstrip("/")
+    if db and not db.isdigit():
+        raise ConfigError(variable, f"the database number must be a whole number, got {db!r}")
+    return text
+
+
+def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """Parse settings from ``environ`` (default: the process environment)."""
+    env = os.environ if environ is None else environ
+
+    def get(variable: str, default: str, parse: Callable[[str, str], T]) -> T:
+        raw = env.get(variable)
+        if raw is None or raw.strip() == "":
+            raw = default
+        return parse(raw, variable)
+
+    def refresh(variable: str, default: int) -> int:
+        return get(variable, str(default), lambda v, n: _int(v, n, minimum=MIN_REFRESH_MS))
+
+    refresh_vip = refresh("REFRESH_MS_VIP_PRO", 500)
+    stale = get("STALE_THRESHOLD_MS", "3000", lambda v, n: _int(v, n, minimum=1))
+    severe = get("SEVERE_STALE_THRESHOLD_MS", "15000", lambda v, n: _int(v, n, minimum=1))
+    if severe <= stale:
+        raise ConfigError(
+            "SEVERE_STALE_THRESHOLD_MS",
+            f"must be greater than STALE_THRESHOLD_MS ({stale}), got {severe}",
+        )
+    seed_raw = env.get("SIMULATION_SEED", "").strip()
+    secret = env.get("SECRET_KEY", "").strip()
+
+    return Settings(
+        redis_url=get("REDIS_URL", "memory://", _redis_url),
+        database_url=env.get("DATABASE_URL", "").strip(),
+        secret_key=secret or secrets.token_urlsafe(32),
+        secret_key_generated=not secret,
+        refresh_ms_guest=refresh("REFRESH_MS_GUEST", 5000),
+        refresh_ms_user=refresh("REFRESH_MS_USER", 2000),
+        refresh_ms_vip_pro=refresh_vip,
+        refresh_tick_ms=get(
+            "REFRESH_TICK_MS", str(refresh_vip), lambda v, n: _int(v, n, minimum=100)
+        ),
+        stale_threshold_ms=stale,
+        severe_stale_threshold_ms=severe,
+        board_source=get("BOARD_SOURCE", "simulated", lambda v, n: _choice(v, n, BOARD_SOURCES)),
+        simulation_seed=_int(seed_raw, "SIMULATION_SEED") if seed_raw else None,
+        embedded_refresher=get("EMBEDDED_REFRESHER", "true", _bool),
+        web_concurrency=get("WEB_CONCURRENCY", "2", lambda v, n: _int(v, n, 1, 64)),
+        host=get("HOST", "127.0.0.1", lambda v, n: v.strip()),
+        port=get("PORT", "8000", lambda v, n: _int(v, n, 1, 65535)),
+        log_format=get("LOG_FORMAT", "text", lambda v, n: _choice(v, n, LOG_FORMATS)),
+        log_level=get("LOG_LEVEL", "INFO", lambda v, n: _choice(v, n, LOG_LEVELS, upper=True)),
+    )

@@ -1,0 +1,115 @@
+"""The one error module: every failure leaves the service as an ErrorResponse JSON body.
+
+Routing errors (404, 405), errors raised by views (``ApiError``) and unexpected exceptions
+all pass through here, so no client ever sees an HTML error page. Headers that carry
+meaning, such as ``Allow`` on 405 and ``Retry-After`` on 429, are kept.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections.abc import Mapping
+
+from flask import Flask, Response
+from werkzeug.exceptions import HTTPException
+
+log = logging.getLogger(__name__)
+
+# Stable machine-readable codes for the HTTP errors werkzeug raises on its own.
+HTTP_CODES: dict[int, str] = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    406: "not_acceptable",
+    413: "payload_too_large",
+    414: "uri_too_long",
+    415: "unsupported_media_type",
+    429: "rate_limited",
+    431: "request_header_fields_too_large",
+    500: "internal_error",
+    503: "service_unavailable",
+}
+
+# Headers of an HTTPException worth carrying over to the JSON response.
+KEPT_HEADERS = ("Allow", "Retry-After", "WWW-Authenticate")
+
+
+class ApiError(Exception):
+    """An error a view raises on purpose; rendered as an ErrorResponse."""
+
+    def __init__(
+        self,
+        status: int,
+        code: str,
+        message: str,
+        retry_after_ms: int | None = None,
+        headers: Mapping[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.retry_after_ms = retry_after_ms
+        self.headers = dict(headers or {})
+
+
+def error_response(
+    status: int,
+    code: str,
+    message: str,
+    retry_after_ms: int | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
+    """Build an ErrorResponse; a ``retry_after_ms`` also sets ``Retry-After`` in whole seconds."""
+    body: dict[str, object] = {"ok": False, "code": code, "error": message}
+    out_headers = dict(headers or {})
+    if retry_after_ms is not None:
+        retry_after_ms = max(1, int(retry_after_ms))
+        body["retryAfterMs"] = retry_after_ms
+        out_headers["Retry-After"] = str(max(1, math.ceil(retry_after_ms / 1000)))
+    response = Response(
+        json.dumps(body, separators=(",", ":")),
+        status=status,
+        mimetype="application/json",
+        headers=out_headers,
+    )
+    response.headers["Cache-Control"] = "no-store"
+    return response
+
+
+def _handle_api_error(error: ApiError) -> Response:
+    return error_response(
+        error.status, error.code, error.message, error.retry_after_ms, error.headers
+    )
+
+
+def _handle_http_exception(error: HTTPException) -> Response:
+    status = error.code or 500
+    code = HTTP_CODES.get(status, f"http_{status}")
+    message = error.description or error.name
+    if status == 404:
+        message = "No such endpoint. See /api/health for a live check."
+    elif status == 405:
+        message = "Method not allowed on this endpoint."
+    headers: dict[str, str] = {}
+    original = error.get_response().headers
+    for name in KEPT_HEADERS:
+        if name in original:
+            headers[name] = original[name]
+    return error_response(status, code, message, headers=headers)
+
+
+def _handle_unexpected(error: Exception) -> Response:
+    log.exception("unhandled error: %s", type(error).__name__)
+    return error_response(500, "internal_error", "Internal server error.")
+
+
+def init_app(app: Flask) -> None:
+    """Register the handlers that turn every error into an ErrorResponse."""
+    app.register_error_handler(ApiError, _handle_api_error)
+    app.register_error_handler(HTTPException, _handle_http_exception)
+    app.register_error_handler(Exception, _handle_unexpected)

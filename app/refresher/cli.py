@@ -1,0 +1,45 @@
+"""``flask --app wsgi refresher [--once]``: the refresher as its own process."""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+import threading
+from types import FrameType
+
+import click
+from flask import current_app
+
+from app.extensions import board_bus, settings_of
+from app.refresher.loop import Refresher
+from app.refresher.sources import create_source
+
+
+@click.command("refresher")
+@click.option("--once", is_flag=True, help="Print one board as JSON and exit (publishes nothing).")
+def refresher_command(once: bool) -> None:
+    """Build the board every tick and publish it on the Redis board bus."""
+    app = current_app._get_current_object()  # type: ignore[attr-defined]
+    settings = settings_of(app)
+    bus = board_bus.bus_of(app)
+    refresher = Refresher(create_source(settings), bus, settings.refresh_tick_ms)
+    if once:
+        click.echo(json.dumps(refresher.build(), indent=2))
+        return
+    if bus.embedded:
+        click.echo(
+            "REDIS_URL is memory://: the refresher runs inside the web process there. "
+            "Set REDIS_URL=redis://host:port/db to run it as its own process.",
+            err=True,
+        )
+        sys.exit(2)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    refresher.run(stop)
+    bus.close()

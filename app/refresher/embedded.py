@@ -1,0 +1,34 @@
+"""The embedded refresher: on ``memory://`` the web process refreshes its own board."""
+
+from __future__ import annotations
+
+import threading
+
+from flask import Flask
+
+from app.extensions import board_bus, settings_of
+from app.refresher.loop import Refresher
+from app.refresher.sources import create_source
+
+
+def init_embedded(app: Flask) -> None:
+    """Start the refresher thread with the first request (never at import or in the factory)."""
+    settings = settings_of(app)
+    bus = board_bus.bus_of(app)
+    if not (bus.embedded and settings.embedded_refresher):
+        return
+    lock = threading.Lock()
+    started: list[threading.Event] = []
+
+    def start_once() -> None:
+        if started:
+            return
+        with lock:
+            if started:
+                return
+            refresher = Refresher(create_source(settings), bus, settings.refresh_tick_ms)
+            refresher.tick()  # the first request already finds a board
+            started.append(refresher.start_background())
+
+    app.before_request(start_once)
+    app.extensions["probboard.embedded_refresher"] = started

@@ -1,0 +1,33 @@
+"""Where board rows come from. ``BOARD_SOURCE`` picks one; each yields rows for an instant."""
+
+from __future__ import annotations
+
+import math
+from typing import Protocol
+
+from app.config import Settings
+
+WINDOW_S = 300
+
+
+def window_start(t: float) -> int:
+    """Start (unix seconds) of the 5-minute window containing ``t``: floor, never ceil."""
+    return math.floor(t / WINDOW_S) * WINDOW_S
+
+
+class Source(Protocol):
+    """A producer of board rows."""
+
+    name: str
+
+    def rows(self, now: float) -> list[dict[str, object]]:
+        """The board rows as of ``now`` (unix seconds), each with its own ``ts`` (epoch ms)."""
+
+
+def create_source(settings: Settings) -> Source:
+    """The source ``BOARD_SOURCE`` names."""
+    if settings.board_source == "simulated":
+        from app.refresher.sources.simulated import SimulatedSource
+
+        return SimulatedSource(seed=settings.simulation_seed)
+    raise ValueError(f"unknown board source {settings.board_source!r}")

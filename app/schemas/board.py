@@ -1,0 +1,104 @@
+"""BoardResponse and BoardItem, and the board as it travels on the bus."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from marshmallow import INCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema
+
+from app.config import MIN_REFRESH_MS
+from app.plans import ALL_PLANS
+from app.schemas.fields import StrictBoolean, StrictInteger, StrictNumber
+
+LATENCY_LEVELS = ("ok", "warn", "danger")
+UPDATED_AT_PATTERN = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}$"
+SERVED_AT_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
+TOKEN_ID_PATTERN = r"^[0-9]{1,78}$"  # noqa: S105 - a pattern, not a password
+
+
+def _percent() -> StrictNumber:
+    return StrictNumber(allow_none=True, validate=validate.Range(min=0, max=100))
+
+
+def _price() -> StrictNumber:
+    return StrictNumber(allow_none=True, validate=validate.Range(min=0, max=1))
+
+
+def _token_id() -> fields.String:
+    return fields.String(allow_none=True, validate=validate.Regexp(TOKEN_ID_PATTERN))
+
+
+class BoardItemSchema(Schema):
+    """One board row; the interface allows properties beyond those listed."""
+
+    class Meta:
+        unknown = INCLUDE
+
+    symbol = fields.String(required=True, validate=validate.Equal("BTC"))
+    slot = StrictNumber(allow_none=True)
+    p_up_pct = _percent()
+    p_down_pct = _percent()
+    up_bid = _price()
+    up_ask = _price()
+    down_bid = _price()
+    down_ask = _price()
+    up_token_id = _token_id()
+    down_token_id = _token_id()
+    rem_secs = StrictNumber(allow_none=True, validate=validate.Range(min=0, max=300))
+    dataAgeMs = StrictNumber(allow_none=True)  # noqa: N815
+    isStale = StrictBoolean()  # noqa: N815
+    latencyLevel = fields.String(validate=validate.OneOf(LATENCY_LEVELS))  # noqa: N815
+
+    @validates_schema
+    def _probabilities_add_up(self, data: dict[str, Any], **kwargs: Any) -> None:
+        up, down = data.get("p_up_pct"), data.get("p_down_pct")
+        if up is not None and down is not None and abs(up + down - 100) > 1e-6:
+            raise ValidationError("p_up_pct and p_down_pct must add up to 100.")
+
+
+class BoardResponseSchema(Schema):
+    """The document ``GET /api/probboard/latest`` answers with and the stream carries."""
+
+    class Meta:
+        unknown = RAISE
+
+    ok = StrictBoolean(required=True, validate=validate.Equal(True))
+    plan = fields.String(required=True, validate=validate.OneOf(ALL_PLANS))
+    planLabel = fields.String()  # noqa: N815
+    refreshMs = StrictInteger(required=True, validate=validate.Range(min=MIN_REFRESH_MS))  # noqa: N815
+    updatedAt = fields.String(allow_none=True, validate=validate.Regexp(UPDATED_AT_PATTERN))  # noqa: N815
+    servedAt = fields.String(validate=validate.Regexp(SERVED_AT_PATTERN))  # noqa: N815
+    dataAgeMs = StrictNumber(allow_none=True)  # noqa: N815
+    staleThresholdMs = StrictNumber()  # noqa: N815
+    severeStaleThresholdMs = StrictNumber()  # noqa: N815
+    isStale = StrictBoolean()  # noqa: N815
+    latencyLevel = fields.String(validate=validate.OneOf(LATENCY_LEVELS))  # noqa: N815
+    items = fields.List(fields.Nested(BoardItemSchema), required=True)
+
+
+class PublishedItemSchema(BoardItemSchema):
+    """A row as the refresher publishes it: ``ts`` (epoch ms of its data) is required.
+
+    The serve-time fields (``dataAgeMs``, ``isStale``, ``latencyLevel``) are computed by the
+    web worker for each response, so a published row must not carry them.
+    """
+
+    ts = StrictInteger(required=True, validate=validate.Range(min=0))
+
+    @validates_schema
+    def _no_serve_time_fields(self, data: dict[str, Any], **kwargs: Any) -> None:
+        present = {"dataAgeMs", "isStale", "latencyLevel"} & set(data)
+        if present:
+            raise ValidationError(f"serve-time fields in a published row: {sorted(present)}")
+
+
+class PublishedBoardSchema(Schema):
+    """The board on the bus: ``{"seq", "ts", "source", "items"}``."""
+
+    class Meta:
+        unknown = RAISE
+
+    seq = StrictInteger(required=True, validate=validate.Range(min=0))
+    ts = StrictInteger(required=True, validate=validate.Range(min=0))
+    source = fields.String(required=True)
+    items = fields.List(fields.Nested(PublishedItemSchema), required=True)

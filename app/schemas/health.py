@@ -1,0 +1,32 @@
+"""HealthResponse: the public liveness and readiness document."""
+
+from __future__ import annotations
+
+from marshmallow import RAISE, Schema, fields, validate
+
+from app.config import MIN_REFRESH_MS
+from app.schemas.fields import StrictBoolean, StrictInteger
+
+
+class RefreshMsSchema(Schema):
+    """Refresh intervals per plan, in milliseconds."""
+
+    class Meta:
+        unknown = RAISE
+
+    guest = StrictInteger(required=True, validate=validate.Range(min=MIN_REFRESH_MS))
+    user = StrictInteger(required=True, validate=validate.Range(min=MIN_REFRESH_MS))
+    vip_pro = StrictInteger(required=True, validate=validate.Range(min=MIN_REFRESH_MS))
+
+
+class HealthResponseSchema(Schema):
+    """The document ``GET /api/health`` answers with."""
+
+    class Meta:
+        unknown = RAISE
+
+    ok = StrictBoolean(required=True, validate=validate.Equal(True))
+    redisReady = StrictBoolean(required=True)  # noqa: N815
+    redisStatus = fields.String(required=True)  # noqa: N815
+    refreshMs = fields.Nested(RefreshMsSchema, required=True)  # noqa: N815
+    symbols = fields.List(fields.String(validate=validate.Equal("btc")), required=True)

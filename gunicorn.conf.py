@@ -1,0 +1,31 @@
+"""gunicorn settings: gevent workers sized for long-lived streams, all values from app.config.
+
+Run with ``gunicorn -c gunicorn.conf.py wsgi:app`` (``-b HOST:PORT`` overrides the bind).
+"""
+
+import logging
+
+from app.config import load_settings
+
+_settings = load_settings()
+
+worker_class = "gevent"
+# On memory:// each worker would run its own refresher and hold its own board: one only.
+workers = _settings.web_concurrency if _settings.uses_redis else 1
+if not _settings.uses_redis and _settings.web_concurrency > 1:
+    logging.getLogger("gunicorn.error").warning(
+        "REDIS_URL is memory://: running 1 worker, not WEB_CONCURRENCY=%d",
+        _settings.web_concurrency,
+    )
+# Each SSE client holds a connection for hours; a gevent worker serves thousands.
+worker_connections = 20000
+bind = [f"{_settings.host}:{_settings.port}"]
+# Long enough for streams to say goodbye on SIGTERM, short enough for quick deploys.
+graceful_timeout = 10
+timeout = 30
+keepalive = 5
+# Never buffer the app in the master before fork: connections must open after fork.
+preload_app = False
+# The board and stream are served behind nginx in production (X-Forwarded-For is handled
+# in the app by TRUSTED_PROXIES, not by gunicorn).
+forwarded_allow_ips = "127.0.0.1"

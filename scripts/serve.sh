@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# The production shape on one machine: the refresher and gunicorn as separate processes.
+# Stops the refresher when gunicorn exits (Ctrl-C included).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BIN=${VENV:-.venv}/bin
+: "${REDIS_URL:?set REDIS_URL=redis://host:port/db}"
+
+"$BIN/flask" --app wsgi refresher &
+refresher=$!
+trap 'kill "$refresher" 2>/dev/null || true; wait "$refresher" 2>/dev/null || true' EXIT
+echo "Probboard (gunicorn + refresher, $REDIS_URL) on http://${HOST:-127.0.0.1}:${PORT:-8000}"
+"$BIN/gunicorn" -c gunicorn.conf.py wsgi:app

@@ -1,0 +1,83 @@
+"""Fixtures: ``app``/``client``/``runner`` on the embedded bus, and real Redis and gunicorn."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient, FlaskCliRunner
+
+from app import create_app
+from tests.support.processes import RedisServer, Service, service_env
+
+BASE_CONFIG = {
+    "REDIS_URL": "memory://",
+    "SECRET_KEY": "test-secret",
+    "EMBEDDED_REFRESHER": "false",
+    "SIMULATION_SEED": "7",
+}
+
+
+@pytest.fixture
+def app() -> Flask:
+    """An app on the memory bus with the embedded refresher off: tests publish boards."""
+    return create_app(BASE_CONFIG)
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    """A test client of ``app``."""
+    return app.test_client()
+
+
+@pytest.fixture
+def runner(app: Flask) -> FlaskCliRunner:
+    """A CLI runner of ``app``."""
+    return app.test_cli_runner()
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A real redis-server on a free port for the whole session."""
+    server = RedisServer(tmp_path_factory.mktemp("redis"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def fresh_redis(redis_server: RedisServer) -> Iterator[RedisServer]:
+    """The session's Redis, started if a test stopped it, and emptied before the test."""
+    import redis
+
+    if redis_server.process is None:
+        redis_server.start()
+    redis.Redis.from_url(redis_server.url).flushall()
+    yield redis_server
+    if redis_server.process is None:
+        redis_server.start()
+
+
+@pytest.fixture
+def restartable_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A Redis of this test's own, for tests that stop and restart it."""
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def service(tmp_path: Path) -> Iterator[Service]:
+    """A factory-free handle for gunicorn and the refresher; stopped after the test."""
+    handle = Service(tmp_path, service_env())
+    try:
+        yield handle
+    finally:
+        handle.stop()

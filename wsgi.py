@@ -1,0 +1,8 @@
+"""WSGI entry point for gunicorn (``wsgi:app``) and ``flask --app wsgi``.
+
+Building the app does no I/O: connections open lazily in each worker after fork.
+"""
+
+from app import create_app
+
+app = create_app()
