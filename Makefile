@@ -40,3 +40,10 @@ pytest: $(BIN)/activate
 
 clean:
 	rm -rf $(VENV) *.egg-info .mypy_cache .ruff_cache .pytest_cache
+
+.PHONY: bench bench-latest
+## bench: performance figures (never part of `make test`); needs wrk (apt-get install wrk)
+bench: bench-latest
+
+bench-latest: $(BIN)/activate
+	$(BIN)/python -m bench.latest

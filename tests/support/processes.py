@@ -85,7 +85,8 @@ class Process:
 
     def output(self) -> str:
         """Everything the child wrote so far."""
-        self._log.flush()
+        if not self._log.closed:
+            self._log.flush()
         return self.log_path.read_text(errors="replace")
 
 

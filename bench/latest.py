@@ -1,0 +1,151 @@
+"""Requests per second of /api/probboard/latest against a bare Flask route, in one run.
+
+Both are served by gunicorn with the project's gunicorn.conf.py (gevent workers, the same
+WEB_CONCURRENCY) and loaded with wrk from the same machine, interleaved over several rounds;
+the report is the median of each, and the ratio latest / bare.
+
+    python -m bench.latest [--seconds 8] [--rounds 2] [--connections 64]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from tests.support.processes import BIN, Process, RedisServer, free_port, service_env, wait_until
+from tests.support.processes import http_get as get
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results.json"
+
+
+def wrk(url: str, seconds: int, connections: int) -> dict[str, float]:
+    """Run wrk and return requests/s and p50/p99 latency in milliseconds."""
+    out = subprocess.run(
+        ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", url],
+        check=True, capture_output=True, text=True,
+    ).stdout  # fmt: skip
+
+    def latency(label: str) -> float:
+        match = re.search(rf"^\s+{label}%\s+([\d.]+)(us|ms|s)\s*$", out, re.M)
+        if not match:
+            raise RuntimeError(f"wrk output without {label}%:\n{out}")
+        value, unit = float(match.group(1)), match.group(2)
+        return value / 1000 if unit == "us" else value * 1000 if unit == "s" else value
+
+    rps = re.search(r"Requests/sec:\s+([\d.]+)", out)
+    errors = re.search(r"Non-2xx or 3xx responses:\s+(\d+)", out)
+    if not rps:
+        raise RuntimeError(f"unexpected wrk output:\n{out}")
+    return {
+        "rps": float(rps.group(1)),
+        "p50_ms": latency("50"),
+        "p99_ms": latency("99"),
+        "non_2xx": float(errors.group(1)) if errors else 0.0,
+    }
+
+
+def serve(app_path: str, env: dict[str, str], workdir: Path, name: str) -> tuple[Process, int]:
+    """gunicorn -c gunicorn.conf.py serving ``app_path``; waits until it answers."""
+    port = free_port()
+    argv = [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "-b", f"127.0.0.1:{port}", app_path]
+    process = Process(argv, env, workdir / f"{name}.log")
+    ok = wait_until(lambda: _answers(port), timeout=30)
+    if not ok:
+        process.stop()
+        raise RuntimeError(f"{name} did not start:\n{process.output()}")
+    return process, port
+
+
+def _answers(port: int) -> bool:
+    try:
+        return get(f"http://127.0.0.1:{port}/api/health", timeout=1)[0] in (200, 404)
+    except OSError:
+        return False
+
+
+def main() -> int:
+    """Run the comparison and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=int, default=8)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--connections", type=int, default=64)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    if shutil.which("wrk") is None:
+        print("bench: wrk is not installed (apt-get install wrk)", file=sys.stderr)
+        return 2
+
+    with tempfile.TemporaryDirectory(prefix="probboard-bench-") as tmp:
+        workdir = Path(tmp)
+        redis = RedisServer(workdir)
+        redis.start()
+        env = service_env(REDIS_URL=redis.url, WEB_CONCURRENCY=str(args.workers))
+        refresher = Process(
+            [str(BIN / "flask"), "--app", "wsgi", "refresher"], env, workdir / "refresher.log"
+        )
+        try:
+            probe, probe_port = serve("wsgi:app", env, workdir, "probe")
+            if not wait_until(lambda: b'"items":[{' in _latest_body(probe_port), timeout=30):
+                raise RuntimeError(f"no board arrived:\n{refresher.output()}")
+            body = _latest_body(probe_port)
+            probe.stop()
+            env["BARE_BODY_BYTES"] = str(len(body))
+            runs: dict[str, list[dict[str, float]]] = {"bare": [], "latest": []}
+            targets = {
+                "bare": ("bench.bare_app:app", "/bare"),
+                "latest": ("wsgi:app", "/api/probboard/latest"),
+            }
+            for round_no in range(args.rounds):
+                for name, (app_path, path) in targets.items():
+                    process, port = serve(app_path, env, workdir, f"{name}-{round_no}")
+                    try:
+                        wrk(f"http://127.0.0.1:{port}{path}", 2, args.connections)  # warm up
+                        runs[name].append(
+                            wrk(f"http://127.0.0.1:{port}{path}", args.seconds, args.connections)
+                        )
+                    finally:
+                        process.stop()
+        finally:
+            refresher.stop()
+            redis.stop()
+
+    summary = {
+        name: {key: statistics.median(r[key] for r in results) for key in results[0]}
+        for name, results in runs.items()
+    }
+    ratio = summary["latest"]["rps"] / summary["bare"]["rps"]
+    print(f"{'endpoint':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'ratio':>6}")
+    for name, row in summary.items():
+        print(
+            f"{name:<10} {row['rps']:>9.0f} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
+            f"{row['rps'] / summary['bare']['rps']:>6.2f}"
+        )
+    print(f"body {len(body)} bytes, {args.workers} gevent workers, wrk -t2 -c{args.connections}")
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results["latest"] = {
+        "summary": summary,
+        "ratio_latest_to_bare": ratio,
+        "runs": runs,
+        "settings": vars(args) | {"body_bytes": len(body)},
+    }
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+def _latest_body(port: int) -> bytes:
+    try:
+        return get(f"http://127.0.0.1:{port}/api/probboard/latest", timeout=2)[2]
+    except OSError:
+        return b""
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,257 @@
+"""``app.config``: defaults, strict parsing, and a ConfigError naming the variable at start-up."""
+
+from __future__ import annotations
+
+import subprocess
+
+import pytest
+
+from app import create_app
+from app.config import ConfigError, Settings, load_settings
+from app.extensions import settings_of
+from tests.conftest import BASE_CONFIG
+from tests.support.contract import validated
+from tests.support.processes import BIN, ROOT, service_env
+
+
+def test_defaults_when_nothing_is_set() -> None:
+    settings = load_settings({})
+
+    assert settings.refresh_ms_guest == 5000
+    assert settings.refresh_ms_user == 2000
+    assert settings.refresh_ms_vip_pro == 500
+    assert settings.refresh_tick_ms == 500  # follows REFRESH_MS_VIP_PRO
+    assert settings.redis_url == "memory://"
+    assert settings.uses_redis is False
+    assert settings.database_url == ""
+    assert settings.port == 8000
+    assert settings.host == "127.0.0.1"
+    assert settings.stale_threshold_ms == 3000
+    assert settings.severe_stale_threshold_ms == 15000
+    assert settings.board_source == "simulated"
+    assert settings.simulation_seed is None
+    assert settings.embedded_refresher is True
+    assert settings.web_concurrency == 2
+    assert settings.log_format == "text"
+    assert settings.log_level == "INFO"
+    assert settings.refresh_ms == {"guest": 5000, "user": 2000, "vip_pro": 500}
+
+
+def test_secret_key_is_generated_only_when_missing() -> None:
+    generated = load_settings({})
+    other = load_settings({})
+    given = load_settings({"SECRET_KEY": "  my-secret  "})
+
+    assert generated.secret_key_generated is True
+    assert len(generated.secret_key) >= 32
+    assert generated.secret_key != other.secret_key
+    assert given.secret_key_generated is False
+    assert given.secret_key == "my-secret"
+
+
+def test_blank_values_fall_back_to_defaults() -> None:
+    settings = load_settings({"REFRESH_MS_GUEST": "  ", "PORT": "", "LOG_FORMAT": ""})
+
+    assert settings.refresh_ms_guest == 5000
+    assert settings.port == 8000
+    assert settings.log_format == "text"
+
+
+def test_values_are_parsed_and_normalised() -> None:
+    settings = load_settings(
+        {
+            "REFRESH_MS_GUEST": " 7000 ",
+            "REFRESH_MS_USER": "+1500",
+            "REFRESH_MS_VIP_PRO": "750",
+            "STALE_THRESHOLD_MS": "1000",
+            "SEVERE_STALE_THRESHOLD_MS": "1001",
+            "PORT": "65535",
+            "LOG_FORMAT": "JSON",
+            "LOG_LEVEL": "debug",
+            "EMBEDDED_REFRESHER": "Off",
+            "SIMULATION_SEED": "42",
+            "WEB_CONCURRENCY": "64",
+            "BOARD_SOURCE": " Simulated ",
+        }
+    )
+
+    assert settings.refresh_ms == {"guest": 7000, "user": 1500, "vip_pro": 750}
+    assert settings.refresh_tick_ms == 750
+    assert settings.stale_threshold_ms == 1000
+    assert settings.severe_stale_threshold_ms == 1001
+    assert settings.port == 65535
+    assert settings.log_format == "json"
+    assert settings.log_level == "DEBUG"
+    assert settings.embedded_refresher is False
+    assert settings.simulation_seed == 42
+    assert settings.web_concurrency == 64
+    assert settings.board_source == "simulated"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1", True), ("true", True), ("YES", True), ("on", True)]
+    + [("0", False), ("False", False), ("no", False), ("OFF", False)],
+)
+def test_embedded_refresher_booleans(text: str, expected: bool) -> None:
+    assert load_settings({"EMBEDDED_REFRESHER": text}).embedded_refresher is expected
+
+
+@pytest.mark.parametrize(
+    ("url", "uses_redis"),
+    [
+        ("memory://", False),
+        ("redis://localhost:6379/0", True),
+        ("redis://127.0.0.1", True),
+        ("redis://user:pw@cache.internal:6380/3", True),
+        ("rediss://cache.internal:6380/1", True),
+        ("unix:///run/redis/redis.sock", True),
+    ],
+)
+def test_accepted_redis_urls(url: str, uses_redis: bool) -> None:
+    settings = load_settings({"REDIS_URL": url})
+
+    assert settings.redis_url == url
+    assert settings.uses_redis is uses_redis
+
+
+SUPERSCRIPT_TWO = "\u00b2"  # str.isdigit() says yes, int() says no
+
+BAD_VALUES: list[tuple[str, str]] = [
+    *[
+        (variable, value)
+        for variable in ("REFRESH_MS_GUEST", "REFRESH_MS_USER", "REFRESH_MS_VIP_PRO")
+        for value in ("499", "0", "-600", "abc", "5e3", "1000.0", "0x400", "1 000")
+    ],
+    ("REFRESH_MS_GUEST", "5000" + SUPERSCRIPT_TWO),
+    ("REFRESH_TICK_MS", "99"),
+    ("PORT", "0"),
+    ("PORT", "70000"),
+    ("PORT", "abc"),
+    ("PORT", "-1"),
+    ("PORT", "80.5"),
+    ("REDIS_URL", "http://x"),
+    ("REDIS_URL", "redis://"),
+    ("REDIS_URL", "redis://:6379/0"),
+    ("REDIS_URL", "redis://localhost:6379/abc"),
+    ("REDIS_URL", "redis://localhost:6379/-1"),
+    ("REDIS_URL", "redis://localhost:6379/0/1"),
+    ("REDIS_URL", "redis://localhost:6379/" + SUPERSCRIPT_TWO),
+    ("REDIS_URL", "redis://localhost:notaport/0"),
+    ("REDIS_URL", "redis://localhost:0/0"),
+    ("REDIS_URL", "redis://localhost:99999/0"),
+    ("REDIS_URL", "unix://"),
+    ("REDIS_URL", "memory"),
+    ("LOG_FORMAT", "xml"),
+    ("LOG_LEVEL", "trace"),
+    ("BOARD_SOURCE", "polymarket"),
+    ("EMBEDDED_REFRESHER", "maybe"),
+    ("EMBEDDED_REFRESHER", "2"),
+    ("SIMULATION_SEED", "abc"),
+    ("SIMULATION_SEED", "1.5"),
+    ("WEB_CONCURRENCY", "0"),
+    ("WEB_CONCURRENCY", "65"),
+    ("STALE_THRESHOLD_MS", "0"),
+    ("STALE_THRESHOLD_MS", "abc"),
+    ("SEVERE_STALE_THRESHOLD_MS", "soon"),
+]
+
+
+@pytest.mark.parametrize(("variable", "value"), BAD_VALUES)
+def test_bad_value_raises_config_error_naming_the_variable(variable: str, value: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({variable: value})
+
+    assert caught.value.variable == variable
+    assert variable in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("stale", "severe"),
+    [("3000", "3000"), ("3000", "2999"), ("20000", None), (None, "3000"), (None, "100")],
+)
+def test_severe_threshold_must_exceed_stale_threshold(stale: str | None, severe: str | None) -> None:
+    env = {}
+    if stale is not None:
+        env["STALE_THRESHOLD_MS"] = stale
+    if severe is not None:
+        env["SEVERE_STALE_THRESHOLD_MS"] = severe
+
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env)
+
+    assert caught.value.variable == "SEVERE_STALE_THRESHOLD_MS"
+    assert "SEVERE_STALE_THRESHOLD_MS" in str(caught.value)
+
+
+def test_severe_threshold_one_above_stale_is_accepted() -> None:
+    settings = load_settings({"STALE_THRESHOLD_MS": "3000", "SEVERE_STALE_THRESHOLD_MS": "3001"})
+
+    assert (settings.stale_threshold_ms, settings.severe_stale_threshold_ms) == (3000, 3001)
+
+
+def test_config_error_is_a_value_error_with_the_problem() -> None:
+    with pytest.raises(ValueError, match=r"^PORT: must be at most 65535, got 70000$"):
+        load_settings({"PORT": "70000"})
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        ("REFRESH_MS_GUEST", "abc"),
+        ("REFRESH_MS_VIP_PRO", "100"),
+        ("PORT", "70000"),
+        ("REDIS_URL", "http://x"),
+        ("LOG_FORMAT", "xml"),
+        ("EMBEDDED_REFRESHER", "maybe"),
+        ("SEVERE_STALE_THRESHOLD_MS", "3000"),
+    ],
+)
+def test_create_app_refuses_bad_config(variable: str, value: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        create_app({**BASE_CONFIG, variable: value})
+
+    assert caught.value.variable == variable
+
+
+def test_create_app_with_a_mapping_ignores_the_process_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("REFRESH_MS_GUEST", "abc")
+    monkeypatch.setenv("REDIS_URL", "http://not-used")
+    monkeypatch.setenv("PORT", "70000")
+
+    app = create_app({**BASE_CONFIG, "REFRESH_MS_USER": "2500"})
+    settings: Settings = settings_of(app)
+
+    assert settings.refresh_ms == {"guest": 5000, "user": 2500, "vip_pro": 500}
+    assert settings.redis_url == "memory://"
+    assert settings.port == 8000
+    health = validated("health", app.test_client().get("/api/health").data)
+    assert health["refreshMs"] == {"guest": 5000, "user": 2500, "vip_pro": 500}
+
+
+def test_create_app_accepts_non_string_values() -> None:
+    app = create_app({**BASE_CONFIG, "REFRESH_MS_GUEST": 6000, "PORT": 9000})
+
+    assert settings_of(app).refresh_ms_guest == 6000
+    assert settings_of(app).port == 9000
+
+
+def test_cli_refuses_to_start_with_a_bad_value() -> None:
+    env = service_env(REFRESH_MS_GUEST="abc")
+
+    result = subprocess.run(
+        [str(BIN / "flask"), "--app", "wsgi", "refresher", "--once"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+
+    assert result.returncode != 0
+    assert "REFRESH_MS_GUEST" in result.stderr
+    assert "'abc'" in result.stderr
+    assert '"items"' not in result.stdout  # no board was printed
