@@ -4,6 +4,7 @@ Run with ``gunicorn -c gunicorn.conf.py wsgi:app`` (``-b HOST:PORT`` overrides t
 """
 
 import logging
+from typing import Any
 
 from app.config import load_settings
 
@@ -29,3 +30,15 @@ preload_app = False
 # The board and stream are served behind nginx in production (X-Forwarded-For is handled
 # in the app by TRUSTED_PROXIES, not by gunicorn).
 forwarded_allow_ips = "127.0.0.1"
+
+
+def post_worker_init(worker: Any) -> None:
+    """After fork: open this worker's board subscription before the first request."""
+    from app.extensions import start_worker
+
+    start_worker(worker.wsgi)
+
+
+# gunicorn 24+ opens a control socket at a fixed path by default; two services on one
+# machine (or a test run beside a deployment) would fight over it, and we do not use it.
+control_socket_disable = True

@@ -15,6 +15,7 @@ from app.config import Settings
 SETTINGS_KEY = "probboard.settings"
 BUS_KEY = "probboard.bus"
 RENDERER_KEY = "probboard.renderer"
+EMBEDDED_STARTER_KEY = "probboard.embedded_refresher"
 
 
 def settings_of(app: Flask) -> Settings:
@@ -51,3 +52,11 @@ class BoardBusExtension:
 
 
 board_bus = BoardBusExtension()
+
+
+def start_worker(app: Flask) -> None:
+    """Start what a serving process runs in the background (called after fork)."""
+    BoardBusExtension.bus_of(app).start()
+    starter = app.extensions.get(EMBEDDED_STARTER_KEY)
+    if starter is not None:
+        starter()

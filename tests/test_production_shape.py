@@ -27,7 +27,7 @@ def test_gunicorn_and_refresher_serve_a_live_board(
     status, _, body = service.get("/api/health")
     health = validated("health", body)
     assert status == 200
-    assert health["redisReady"] is True
+    assert health["redisReady"] is True, health
     assert health["refreshMs"] == {"guest": 5000, "user": 2000, "vip_pro": 500}
 
     empty = _board(service)

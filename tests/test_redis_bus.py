@@ -68,7 +68,8 @@ def test_invalid_payload_on_the_channel_is_dropped(fresh_redis: RedisServer) -> 
             client.publish("probboard:board", junk)
         # A valid board published after the junk still arrives: the subscriber survived it.
         assert _refresher(publisher).tick()
-        assert wait_until(lambda: (worker.latest() or good).seq != getattr(good, "seq", None))
+        assert good is not None
+        assert wait_until(lambda: (worker.latest() or good).seq != good.seq)
         assert worker.latest() is not None and worker.latest() is not good
     finally:
         publisher.close()

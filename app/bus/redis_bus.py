@@ -30,6 +30,7 @@ DEAD_AFTER_S = 8.0  # no message and no pong for this long: the connection is de
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 2.0
 HEALTH_CACHE_S = 1.0
+FIRST_SYNC_WAIT_S = 1.0  # the first request of a worker waits this long for the key read
 REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, OSError)
 
 
@@ -56,6 +57,7 @@ class RedisBoardBus:
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
+        self._synced = threading.Event()  # set once the first connection attempt is over
         self._subscribed = False
         self._state = "not started"
         self._health: tuple[float, bool, str] = (0.0, False, "not checked")
@@ -71,8 +73,9 @@ class RedisBoardBus:
     # -- worker side ----------------------------------------------------------------
     def latest(self) -> Snapshot | None:
         """The newest board this worker received; starts the subscriber on first use."""
-        if self._thread is None:
+        if not self._synced.is_set():
             self.start()
+            self._synced.wait(FIRST_SYNC_WAIT_S)
         return self._holder.snapshot
 
     def add_listener(self, listener: Listener) -> None:
@@ -105,6 +108,8 @@ class RedisBoardBus:
         now = time.monotonic()
         if now - checked_at < HEALTH_CACHE_S:
             return ready, text
+        if self._thread is not None:
+            self._synced.wait(FIRST_SYNC_WAIT_S)
         try:
             self._client.ping()
             if self._thread is None or self._subscribed:
@@ -123,6 +128,7 @@ class RedisBoardBus:
                 self._listen()
                 backoff = BACKOFF_FIRST_S
             except REDIS_ERRORS as exc:
+                self._synced.set()
                 if self._subscribed or self._state == "not started":
                     log.warning("board subscription lost: %s; reconnecting", type(exc).__name__)
                 self._subscribed = False
@@ -149,6 +155,7 @@ class RedisBoardBus:
                 log.info("board subscription established")
             self._subscribed = True
             self._state = "subscribed"
+            self._synced.set()
             last_heard = time.monotonic()
             pinged = False
             while not self._stop.is_set():

@@ -6,7 +6,7 @@ import threading
 
 from flask import Flask
 
-from app.extensions import board_bus, settings_of
+from app.extensions import EMBEDDED_STARTER_KEY, board_bus, settings_of
 from app.refresher.loop import Refresher
 from app.refresher.sources import create_source
 
@@ -31,4 +31,4 @@ def init_embedded(app: Flask) -> None:
             started.append(refresher.start_background())
 
     app.before_request(start_once)
-    app.extensions["probboard.embedded_refresher"] = started
+    app.extensions[EMBEDDED_STARTER_KEY] = start_once
