@@ -29,6 +29,8 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     settings = load_settings(environ)
 
     app = Flask(__name__, instance_relative_config=True)
+    # "//" in a path must not become an HTML redirect: every answer is an API answer.
+    app.url_map.merge_slashes = False
     app.config.update(SECRET_KEY=settings.secret_key, MAX_CONTENT_LENGTH=64 * 1024)
     app.extensions[SETTINGS_KEY] = settings
 

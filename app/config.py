@@ -8,6 +8,7 @@ names the variable, so a typo never turns into a silently different service.
 from __future__ import annotations
 
 import os
+import re
 import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -68,9 +69,12 @@ class Settings:
         }
 
 
+_WHOLE_NUMBER = re.compile(r"[+-]?[0-9]{1,12}")
+
+
 def _int(value: str, variable: str, minimum: int | None = None, maximum: int | None = None) -> int:
     text = value.strip()
-    if not text or not (text.isdigit() or (text[0] in "+-" and text[1:].isdigit())):
+    if not _WHOLE_NUMBER.fullmatch(text):
         raise ConfigError(variable, f"expected a whole number, got {value!r}")
     number = int(text)
     if minimum is not None and number < minimum:
@@ -96,23 +100,29 @@ def _choice(value: str, variable: str, choices: tuple[str, ...], upper: bool = F
     return text
 
 
+def _without_password(url: str) -> str:
+    """``url`` with any password replaced, so an error message never prints one."""
+    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", url)
+
+
 def _redis_url(value: str, variable: str) -> str:
     text = value.strip()
+    shown = _without_password(text)
     if text == "memory://":
         return text
     parts = urlsplit(text)
     if parts.scheme == "unix" and parts.path:
         return text
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-        raise ConfigError(variable, f"expected memory:// or redis://host:port/db, got {value!r}")
+        raise ConfigError(variable, f"expected memory:// or redis://host:port/db, got {shown!r}")
     try:
         port = parts.port
     except ValueError as exc:
-        raise ConfigError(variable, f"bad port in {value!r}") from exc
+        raise ConfigError(variable, f"bad port in {shown!r}") from exc
     if port == 0:
-        raise ConfigError(variable, f"bad port in {value!r}")
+        raise ConfigError(variable, f"bad port in {shown!r}")
     db = parts.path.lstrip("/")
-    if db and not db.isdigit():
+    if db and not re.fullmatch(r"[0-9]{1,5}", db):
         raise ConfigError(variable, f"the database number must be a whole number, got {db!r}")
     return text
 

@@ -19,27 +19,28 @@ from flask import Flask, Response, g, has_request_context, request
 from app.config import Settings
 
 REQUEST_ID_HEADER = "X-Request-ID"
-_VALID_REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-# (pattern, replacement) pairs, applied in order.
-_SECRETS = (
-    (re.compile(r"\b(pbk_|pbs_)[A-Za-z0-9_-]+"), r"\1[redacted]"),
-    (re.compile(r"(?i)\b(bearer\s+)[^\s\"',;]+"), r"\1[redacted]"),
-    (
-        re.compile(
-            r"(?i)\b((?:x-api-key|authorization|cookie|set-cookie|probboard_session)"
-            r"[\"']?\s*[:=]\s*[\"']?)(?!\[redacted\])[^\s\"',;]+"
-        ),
-        r"\1[redacted]",
-    ),
+_VALID_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_TOKEN = re.compile(r"\b(pbk_|pbs_)[A-Za-z0-9_-]+")
+_SCHEME = re.compile(r"(?i)\b(bearer|basic|token|digest)\s+[^\s\"',;]+")
+# A sensitive name, a separator (header, dict, JSON, tuple or k=v form), then the value: a
+# quoted string up to its closing quote, or everything to the end of the line.
+_SENSITIVE = re.compile(
+    r"(?i)\b(x-api-key|proxy-authorization|authorization|set-cookie|cookie|probboard_session)"
+    r"([\"']?\s*[:=,]\s*)(?:([\"'])(.*?)\3|([^\n]*))"
 )
 _HANDLER_NAME = "probboard"
 
 
+def _mask_sensitive(match: re.Match[str]) -> str:
+    quote = match.group(3) or ""
+    return f"{match.group(1)}{match.group(2)}{quote}[redacted]{quote}"
+
+
 def redact(text: str) -> str:
-    """``text`` with key-, token- and cookie-like substrings masked."""
-    for pattern, replacement in _SECRETS:
-        text = pattern.sub(replacement, text)
-    return text
+    """``text`` with key-, token-, credential- and cookie-like values masked."""
+    text = _SENSITIVE.sub(_mask_sensitive, text)
+    text = _SCHEME.sub(lambda m: f"{m.group(1)} [redacted]", text)
+    return _TOKEN.sub(r"\1[redacted]", text)
 
 
 def current_request_id() -> str:
@@ -49,16 +50,26 @@ def current_request_id() -> str:
     return "-"
 
 
-class _ContextFilter(logging.Filter):
-    """Adds ``request_id`` and redacts the rendered message."""
+def _install_record_factory() -> None:
+    """Every record, whichever handler sees it, gets a request id and redacted text."""
+    base = logging.getLogRecordFactory()
+    if getattr(base, "probboard", False):
+        return
+    plain = logging.Formatter()
 
-    def filter(self, record: logging.LogRecord) -> bool:
+    def factory(*args: object, **kwargs: object) -> logging.LogRecord:
+        record = base(*args, **kwargs)
         record.request_id = current_request_id()
         message = record.getMessage()
         cleaned = redact(message)
         if cleaned != message:
             record.msg, record.args = cleaned, None
-        return True
+        if record.exc_info:
+            record.exc_text = redact(plain.formatException(record.exc_info))
+        return record
+
+    factory.probboard = True  # type: ignore[attr-defined]
+    logging.setLogRecordFactory(factory)
 
 
 class JsonFormatter(logging.Formatter):
@@ -75,7 +86,7 @@ class JsonFormatter(logging.Formatter):
             "msg": record.getMessage(),
         }
         if record.exc_info:
-            entry["exc"] = redact(self.formatException(record.exc_info))
+            entry["exc"] = record.exc_text or redact(self.formatException(record.exc_info))
         return json.dumps(entry)
 
 
@@ -92,6 +103,7 @@ class TextFormatter(logging.Formatter):
 
 def configure_logging(settings: Settings) -> None:
     """Install the probboard handler on the root logger (idempotent: replaces our own)."""
+    _install_record_factory()
     root = logging.getLogger()
     for handler in list(root.handlers):
         if handler.get_name() == _HANDLER_NAME:
@@ -99,14 +111,13 @@ def configure_logging(settings: Settings) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.set_name(_HANDLER_NAME)
     handler.setFormatter(JsonFormatter() if settings.log_format == "json" else TextFormatter())
-    handler.addFilter(_ContextFilter())
     root.addHandler(handler)
     root.setLevel(settings.log_level)
 
 
 def _assign_request_id() -> None:
     incoming = request.headers.get(REQUEST_ID_HEADER, "")
-    g.request_id = incoming if _VALID_REQUEST_ID.match(incoming) else uuid.uuid4().hex
+    g.request_id = incoming if _VALID_REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
 
 
 def _return_request_id(response: Response) -> Response:

@@ -90,8 +90,16 @@ def test_values_are_parsed_and_normalised() -> None:
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("1", True), ("true", True), ("YES", True), ("on", True)]
-    + [("0", False), ("False", False), ("no", False), ("OFF", False)],
+    [
+        ("1", True),
+        ("true", True),
+        ("YES", True),
+        ("on", True),
+        ("0", False),
+        ("False", False),
+        ("no", False),
+        ("OFF", False),
+    ],
 )
 def test_embedded_refresher_booleans(text: str, expected: bool) -> None:
     assert load_settings({"EMBEDDED_REFRESHER": text}).embedded_refresher is expected
@@ -170,7 +178,9 @@ def test_bad_value_raises_config_error_naming_the_variable(variable: str, value:
     ("stale", "severe"),
     [("3000", "3000"), ("3000", "2999"), ("20000", None), (None, "3000"), (None, "100")],
 )
-def test_severe_threshold_must_exceed_stale_threshold(stale: str | None, severe: str | None) -> None:
+def test_severe_threshold_must_exceed_stale_threshold(
+    stale: str | None, severe: str | None
+) -> None:
     env = {}
     if stale is not None:
         env["STALE_THRESHOLD_MS"] = stale

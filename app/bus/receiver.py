@@ -25,8 +25,8 @@ class SnapshotHolder:
         """Validate ``raw`` and keep it if newer than what is held; True when kept."""
         try:
             snapshot = parse_snapshot(raw)
-        except ValueError as exc:
-            log.error("dropped an invalid board from the bus: %s", exc)
+        except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+            log.error("dropped an invalid board from the bus: %s", str(exc)[:500])
             return False
         current = self.snapshot
         if current is not None and snapshot.seq <= current.seq:

@@ -10,6 +10,7 @@ from types import FrameType
 
 import click
 from flask import current_app
+from flask.cli import with_appcontext
 
 from app.extensions import board_bus, settings_of
 from app.refresher.loop import Refresher
@@ -18,6 +19,7 @@ from app.refresher.sources import create_source
 
 @click.command("refresher")
 @click.option("--once", is_flag=True, help="Print one board as JSON and exit (publishes nothing).")
+@with_appcontext
 def refresher_command(once: bool) -> None:
     """Build the board every tick and publish it on the Redis board bus."""
     app = current_app._get_current_object()  # type: ignore[attr-defined]

@@ -11,6 +11,8 @@ from app.plans import ALL_PLANS
 from app.schemas.fields import StrictBoolean, StrictInteger, StrictNumber
 
 LATENCY_LEVELS = ("ok", "warn", "danger")
+# Data times are epoch milliseconds before 2100: anything later is a corrupt board.
+MAX_EPOCH_MS = 4_102_444_800_000
 UPDATED_AT_PATTERN = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}$"
 SERVED_AT_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 TOKEN_ID_PATTERN = r"^[0-9]{1,78}$"  # noqa: S105 - a pattern, not a password
@@ -83,7 +85,7 @@ class PublishedItemSchema(BoardItemSchema):
     web worker for each response, so a published row must not carry them.
     """
 
-    ts = StrictInteger(required=True, validate=validate.Range(min=0))
+    ts = StrictInteger(required=True, validate=validate.Range(min=0, max=MAX_EPOCH_MS))
 
     @validates_schema
     def _no_serve_time_fields(self, data: dict[str, Any], **kwargs: Any) -> None:
@@ -99,6 +101,6 @@ class PublishedBoardSchema(Schema):
         unknown = RAISE
 
     seq = StrictInteger(required=True, validate=validate.Range(min=0))
-    ts = StrictInteger(required=True, validate=validate.Range(min=0))
+    ts = StrictInteger(required=True, validate=validate.Range(min=0, max=MAX_EPOCH_MS))
     source = fields.String(required=True)
     items = fields.List(fields.Nested(PublishedItemSchema), required=True)

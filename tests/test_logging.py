@@ -1,0 +1,299 @@
+"""Logging: JSON or text lines with the request id, and no secret ever written out."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import re
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, TextIO
+
+import pytest
+from flask import Flask, request
+
+from app import create_app
+from app.logs import redact
+from tests.conftest import BASE_CONFIG
+from tests.support.contract import validated
+
+API_KEY = "pbk_Secr3tKeyValue0123456789abcdefXYZ"
+API_KEY_TAIL = API_KEY.removeprefix("pbk_")
+BEARER_KEY = "pbk_AnotherBearerKey9876543210zyxw"
+SESSION = "eyJ1c2VyIjo0Mn0.Zk9x1A.s3ss10n-V4lue_HMAC"
+JSON_KEYS = {"ts", "level", "logger", "request_id", "msg"}
+TS_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
+
+view_log = logging.getLogger("tests.logging.view")
+
+
+def probboard_handler() -> logging.StreamHandler[TextIO]:
+    handlers = [h for h in logging.getLogger().handlers if h.get_name() == "probboard"]
+    assert len(handlers) == 1, handlers
+    handler = handlers[0]
+    assert isinstance(handler, logging.StreamHandler)
+    return handler
+
+
+@contextmanager
+def captured_log() -> Iterator[io.StringIO]:
+    """What the service's log handler writes (to stderr in production), as text."""
+    handler = probboard_handler()
+    buffer = io.StringIO()
+    previous = handler.setStream(buffer)
+    try:
+        yield buffer
+    finally:
+        if previous is not None:
+            handler.setStream(previous)
+
+
+def json_lines(text: str) -> list[dict[str, Any]]:
+    """Every line of ``text`` parsed as a JSON object with the documented keys."""
+    entries = []
+    for line in text.splitlines():
+        entry = json.loads(line)
+        assert isinstance(entry, dict)
+        assert set(entry) >= JSON_KEYS, entry
+        assert TS_PATTERN.match(entry["ts"])
+        entries.append(entry)
+    return entries
+
+
+def json_app() -> Flask:
+    return create_app({**BASE_CONFIG, "LOG_FORMAT": "json"})
+
+
+def add_logging_route(app: Flask) -> None:
+    @app.get("/_test/log")
+    def log_something() -> tuple[str, int]:
+        view_log.info("handled the thing")
+        view_log.warning("count=%d", 3)
+        return "", 204
+
+
+def add_careless_routes(app: Flask) -> None:
+    @app.get("/_test/careless")
+    def careless() -> tuple[str, int]:
+        view_log.info("headers: %s", dict(request.headers))
+        view_log.info("raw headers: %s", request.headers)
+        view_log.warning("json headers: " + json.dumps(dict(request.headers)))
+        view_log.info("environ: %r", {k: v for k, v in request.environ.items() if k.isupper()})
+        return "", 204
+
+    @app.get("/_test/cookies")
+    def cookies() -> tuple[str, int]:
+        view_log.info("cookies: %s", request.cookies)
+        view_log.info("cookie dict: %s", request.cookies.to_dict())
+        return "", 204
+
+
+SECRET_HEADERS = {"X-API-Key": API_KEY, "Authorization": f"Bearer {BEARER_KEY}"}
+
+
+def assert_no_secret(text: str) -> None:
+    for secret in (API_KEY, API_KEY_TAIL, BEARER_KEY, SESSION, SESSION[:16]):
+        assert secret not in text
+
+
+# -- JSON lines and the request id -------------------------------------------------------------
+
+
+def test_json_lines_carry_the_request_id() -> None:
+    app = json_app()
+    add_logging_route(app)
+    client = app.test_client()
+
+    with captured_log() as buffer:
+        view_log.info("outside any request")
+        given = client.get("/_test/log", headers={"X-Request-ID": "req-json-1"})
+        generated = client.get("/_test/log")
+
+    assert given.status_code == generated.status_code == 204
+    entries = json_lines(buffer.getvalue())
+    mine = [
+        (e["request_id"], e["level"], e["msg"]) for e in entries if e["logger"] == view_log.name
+    ]
+    generated_id = generated.headers["X-Request-ID"]
+    assert re.fullmatch(r"[0-9a-f]{32}", generated_id)
+    assert mine == [
+        ("-", "INFO", "outside any request"),
+        ("req-json-1", "INFO", "handled the thing"),
+        ("req-json-1", "WARNING", "count=3"),
+        (generated_id, "INFO", "handled the thing"),
+        (generated_id, "WARNING", "count=3"),
+    ]
+
+
+def test_an_unhandled_error_is_one_json_entry_with_a_redacted_traceback() -> None:
+    app = json_app()
+
+    @app.get("/_test/boom")
+    def boom() -> str:
+        raise RuntimeError(f"upstream refused key {API_KEY} for cookie probboard_session={SESSION}")
+
+    with captured_log() as buffer:
+        response = app.test_client().get("/_test/boom", headers={"X-Request-ID": "boom-7"})
+
+    assert response.status_code == 500
+    assert validated("error", response.data)["code"] == "internal_error"
+    output = buffer.getvalue()
+    assert_no_secret(output)
+    [entry] = [e for e in json_lines(output) if e["logger"] == "app.errors"]
+    assert entry["level"] == "ERROR"
+    assert entry["request_id"] == "boom-7"
+    assert entry["msg"] == "unhandled error: RuntimeError"
+    assert "Traceback" in entry["exc"] and "RuntimeError: upstream refused key" in entry["exc"]
+    assert "pbk_[redacted]" in entry["exc"]
+
+
+def test_text_lines_carry_the_request_id(app: Flask) -> None:
+    add_logging_route(app)
+
+    with captured_log() as buffer:
+        app.test_client().get("/_test/log", headers={"X-Request-ID": "req-text-9"})
+
+    lines = [line for line in buffer.getvalue().splitlines() if view_log.name in line]
+    assert len(lines) == 2
+    assert all("[req-text-9]" in line for line in lines)
+    assert lines[0].endswith("INFO tests.logging.view [req-text-9] handled the thing")
+    assert lines[1].endswith("WARNING tests.logging.view [req-text-9] count=3")
+
+
+def test_the_log_level_filters_lines() -> None:
+    app = create_app({**BASE_CONFIG, "LOG_FORMAT": "json", "LOG_LEVEL": "warning"})
+    add_logging_route(app)
+
+    with captured_log() as buffer:
+        app.test_client().get("/_test/log")
+
+    entries = [e for e in json_lines(buffer.getvalue()) if e["logger"] == view_log.name]
+    assert [(e["level"], e["msg"]) for e in entries] == [("WARNING", "count=3")]
+
+
+def test_creating_apps_again_keeps_a_single_handler() -> None:
+    for _ in range(3):
+        create_app(BASE_CONFIG)
+    json_app()
+
+    with captured_log() as buffer:
+        view_log.warning("once")
+
+    assert [e["msg"] for e in json_lines(buffer.getvalue())] == ["once"]
+
+
+# -- redaction --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "secret", "kept"),
+    [
+        (f"key {API_KEY} used", API_KEY_TAIL, "pbk_[redacted]"),
+        ("session pbs_SeSsIoNtOkEn_123", "SeSsIoNtOkEn_123", "pbs_[redacted]"),
+        (f"Authorization: Bearer {BEARER_KEY}", BEARER_KEY.removeprefix("pbk_"), "[redacted]"),
+        ("authorization: bearer abc.def-ghi_jkl", "abc.def-ghi_jkl", "[redacted]"),
+        ("Bearer eyJhbGciOiJIUzI1NiJ9.payload.sig", "eyJhbGciOiJIUzI1NiJ9", "Bearer [redacted]"),
+        ("X-API-Key: plainkey123", "plainkey123", "X-API-Key: [redacted]"),
+        ("x-api-key=plainkey123", "plainkey123", "[redacted]"),
+        ('{"X-Api-Key": "plainkey123"}', "plainkey123", "[redacted]"),
+        ("{'X-Api-Key': 'plainkey123'}", "plainkey123", "[redacted]"),
+        (f"Cookie: probboard_session={SESSION}", SESSION, "[redacted]"),
+        (f"{{'Cookie': 'probboard_session={SESSION}'}}", SESSION, "[redacted]"),
+        (f"Cookie: theme=dark; probboard_session={SESSION}", SESSION, "[redacted]"),
+        (f"Set-Cookie: probboard_session={SESSION}; HttpOnly", SESSION, "[redacted]"),
+        (f"{{'probboard_session': '{SESSION}'}}", SESSION, "[redacted]"),
+    ],
+)
+def test_redact_masks_keys_tokens_and_cookies(text: str, secret: str, kept: str) -> None:
+    cleaned = redact(text)
+
+    assert secret not in cleaned
+    assert kept in cleaned
+    assert redact(cleaned) == cleaned  # idempotent
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("Cookie: theme=dark; remember_token=r3m3mb3r-s3cr3t", "r3m3mb3r-s3cr3t"),
+        ("Cookie: probboard_session=x; csrf_token=csrfS3cr3t", "csrfS3cr3t"),
+        ("Authorization: Basic dXNlcjpodW50ZXIy", "dXNlcjpodW50ZXIy"),
+        ("Authorization: Token t0k3nV4lu3", "t0k3nV4lu3"),
+    ],
+)
+def test_redact_masks_the_whole_value_of_a_sensitive_header(text: str, secret: str) -> None:
+    """Every cookie of a Cookie header and any Authorization scheme, not just the first word."""
+    assert secret not in redact(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "GET /api/probboard/latest 200 in 3ms",
+        "refresher started: source=simulated tick=500ms",
+        "board seq=1767225600123 p_up=61.25",
+    ],
+)
+def test_redact_leaves_ordinary_text_alone(text: str) -> None:
+    assert redact(text) == text
+
+
+# -- a request carrying secrets ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_secrets_in_a_request_never_reach_the_log(log_format: str) -> None:
+    app = create_app({**BASE_CONFIG, "LOG_FORMAT": log_format})
+    add_careless_routes(app)
+    client = app.test_client()
+    client.set_cookie("probboard_session", SESSION)
+
+    with captured_log() as buffer:
+        response = client.get(
+            "/_test/careless", headers={**SECRET_HEADERS, "X-Request-ID": "careless-1"}
+        )
+
+    assert response.status_code == 204
+    output = buffer.getvalue()
+    assert "headers: " in output and "environ: " in output
+    assert "probboard_session" in output  # the cookie was logged, its value must not be
+    assert "careless-1" in output
+    assert "[redacted]" in output
+    assert_no_secret(output)
+    if log_format == "json":
+        entries = json_lines(output)
+        assert len([e for e in entries if e["logger"] == view_log.name]) == 4
+        assert all(e["request_id"] == "careless-1" for e in entries)
+
+
+def test_secrets_never_reach_the_log_on_the_app_fixture(app: Flask) -> None:
+    add_careless_routes(app)
+    client = app.test_client()
+    client.set_cookie("probboard_session", SESSION)
+
+    with captured_log() as buffer:
+        response = client.get("/_test/careless", headers={"X-API-Key": API_KEY})
+        latest = client.get("/api/probboard/latest", headers={"X-API-Key": API_KEY})
+
+    assert response.status_code == 204
+    assert validated("board", latest.data)["plan"] == "guest"
+    output = buffer.getvalue()
+    assert "probboard_session" in output  # the cookie was logged, its value was not
+    assert_no_secret(output)
+
+
+def test_the_session_cookie_value_never_reaches_the_log(app: Flask) -> None:
+    """``log.info("%s", request.cookies)`` is as careless as logging the headers."""
+    add_careless_routes(app)
+    client = app.test_client()
+    client.set_cookie("probboard_session", SESSION)
+
+    with captured_log() as buffer:
+        response = client.get("/_test/cookies")
+
+    assert response.status_code == 204
+    output = buffer.getvalue()
+    assert "cookies: " in output and "cookie dict: " in output
+    assert "probboard_session" in output
+    assert_no_secret(output)
