@@ -55,7 +55,12 @@ board_bus = BoardBusExtension()
 
 
 def start_worker(app: Flask) -> None:
-    """Start what a serving process runs in the background (called after fork)."""
+    """Start what a serving process runs in the background (called after fork).
+
+    Any other WSGI app served with our gunicorn.conf.py (the benchmark baseline) is left alone.
+    """
+    if BUS_KEY not in getattr(app, "extensions", {}):
+        return
     BoardBusExtension.bus_of(app).start()
     starter = app.extensions.get(EMBEDDED_STARTER_KEY)
     if starter is not None:
