@@ -39,6 +39,13 @@ def post_worker_init(worker: Any) -> None:
     start_worker(worker.wsgi)
 
 
+def worker_exit(server: Any, worker: Any) -> None:
+    """Before a worker goes: write what it coalesced (key uses)."""
+    from app.extensions import stop_worker
+
+    stop_worker(worker.wsgi)
+
+
 # gunicorn 24+ opens a control socket at a fixed path by default; two services on one
 # machine (or a test run beside a deployment) would fight over it, and we do not use it.
 control_socket_disable = True

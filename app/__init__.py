@@ -12,9 +12,9 @@ from collections.abc import Mapping
 
 from flask import Flask
 
-from app import api, errors, logs, refresher
+from app import accounts, api, auth, errors, limits, logs, refresher
 from app.config import load_settings
-from app.extensions import SETTINGS_KEY, board_bus
+from app.extensions import SETTINGS_KEY, board_bus, init_db
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +36,12 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
 
     logs.init_app(app, settings)
     errors.init_app(app)
+    init_db(app, settings)
     board_bus.init_app(app)
     refresher.init_app(app)
+    accounts.init_app(app)
+    auth.init_app(app)
+    limits.init_app(app)
     api.init_app(app)
 
     if settings.secret_key_generated:

@@ -53,6 +53,11 @@ class Settings:
     port: int
     log_format: str
     log_level: str
+    api_key_pepper: str
+    session_ttl_days: int
+    auth_cache_ms: int
+    last_used_flush_s: int
+    auth_failure_limit: str
 
     @property
     def uses_redis(self) -> bool:
@@ -127,6 +132,46 @@ def _redis_url(value: str, variable: str) -> str:
     return text
 
 
+def _database_url(value: str, variable: str) -> str:
+    """Accept the plain PostgreSQL form and map it to the psycopg 3 driver."""
+    text = value.strip()
+    if text == "":
+        return ""  # the embedded default: an SQLite file in the instance folder
+    shown = _without_password(text)
+    parts = urlsplit(text)
+    scheme = parts.scheme
+    if scheme in ("postgresql", "postgres", "postgresql+psycopg"):
+        if not parts.path.strip("/"):
+            raise ConfigError(variable, f"name the database, as in postgresql://host/db: {shown!r}")
+        return "postgresql+psycopg://" + text.split("://", 1)[1]
+    if scheme == "sqlite" and text.startswith("sqlite:///"):
+        return text
+    raise ConfigError(
+        variable, f"expected postgresql://user@host:port/db or sqlite:///path, got {shown!r}"
+    )
+
+
+def _rate_limit(value: str, variable: str) -> str:
+    """A flask-limiter rate string such as ``20 per minute`` (several joined by ``;``)."""
+    from limits import parse_many
+
+    text = value.strip()
+    try:
+        parse_many(text)
+    except ValueError as exc:
+        raise ConfigError(
+            variable, f"expected a rate such as '20 per minute', got {value!r}"
+        ) from exc
+    return text
+
+
+def _pepper(value: str, variable: str) -> str:
+    text = value.strip()
+    if text and len(text) < 16:
+        raise ConfigError(variable, "must be at least 16 characters (use a random string)")
+    return text
+
+
 def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
     """Parse settings from ``environ`` (default: the process environment)."""
     env = os.environ if environ is None else environ
@@ -153,7 +198,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
 
     return Settings(
         redis_url=get("REDIS_URL", "memory://", _redis_url),
-        database_url=env.get("DATABASE_URL", "").strip(),
+        database_url=get("DATABASE_URL", "", _database_url),
         secret_key=secret or secrets.token_urlsafe(32),
         secret_key_generated=not secret,
         refresh_ms_guest=refresh("REFRESH_MS_GUEST", 5000),
@@ -172,4 +217,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         port=get("PORT", "8000", lambda v, n: _int(v, n, 1, 65535)),
         log_format=get("LOG_FORMAT", "text", lambda v, n: _choice(v, n, LOG_FORMATS)),
         log_level=get("LOG_LEVEL", "INFO", lambda v, n: _choice(v, n, LOG_LEVELS, upper=True)),
+        api_key_pepper=get("API_KEY_PEPPER", "", _pepper),
+        session_ttl_days=get("SESSION_TTL_DAYS", "30", lambda v, n: _int(v, n, 1, 3650)),
+        auth_cache_ms=get("AUTH_CACHE_MS", "2000", lambda v, n: _int(v, n, 0, 5000)),
+        last_used_flush_s=get("LAST_USED_FLUSH_S", "10", lambda v, n: _int(v, n, 1, 3600)),
+        auth_failure_limit=get("AUTH_FAILURE_LIMIT", "20 per minute", _rate_limit),
     )

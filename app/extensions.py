@@ -6,8 +6,17 @@ opened lazily by the first request (after gunicorn has forked its workers).
 
 from __future__ import annotations
 
-from flask import Flask, current_app
+import logging
+from collections.abc import Callable
+from pathlib import Path
 
+from flask import Flask, current_app
+from flask_migrate import Migrate
+from flask_sqlalchemy import SQLAlchemy
+from sqlalchemy.orm import Session as DbSession
+
+from app.accounts.models import Base
+from app.accounts.pepper import load_pepper
 from app.board.render import BoardRenderer
 from app.bus import BoardBus, create_bus
 from app.config import Settings
@@ -16,6 +25,15 @@ SETTINGS_KEY = "probboard.settings"
 BUS_KEY = "probboard.bus"
 RENDERER_KEY = "probboard.renderer"
 EMBEDDED_STARTER_KEY = "probboard.embedded_refresher"
+PEPPER_KEY = "probboard.pepper"
+EXIT_HOOKS_KEY = "probboard.exit_hooks"
+MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+DEFAULT_SQLITE_FILE = "probboard.sqlite3"
+
+log = logging.getLogger(__name__)
+
+db = SQLAlchemy(model_class=Base)
+migrate = Migrate()
 
 
 def settings_of(app: Flask) -> Settings:
@@ -54,6 +72,39 @@ class BoardBusExtension:
 board_bus = BoardBusExtension()
 
 
+def init_db(app: Flask, settings: Settings) -> None:
+    """Bind SQLAlchemy and Flask-Migrate; the default is an SQLite file in the instance folder.
+
+    Nothing connects here, and migrations never run here: ``flask db upgrade`` runs them.
+    """
+    uri = settings.database_url
+    if not uri:
+        Path(app.instance_path).mkdir(parents=True, exist_ok=True)
+        uri = f"sqlite:///{Path(app.instance_path) / DEFAULT_SQLITE_FILE}"
+    app.config["SQLALCHEMY_DATABASE_URI"] = uri
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = (
+        {"pool_pre_ping": True, "pool_size": 5, "max_overflow": 10, "pool_recycle": 1800}
+        if uri.startswith("postgresql")
+        else {}
+    )
+    db.init_app(app)
+    migrate.init_app(app, db, directory=str(MIGRATIONS_DIR))
+
+
+def db_session() -> DbSession:
+    """The SQLAlchemy session of the current app context."""
+    return db.session()
+
+
+def pepper_of(app: Flask) -> bytes:
+    """The API-key pepper of ``app``, loaded once per process on first use."""
+    pepper: bytes | None = app.extensions.get(PEPPER_KEY)
+    if pepper is None:
+        pepper = load_pepper(settings_of(app).api_key_pepper, app.instance_path)
+        app.extensions[PEPPER_KEY] = pepper
+    return pepper
+
+
 def start_worker(app: Flask) -> None:
     """Start what a serving process runs in the background (called after fork).
 
@@ -65,3 +116,18 @@ def start_worker(app: Flask) -> None:
     starter = app.extensions.get(EMBEDDED_STARTER_KEY)
     if starter is not None:
         starter()
+
+
+def on_worker_exit(app: Flask, hook: Callable[[], object]) -> None:
+    """Run ``hook`` in an app context when the serving process exits (``stop_worker``)."""
+    app.extensions.setdefault(EXIT_HOOKS_KEY, []).append(hook)
+
+
+def stop_worker(app: Flask) -> None:
+    """Run the exit hooks of ``app`` (gunicorn's worker_exit); a failing hook is logged."""
+    for hook in getattr(app, "extensions", {}).get(EXIT_HOOKS_KEY, []):
+        try:
+            with app.app_context():
+                hook()
+        except Exception:
+            log.exception("exit hook failed")

@@ -10,20 +10,72 @@ from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
 from app import create_app
+from tests.support.databases import empty_tables, scratch_postgres_database
 from tests.support.processes import RedisServer, Service, service_env
 
+TEST_PEPPER = "test-pepper-0123456789abcdef"
 BASE_CONFIG = {
     "REDIS_URL": "memory://",
     "SECRET_KEY": "test-secret",
+    "API_KEY_PEPPER": TEST_PEPPER,
     "EMBEDDED_REFRESHER": "false",
     "SIMULATION_SEED": "7",
 }
 
 
 @pytest.fixture
-def app() -> Flask:
-    """An app on the memory bus with the embedded refresher off: tests publish boards."""
-    return create_app(BASE_CONFIG)
+def app(tmp_path: Path) -> Flask:
+    """An app on the memory bus with the embedded refresher off: tests publish boards.
+
+    Its database is an empty SQLite file of this test's own (no schema until migrated).
+    """
+    return create_app({**BASE_CONFIG, "DATABASE_URL": f"sqlite:///{tmp_path / 'app.sqlite3'}"})
+
+
+@pytest.fixture(scope="session")
+def postgres_database() -> Iterator[str]:
+    """A PostgreSQL database of this test session's own, migrated; dropped at the end."""
+    with scratch_postgres_database() as url:
+        migrated = create_app({**BASE_CONFIG, "DATABASE_URL": url})
+        with migrated.app_context():
+            from flask_migrate import upgrade
+
+            upgrade()
+            from app.extensions import db
+
+            db.engine.dispose()
+        yield url
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """A migrated, empty accounts database: an SQLite file, then PostgreSQL."""
+    if request.param == "sqlite":
+        url = f"sqlite:///{tmp_path / 'accounts.sqlite3'}"
+        migrated = create_app({**BASE_CONFIG, "DATABASE_URL": url})
+        with migrated.app_context():
+            from flask_migrate import upgrade
+
+            upgrade()
+        yield url
+        return
+    url = request.getfixturevalue("postgres_database")
+    try:
+        yield url
+    finally:
+        empty_tables(url)
+
+
+@pytest.fixture
+def accounts_app(database_url: str) -> Iterator[Flask]:
+    """An app (memory bus, no embedded refresher) on a migrated accounts database."""
+    app = create_app({**BASE_CONFIG, "DATABASE_URL": database_url})
+    yield app
+    with app.app_context():
+        from app.extensions import db
+
+        db.session.remove()
+        db.engine.dispose()
 
 
 @pytest.fixture

@@ -7,7 +7,8 @@ from flask import Flask
 
 def init_app(app: Flask) -> None:
     """Register every endpoint's blueprint."""
-    from app.api import health, latest
+    from app.api import health, keys_verify, latest
 
     app.register_blueprint(health.bp)
+    app.register_blueprint(keys_verify.bp)
     app.register_blueprint(latest.bp)

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response
+from flask import Blueprint, Response, request
 
+from app.auth import authenticator
 from app.board.timefmt import now_ms
 from app.extensions import board_bus
+from app.limits import auth_failures
 from app.plans import GUEST
 
 bp = Blueprint("latest", __name__)
 
 
 @bp.get("/api/probboard/latest")
+@auth_failures
 def latest() -> Response:
-    """BoardResponse with staleness computed now; no Redis round trip per request."""
-    body = board_bus.renderer.render(board_bus.bus.latest(), GUEST, now_ms())
+    """BoardResponse under the caller's plan; no Redis round trip per request."""
+    identity = authenticator().identify(request)
+    plan = identity.plan if identity is not None else GUEST
+    body = board_bus.renderer.render(board_bus.bus.latest(), plan, now_ms())
     response = Response(body, mimetype="application/json")
     response.headers["Cache-Control"] = "no-store"
+    response.headers["Vary"] = "Authorization, X-API-Key, Cookie"
     return response

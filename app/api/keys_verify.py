@@ -1,0 +1,38 @@
+"""``GET /api/keys/verify``: is this API key valid, whose is it, and under which plan."""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from flask import Blueprint, Response, request
+
+from app.auth import authenticator
+from app.board.snapshot import dumps
+from app.limits import auth_failures
+
+bp = Blueprint("keys_verify", __name__)
+
+
+def _iso(moment: datetime | None) -> str | None:
+    if moment is None:
+        return None
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+@bp.get("/api/keys/verify")
+@auth_failures
+def verify() -> Response:
+    """KeyVerificationResponse; ``lastUsedAt`` is the key's previous use (this one excluded)."""
+    identity = authenticator().require_key(request)
+    key = identity.key
+    assert key is not None  # require_key only returns key identities
+    body = {
+        "ok": True,
+        "userId": identity.account_name,
+        "plan": identity.plan,
+        "maskedKey": key.masked,
+        "lastUsedAt": _iso(identity.previous_use),
+    }
+    response = Response(dumps(body), mimetype="application/json")
+    response.headers["Cache-Control"] = "no-store"
+    return response

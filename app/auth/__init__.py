@@ -1,0 +1,110 @@
+"""Authentication and entitlement: who is calling, and under which plan they are served.
+
+``identify`` serves ``/latest`` (a key, a session, or nobody: the guest plan);
+``require_key`` serves the key-only endpoints. Both answer header problems and bad keys
+with a 401 ErrorResponse whose text never says whether a key exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from datetime import datetime
+
+from flask import Flask, Request, current_app
+from sqlalchemy.exc import SQLAlchemyError
+
+from app.accounts.models import utcnow
+from app.auth.credentials import invalid_key, missing_key, read_credentials
+from app.auth.directory import Directory, KeyRecord
+from app.auth.usage import UsageRecorder
+from app.errors import ApiError
+from app.extensions import db_session, on_worker_exit, pepper_of, settings_of
+
+AUTH_KEY = "probboard.auth"
+
+
+@dataclass(frozen=True)
+class Identity:
+    """An authenticated caller: the account, its current plan, and the key if one was used."""
+
+    account_id: int
+    account_name: str
+    plan: str
+    key: KeyRecord | None
+    previous_use: datetime | None = None
+
+
+def _store_unavailable() -> ApiError:
+    return ApiError(
+        503,
+        "auth_unavailable",
+        "Credentials cannot be checked right now; retry shortly.",
+        retry_after_ms=2000,
+    )
+
+
+class Authenticator:
+    """Resolves credentials for one app; holds the per-worker caches."""
+
+    def __init__(self, app: Flask) -> None:
+        settings = settings_of(app)
+        self.directory = Directory(
+            session=db_session,
+            pepper=lambda: pepper_of(app),
+            ttl_ms=settings.auth_cache_ms,
+        )
+        self.usage = UsageRecorder(session=db_session, flush_s=settings.last_used_flush_s)
+
+    def _from_key(self, clear: str) -> Identity:
+        try:
+            record = self.directory.key(clear)
+        except SQLAlchemyError as exc:
+            raise _store_unavailable() from exc
+        now = utcnow()
+        if record is None or not record.usable(now):
+            raise invalid_key()
+        pending = self.usage.pending(record.key_id)
+        previous = max((t for t in (record.last_used_at, pending) if t is not None), default=None)
+        # The recorder keeps a use it could not write and retries; the caller is served.
+        with contextlib.suppress(SQLAlchemyError):
+            self.usage.record(record.key_id, now)
+        return Identity(record.account_id, record.account_name, record.plan, record, previous)
+
+    def _from_session(self, clear: str) -> Identity | None:
+        try:
+            record = self.directory.session(clear)
+        except SQLAlchemyError as exc:
+            raise _store_unavailable() from exc
+        if record is None or not record.usable(utcnow()):
+            return None  # cookies outlive sessions: an old one just means "guest"
+        return Identity(record.account_id, record.account_name, record.plan, None)
+
+    def identify(self, request: Request) -> Identity | None:
+        """The caller on ``/latest``: key first, then session; None means guest."""
+        presented = read_credentials(request)
+        if presented.api_key is not None:
+            return self._from_key(presented.api_key)
+        if presented.session_token is not None:
+            return self._from_session(presented.session_token)
+        return None
+
+    def require_key(self, request: Request) -> Identity:
+        """The caller on a key-only endpoint; 401 without a valid key."""
+        presented = read_credentials(request)
+        if presented.api_key is None:
+            raise missing_key()
+        return self._from_key(presented.api_key)
+
+
+def authenticator() -> Authenticator:
+    """The authenticator of the current app."""
+    auth: Authenticator = current_app.extensions[AUTH_KEY]
+    return auth
+
+
+def init_app(app: Flask) -> None:
+    """Create the app's authenticator; pending key uses are written when the worker exits."""
+    auth = Authenticator(app)
+    app.extensions[AUTH_KEY] = auth
+    on_worker_exit(app, auth.usage.flush)

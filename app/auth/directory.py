@@ -1,0 +1,166 @@
+"""Who a key or session token belongs to, looked up by keyed hash and cached briefly.
+
+Lookups are cached per worker for ``AUTH_CACHE_MS`` (default 2 s, at most 5 s), so a
+revocation, a disabled owner or a plan change reaches every worker within that time while
+a busy key costs one database query per worker every couple of seconds. Unknown hashes are
+cached too, so guessing does not turn into a query per request.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TypeVar
+
+from cachetools import TTLCache
+from sqlalchemy import select
+from sqlalchemy.orm import Session as DbSession
+
+from app.accounts import tokens
+from app.accounts.models import Account, ApiKey, Session
+
+CACHE_SIZE = 10_000
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class KeyRecord:
+    """A key as authentication needs it, with its owner's current plan."""
+
+    key_id: int
+    key_hash: str
+    account_id: int
+    account_name: str
+    plan: str
+    masked: str
+    owner_disabled: bool
+    revoked: bool
+    expires_at: datetime | None
+    last_used_at: datetime | None
+
+    def usable(self, now: datetime) -> bool:
+        """Not revoked, not expired, owner not disabled."""
+        return (
+            not self.revoked
+            and not self.owner_disabled
+            and (self.expires_at is None or self.expires_at > now)
+        )
+
+
+@dataclass(frozen=True)
+class SessionRecord:
+    """A session as authentication needs it."""
+
+    token_hash: str
+    account_id: int
+    account_name: str
+    plan: str
+    owner_disabled: bool
+    revoked: bool
+    expires_at: datetime
+
+    def usable(self, now: datetime) -> bool:
+        """Not revoked, not expired, owner not disabled."""
+        return not self.revoked and not self.owner_disabled and self.expires_at > now
+
+
+_MISSING = object()
+
+
+class Directory:
+    """Cached lookups of keys and sessions for one app (one per worker process)."""
+
+    def __init__(
+        self, session: Callable[[], DbSession], pepper: Callable[[], bytes], ttl_ms: int
+    ) -> None:
+        self._session = session
+        self._pepper = pepper
+        ttl = max(ttl_ms, 1) / 1000.0
+        self._keys: TTLCache[str, KeyRecord | None] = TTLCache(CACHE_SIZE, ttl)
+        self._sessions: TTLCache[str, SessionRecord | None] = TTLCache(CACHE_SIZE, ttl)
+        self._lock = threading.Lock()
+        self._enabled = ttl_ms > 0
+
+    def key(self, clear: str) -> KeyRecord | None:
+        """The record of API key ``clear``, or None when no such key exists."""
+        if not tokens.well_formed(clear, tokens.KEY_PREFIX):
+            return None
+        digest = tokens.keyed_hash(self._pepper(), clear)
+        record = self._cached(self._keys, digest, self._load_key)
+        # The index found the row; compare the stored hash again in constant time.
+        if record is None or not tokens.same_hash(record.key_hash, digest):
+            return None
+        return record
+
+    def session(self, clear: str) -> SessionRecord | None:
+        """The record of session token ``clear``, or None."""
+        if not tokens.well_formed(clear, tokens.SESSION_PREFIX):
+            return None
+        digest = tokens.keyed_hash(self._pepper(), clear)
+        record = self._cached(self._sessions, digest, self._load_session)
+        if record is None or not tokens.same_hash(record.token_hash, digest):
+            return None
+        return record
+
+    def forget(self) -> None:
+        """Drop every cached lookup (tests, and after operator changes in-process)."""
+        with self._lock:
+            self._keys.clear()
+            self._sessions.clear()
+
+    def _cached(
+        self, cache: TTLCache[str, R | None], digest: str, load: Callable[[str], R | None]
+    ) -> R | None:
+        if self._enabled:
+            with self._lock:
+                hit = cache.get(digest, _MISSING)
+            if hit is not _MISSING:
+                return hit  # type: ignore[return-value]
+        record = load(digest)
+        if self._enabled:
+            with self._lock:
+                cache[digest] = record
+        return record
+
+    def _load_key(self, digest: str) -> KeyRecord | None:
+        db = self._session()
+        row = db.execute(
+            select(ApiKey, Account).join(Account).where(ApiKey.key_hash == digest)
+        ).first()
+        db.rollback()  # end the read transaction: nothing is held between requests
+        if row is None:
+            return None
+        key, account = row
+        return KeyRecord(
+            key_id=key.id,
+            key_hash=key.key_hash,
+            account_id=account.id,
+            account_name=account.name,
+            plan=account.plan,
+            masked=key.masked,
+            owner_disabled=account.disabled,
+            revoked=key.revoked_at is not None,
+            expires_at=key.expires_at,
+            last_used_at=key.last_used_at,
+        )
+
+    def _load_session(self, digest: str) -> SessionRecord | None:
+        db = self._session()
+        row = db.execute(
+            select(Session, Account).join(Account).where(Session.token_hash == digest)
+        ).first()
+        db.rollback()
+        if row is None:
+            return None
+        session, account = row
+        return SessionRecord(
+            token_hash=session.token_hash,
+            account_id=account.id,
+            account_name=account.name,
+            plan=account.plan,
+            owner_disabled=account.disabled,
+            revoked=session.revoked_at is not None,
+            expires_at=session.expires_at,
+        )
