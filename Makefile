@@ -18,6 +18,7 @@ $(BIN)/activate: setup.cfg setup.py
 
 ## run: the service on http://$(HOST):$(PORT) (embedded; set REDIS_URL=redis://... for the production shape)
 run: $(BIN)/activate
+	$(BIN)/flask --app wsgi db upgrade
 	@if [[ "$(REDIS_URL)" == memory://* ]]; then \
 		echo "Probboard (embedded, memory://) on http://$(HOST):$(PORT)"; \
 		exec $(BIN)/flask --app wsgi run --host "$(HOST)" --port "$(PORT)" --no-reload 2>&1; \
