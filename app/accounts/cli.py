@@ -109,8 +109,9 @@ def keys_create(name: str, expires_in_days: int | None) -> None:
 @_one_line_errors
 def keys_list(name: str | None) -> None:
     """List keys (masked), of NAME or of everyone."""
+    rows = service.list_keys(db_session(), name)
     click.echo("id\taccount\tkey\tcreated\tlast used\texpires\trevoked")
-    for key in service.list_keys(db_session(), name):
+    for key in rows:
         click.echo(
             f"{key.id}\t{key.account.name}\t{key.masked}\t{_when(key.created_at)}\t"
             f"{_when(key.last_used_at)}\t{_when(key.expires_at)}\t{_when(key.revoked_at)}"

@@ -17,6 +17,7 @@ from app.accounts import tokens
 from app.accounts.models import ACCOUNT_PLANS, Account, ApiKey, Session, utcnow
 
 KEY_PLANS = ("vip_pro", "admin")
+MAX_ID = 2**31 - 1
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 
 
@@ -117,7 +118,9 @@ def revoke_key(db: DbSession, pepper: bytes, key_or_id: str) -> ApiKey:
             select(ApiKey).where(ApiKey.key_hash == tokens.keyed_hash(pepper, key_or_id))
         )
     elif key_or_id.isascii() and key_or_id.isdigit():
-        key = db.get(ApiKey, int(key_or_id))
+        key_id = int(key_or_id)
+        # Ids are 32-bit on PostgreSQL: a larger number names no key (and must not crash).
+        key = db.get(ApiKey, key_id) if 0 < key_id <= MAX_ID else None
     else:
         raise AccountError("give the key itself (pbk_...) or its id from 'keys list'")
     if key is None:

@@ -64,8 +64,8 @@ class Authenticator:
         now = utcnow()
         if record is None or not record.usable(now):
             raise invalid_key()
-        pending = self.usage.pending(record.key_id)
-        previous = max((t for t in (record.last_used_at, pending) if t is not None), default=None)
+        seen = self.usage.latest(record.key_id)
+        previous = max((t for t in (record.last_used_at, seen) if t is not None), default=None)
         # The recorder keeps a use it could not write and retries; the caller is served.
         with contextlib.suppress(SQLAlchemyError):
             self.usage.record(record.key_id, now)

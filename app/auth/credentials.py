@@ -56,7 +56,15 @@ def _bearer(value: str) -> str:
 def read_credentials(request: Request) -> Presented:
     """The credentials on ``request``; raises a 401 ApiError for contradictory headers."""
     headers = request.headers
-    keys = {value.strip() for value in headers.getlist(API_KEY_HEADER)}
+    # A repeated header reaches WSGI joined by commas; keys never contain one.
+    keys = {
+        part.strip()
+        for value in headers.getlist(API_KEY_HEADER)
+        for part in value.split(",")
+        if part.strip()
+    }
+    if API_KEY_HEADER in headers and not keys:
+        keys.add("")  # sent but empty: answered as an invalid key, not as no key
     authorizations = headers.getlist("Authorization")
     if len(authorizations) > 1:
         raise unauthorized("malformed_authorization", "Send one Authorization header.")

@@ -28,18 +28,24 @@ class UsageRecorder:
         self._session = session
         self._flush_s = flush_s
         self._pending: dict[int, datetime] = {}
+        # Newest use seen by this worker, written or not: survives flushes, so a cached
+        # lookup that predates the flush cannot make lastUsedAt go back.
+        self._latest: dict[int, datetime] = {}
         self._last_flush = time.monotonic()
         self._lock = threading.Lock()
 
-    def pending(self, key_id: int) -> datetime | None:
-        """The newest use of ``key_id`` this worker has not written yet."""
-        return self._pending.get(key_id)
+    def latest(self, key_id: int) -> datetime | None:
+        """The newest use of ``key_id`` this worker has seen (written or not)."""
+        return self._latest.get(key_id)
 
     def record(self, key_id: int, when: datetime) -> None:
         """Note a use; writes the batch if the flush interval has passed."""
         previous = self._pending.get(key_id)
         if previous is None or when > previous:
             self._pending[key_id] = when
+        seen = self._latest.get(key_id)
+        if seen is None or when > seen:
+            self._latest[key_id] = when
         if time.monotonic() - self._last_flush >= self._flush_s:
             self.flush()
 
