@@ -58,6 +58,10 @@ class Settings:
     auth_cache_ms: int
     last_used_flush_s: int
     auth_failure_limit: str
+    guest_rate_limit: str
+    user_rate_limit: str
+    vip_pro_rate_limit: str
+    trusted_proxies: int
 
     @property
     def uses_redis(self) -> bool:
@@ -193,6 +197,13 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "SEVERE_STALE_THRESHOLD_MS",
             f"must be greater than STALE_THRESHOLD_MS ({stale}), got {severe}",
         )
+    refresh_guest = refresh("REFRESH_MS_GUEST", 5000)
+    refresh_user = refresh("REFRESH_MS_USER", 2000)
+
+    def per_minute(refresh_ms: int) -> str:
+        # Twice the recommended polling rate: a client polling at refreshMs is never held.
+        return f"{2 * -(-60_000 // refresh_ms)} per minute"
+
     seed_raw = env.get("SIMULATION_SEED", "").strip()
     secret = env.get("SECRET_KEY", "").strip()
 
@@ -201,8 +212,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         database_url=get("DATABASE_URL", "", _database_url),
         secret_key=secret or secrets.token_urlsafe(32),
         secret_key_generated=not secret,
-        refresh_ms_guest=refresh("REFRESH_MS_GUEST", 5000),
-        refresh_ms_user=refresh("REFRESH_MS_USER", 2000),
+        refresh_ms_guest=refresh_guest,
+        refresh_ms_user=refresh_user,
         refresh_ms_vip_pro=refresh_vip,
         refresh_tick_ms=get(
             "REFRESH_TICK_MS", str(refresh_vip), lambda v, n: _int(v, n, minimum=100)
@@ -222,4 +233,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         auth_cache_ms=get("AUTH_CACHE_MS", "2000", lambda v, n: _int(v, n, 0, 5000)),
         last_used_flush_s=get("LAST_USED_FLUSH_S", "10", lambda v, n: _int(v, n, 1, 3600)),
         auth_failure_limit=get("AUTH_FAILURE_LIMIT", "20 per minute", _rate_limit),
+        guest_rate_limit=get("GUEST_RATE_LIMIT", per_minute(refresh_guest), _rate_limit),
+        user_rate_limit=get("USER_RATE_LIMIT", per_minute(refresh_user), _rate_limit),
+        vip_pro_rate_limit=get("VIP_PRO_RATE_LIMIT", per_minute(refresh_vip), _rate_limit),
+        trusted_proxies=get("TRUSTED_PROXIES", "0", lambda v, n: _int(v, n, 0, 10)),
     )

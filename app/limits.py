@@ -1,39 +1,97 @@
-"""The one place for rate limits (flask-limiter, storage in Redis or memory).
+"""The one place for rate limits: flask-limiter with its counters in Redis (or memory).
 
-Now: failed key attempts per client address. A request that presents a key counts against
-``AUTH_FAILURE_LIMIT`` only when it is answered 401, so keys cannot be guessed at speed; over
-the limit, requests that present a key get 429 until the window has room again.
+- ``/api/probboard/latest``: guests by client address (``GUEST_RATE_LIMIT``), accounts by
+  account with their plan's limit (``USER_RATE_LIMIT``, ``VIP_PRO_RATE_LIMIT``); ``admin``,
+  ``/api/health`` and OPTIONS are never limited.
+- Failed key attempts per client address (``AUTH_FAILURE_LIMIT``): a request that presents a
+  key counts only when answered 401; over the limit, requests presenting a key get 429.
+
+Strategy: sliding window counter. A fixed window lets a client spend two windows' worth
+at a boundary; a moving window is exact but keeps one entry per request (memory and Lua work
+grow with the limit). The sliding window counter weighs the previous window's count by how
+much of it still overlaps, costs one round trip and two counters per key, and never lets a
+client burst past the limit at a window edge.
+
+The client address is the socket peer unless ``TRUSTED_PROXIES`` > 0, in which case
+werkzeug's ProxyFix takes it from ``X-Forwarded-For`` that many hops from the right, so
+no client can choose its own address. When Redis is away the limiter counts in memory,
+per worker (logged once), and goes back to Redis by itself when it answers again.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 
 from flask import Flask, Response, current_app, request
 from flask_limiter import Limiter, RateLimitExceeded
+from werkzeug.middleware.proxy_fix import ProxyFix
 
+from app.auth import credentials_failed, peek_identity
 from app.auth.credentials import presents_key
+from app.config import Settings
 from app.errors import error_response
 from app.extensions import settings_of
+from app.plans import ADMIN, USER, VIP_PRO
+
+log = logging.getLogger(__name__)
 
 AUTH_FAILURE_SCOPE = "auth-failures"
+LIMITED_METHODS = ["get", "head"]
 
 
 def client_address() -> str:
-    """The caller's address as seen by the app; never raises, never empty."""
+    """The caller's address (after ProxyFix); never raises, never empty."""
     return request.remote_addr or "unknown"
+
+
+def caller_key() -> str:
+    """Accounts are counted per account, guests per address; never raises, never empty."""
+    identity = peek_identity()
+    if identity is not None:
+        return f"account:{identity.account_id}"
+    return f"address:{client_address()}"
+
+
+def _plan_limit(settings: Settings, plan: str | None) -> str:
+    if plan == USER:
+        return settings.user_rate_limit
+    if plan == VIP_PRO:
+        return settings.vip_pro_rate_limit
+    return settings.guest_rate_limit
+
+
+def board_limit() -> str:
+    """The limit for the current caller's plan."""
+    identity = peek_identity()
+    return _plan_limit(settings_of(current_app), identity.plan if identity else None)
+
+
+def _exempt_from_board_limit() -> bool:
+    # Refused credentials are counted by the failed-attempt limit instead.
+    if credentials_failed():
+        return True
+    identity = peek_identity()
+    return identity is not None and identity.plan == ADMIN
 
 
 limiter = Limiter(key_func=client_address, headers_enabled=False)
 
+board_limits = limiter.limit(
+    board_limit,
+    key_func=caller_key,
+    exempt_when=_exempt_from_board_limit,
+    methods=LIMITED_METHODS,
+)
 
-def _answered_unauthorized(response: Response) -> bool:
-    return response.status_code == 401
-
-
-def _no_key_presented() -> bool:
-    return not presents_key(request)
+auth_failures = limiter.shared_limit(
+    lambda: settings_of(current_app).auth_failure_limit,
+    scope=AUTH_FAILURE_SCOPE,
+    deduct_when=lambda response: response.status_code == 401,
+    exempt_when=lambda: not presents_key(request),
+    methods=LIMITED_METHODS,
+)
 
 
 def retry_after_ms() -> int:
@@ -54,21 +112,36 @@ def _too_many(error: RateLimitExceeded) -> Response:
     )
 
 
-auth_failures = limiter.shared_limit(
-    lambda: settings_of(current_app).auth_failure_limit,
-    scope=AUTH_FAILURE_SCOPE,
-    deduct_when=_answered_unauthorized,
-    exempt_when=_no_key_presented,
-)
+def _rate_limit_headers(response: Response) -> Response:
+    current = limiter.current_limit
+    if current is None:
+        return response
+    try:
+        reset_at, remaining = current.window
+    except Exception:  # storage trouble: the answer matters more than its headers
+        return response
+    response.headers["X-RateLimit-Limit"] = str(current.limit.amount)
+    response.headers["X-RateLimit-Remaining"] = str(max(0, remaining))
+    response.headers["X-RateLimit-Reset"] = str(math.ceil(reset_at))
+    return response
 
 
 def init_app(app: Flask) -> None:
-    """Bind the limiter to ``app`` with storage on ``REDIS_URL``."""
+    """Bind the limiter to ``app``: storage on ``REDIS_URL``, ProxyFix for trusted hops."""
     settings = settings_of(app)
+    if settings.trusted_proxies:
+        hops = settings.trusted_proxies
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
     app.config["RATELIMIT_STORAGE_URI"] = settings.redis_url
-    app.config["RATELIMIT_STORAGE_OPTIONS"] = {"socket_connect_timeout": 1, "socket_timeout": 1}
+    if settings.uses_redis:
+        app.config["RATELIMIT_STORAGE_OPTIONS"] = {
+            "socket_connect_timeout": 0.25,
+            "socket_timeout": 0.5,
+        }
+    app.config["RATELIMIT_STRATEGY"] = "sliding-window-counter"
     app.config["RATELIMIT_IN_MEMORY_FALLBACK_ENABLED"] = True
     app.config["RATELIMIT_SWALLOW_ERRORS"] = True
-    app.config["RATELIMIT_STRATEGY"] = "moving-window"
+    app.config["RATELIMIT_KEY_PREFIX"] = "probboard"
     limiter.init_app(app)
     app.register_error_handler(RateLimitExceeded, _too_many)
+    app.after_request(_rate_limit_headers)

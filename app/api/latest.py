@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, request
+from flask import Blueprint, Response
 
-from app.auth import authenticator
+from app.auth import current_identity, identifies_caller
 from app.board.timefmt import now_ms
 from app.extensions import board_bus
-from app.limits import auth_failures
+from app.limits import auth_failures, board_limits
 from app.plans import GUEST
 
 bp = Blueprint("latest", __name__)
@@ -15,9 +15,11 @@ bp = Blueprint("latest", __name__)
 
 @bp.get("/api/probboard/latest")
 @auth_failures
+@board_limits
+@identifies_caller
 def latest() -> Response:
-    """BoardResponse under the caller's plan; no Redis round trip per request."""
-    identity = authenticator().identify(request)
+    """BoardResponse under the caller's plan (the bus is in memory: no Redis per request)."""
+    identity = current_identity()
     plan = identity.plan if identity is not None else GUEST
     body = board_bus.renderer.render(board_bus.bus.latest(), plan, now_ms())
     response = Response(body, mimetype="application/json")
