@@ -36,7 +36,7 @@ def post_worker_init(worker: Any) -> None:
     """After fork: open this worker's board subscription before the first request."""
     from app.extensions import start_worker
 
-    start_worker(worker.wsgi)
+    start_worker(worker.wsgi, alive=lambda: bool(worker.alive))
 
 
 def worker_exit(server: Any, worker: Any) -> None:

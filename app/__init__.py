@@ -12,7 +12,7 @@ from collections.abc import Mapping
 
 from flask import Flask
 
-from app import accounts, api, auth, errors, limits, logs, refresher
+from app import accounts, api, auth, errors, limits, logs, refresher, stream
 from app.config import load_settings
 from app.extensions import SETTINGS_KEY, board_bus, init_db
 
@@ -42,6 +42,7 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     accounts.init_app(app)
     auth.init_app(app)
     limits.init_app(app)
+    stream.init_app(app)
     api.init_app(app)
 
     if settings.secret_key_generated:

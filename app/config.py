@@ -62,6 +62,9 @@ class Settings:
     user_rate_limit: str
     vip_pro_rate_limit: str
     trusted_proxies: int
+    stream_max_per_key: int
+    stream_write_timeout_s: int
+    stream_retry_ms: int
 
     @property
     def uses_redis(self) -> bool:
@@ -237,4 +240,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         user_rate_limit=get("USER_RATE_LIMIT", per_minute(refresh_user), _rate_limit),
         vip_pro_rate_limit=get("VIP_PRO_RATE_LIMIT", per_minute(refresh_vip), _rate_limit),
         trusted_proxies=get("TRUSTED_PROXIES", "0", lambda v, n: _int(v, n, 0, 10)),
+        stream_max_per_key=get("STREAM_MAX_PER_KEY", "5", lambda v, n: _int(v, n, 1, 100_000)),
+        stream_write_timeout_s=get("STREAM_WRITE_TIMEOUT_S", "5", lambda v, n: _int(v, n, 1, 300)),
+        stream_retry_ms=get("STREAM_RETRY_MS", "2000", lambda v, n: _int(v, n, 100, 600_000)),
     )

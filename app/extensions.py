@@ -105,7 +105,7 @@ def pepper_of(app: Flask) -> bytes:
     return pepper
 
 
-def start_worker(app: Flask) -> None:
+def start_worker(app: Flask, alive: Callable[[], bool] | None = None) -> None:
     """Start what a serving process runs in the background (called after fork).
 
     Any other WSGI app served with our gunicorn.conf.py (the benchmark baseline) is left alone.
@@ -113,6 +113,12 @@ def start_worker(app: Flask) -> None:
     if BUS_KEY not in getattr(app, "extensions", {}):
         return
     BoardBusExtension.bus_of(app).start()
+    if alive is not None:
+        from app.stream import broker_of
+
+        stream_broker = broker_of(app)
+        if stream_broker is not None:
+            stream_broker.start(alive)
     starter = app.extensions.get(EMBEDDED_STARTER_KEY)
     if starter is not None:
         starter()

@@ -7,8 +7,9 @@ from flask import Flask
 
 def init_app(app: Flask) -> None:
     """Register every endpoint's blueprint."""
-    from app.api import health, keys_verify, latest
+    from app.api import health, keys_verify, latest, stream
 
     app.register_blueprint(health.bp)
     app.register_blueprint(keys_verify.bp)
     app.register_blueprint(latest.bp)
+    app.register_blueprint(stream.bp)

@@ -87,7 +87,10 @@ class Directory:
         """The record of API key ``clear``, or None when no such key exists."""
         if not tokens.well_formed(clear, tokens.KEY_PREFIX):
             return None
-        digest = tokens.keyed_hash(self._pepper(), clear)
+        return self.key_by_digest(tokens.keyed_hash(self._pepper(), clear))
+
+    def key_by_digest(self, digest: str) -> KeyRecord | None:
+        """The record of the key whose keyed hash is ``digest`` (streams re-check by it)."""
         record = self._cached(self._keys, digest, self._load_key)
         # The index found the row; compare the stored hash again in constant time.
         if record is None or not tokens.same_hash(record.key_hash, digest):

@@ -1,0 +1,61 @@
+"""``GET /api/probboard/stream``: Server-Sent Events of the board for vip_pro keys."""
+
+from __future__ import annotations
+
+import random
+
+from flask import Blueprint, Response, request, stream_with_context
+
+from app.auth import authenticator
+from app.errors import ApiError
+from app.extensions import db, settings_of
+from app.limits import auth_failures
+from app.stream import broker
+from app.stream.broker import STREAM_PLANS
+
+bp = Blueprint("stream", __name__)
+
+SLOT_RETRY_MS = 5000
+
+
+@bp.get("/api/probboard/stream")
+@auth_failures
+def stream() -> Response:
+    """Opens with ``retry:``, sends the current board at once, then every new board."""
+    from flask import current_app
+
+    identity = authenticator().require_key(request)
+    key = identity.key
+    assert key is not None
+    if identity.plan not in STREAM_PLANS:
+        raise ApiError(
+            403,
+            "vip_pro_required",
+            f"The stream needs the vip_pro entitlement; this key's plan is {identity.plan}.",
+        )
+    settings = settings_of(current_app)
+    stream_broker = broker()
+    client = stream_broker.connect(
+        key.key_id, key.key_hash, identity.plan, settings.stream_max_per_key
+    )
+    if client is None:
+        raise ApiError(
+            429,
+            "too_many_streams",
+            f"This key already holds {settings.stream_max_per_key} open streams; "
+            "close one or retry later.",
+            retry_after_ms=SLOT_RETRY_MS,
+        )
+    # The stream may last hours: give the database connection back now.
+    db.session.remove()
+    socket = request.environ.get("gunicorn.socket")
+    if socket is not None:
+        # A client that cannot take a write within this long is dropped.
+        socket.settimeout(settings.stream_write_timeout_s)
+    retry_ms = int(settings.stream_retry_ms * random.uniform(0.75, 1.25))  # noqa: S311
+    body = stream_broker.stream(client, request.headers.get("Last-Event-ID"), retry_ms)
+    response = Response(stream_with_context(body), mimetype="text/event-stream")
+    response.call_on_close(lambda: stream_broker.disconnect(client))
+    response.headers["Cache-Control"] = "no-cache"
+    response.headers["X-Accel-Buffering"] = "no"
+    return response

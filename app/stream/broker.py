@@ -1,0 +1,233 @@
+"""Fan-out of boards to this worker's stream clients.
+
+One broker per worker listens to the board bus (one Redis subscription per worker). For
+each new board it builds the event bytes once per streaming plan (``vip_pro``, ``admin``)
+and wakes every waiting client at once by setting a shared event; each client then writes
+the NEWEST event: a latest-value slot, not a queue, so a slow client skips boards and never
+delays others or grows memory. A ticker thread (a greenlet under gevent) re-renders the
+board while it is stale (so clients see its age grow), renews stream leases, re-checks keys
+(revoked, disabled or downgraded keys lose their streams) and notices worker shutdown.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from app.board.render import BoardRenderer
+from app.board.snapshot import Snapshot, dumps
+from app.board.timefmt import now_ms
+from app.stream import events
+from app.stream.slots import StreamSlots
+
+log = logging.getLogger(__name__)
+
+STREAM_PLANS = ("vip_pro", "admin")
+HEARTBEAT_S = 15.0
+TICK_S = 0.25
+RECHECK_S = 10.0
+RENEW_S = 10.0
+STALE_REFRESH_S = 1.0
+
+
+@dataclass(eq=False)
+class Client:
+    """One open stream."""
+
+    key_id: int
+    key_digest: str
+    plan: str
+    conn_id: str = field(default_factory=lambda: uuid.uuid4().hex)
+    ended: bytes | None = None  # set to the farewell bytes when the server ends the stream
+
+
+@dataclass(frozen=True)
+class Frame:
+    """The newest board as event bytes per plan, and a generation that counts renders."""
+
+    generation: int
+    seq: int
+    ts_ms: int
+    by_plan: dict[str, bytes]
+
+
+# A key check returns None when the key may keep streaming, else the ErrorResponse JSON.
+KeyCheck = Callable[[str], str | None]
+
+
+class Broker:
+    """Per-worker stream fan-out; see the module docstring."""
+
+    def __init__(
+        self,
+        renderer: BoardRenderer,
+        slots: StreamSlots,
+        stale_ms: int,
+        run_in_context: Callable[[Callable[[], None]], None],
+    ) -> None:
+        self._renderer = renderer
+        self._slots = slots
+        self._stale_ms = stale_ms
+        self._run_in_context = run_in_context
+        self._frame: Frame | None = None
+        self._snapshot: Snapshot | None = None
+        self._changed = threading.Event()
+        self._clients: set[Client] = set()
+        self._lock = threading.Lock()
+        self._ticker: threading.Thread | None = None
+        self._closing = False
+        self._alive: Callable[[], bool] = lambda: True
+        self.key_check: KeyCheck | None = None
+
+    # -- producer side ----------------------------------------------------------------
+    def on_snapshot(self, snapshot: Snapshot) -> None:
+        """Bus listener: render the new board once per plan and wake every client."""
+        self._snapshot = snapshot
+        self._publish(snapshot)
+
+    def _publish(self, snapshot: Snapshot) -> None:
+        now = now_ms()
+        by_plan = {
+            plan: events.board_event(snapshot.seq, self._renderer.render(snapshot, plan, now))
+            for plan in STREAM_PLANS
+        }
+        generation = self._frame.generation + 1 if self._frame else 1
+        self._frame = Frame(generation, snapshot.seq, snapshot.ts_ms, by_plan)
+        self._wake_all()
+
+    def _wake_all(self) -> None:
+        # Swap in a fresh event before setting the old one: clients that wake and wait
+        # again block on the new event instead of spinning on the set one.
+        old, self._changed = self._changed, threading.Event()
+        old.set()
+
+    # -- client side ------------------------------------------------------------------
+    @property
+    def clients(self) -> int:
+        """Streams open on this worker."""
+        return len(self._clients)
+
+    def connect(self, key_id: int, key_digest: str, plan: str, limit: int) -> Client | None:
+        """Register a stream if its key has a free slot; None when it has not."""
+        client = Client(key_id=key_id, key_digest=key_digest, plan=plan)
+        if not self._slots.acquire(key_id, client.conn_id, limit):
+            return None
+        with self._lock:
+            self._clients.add(client)
+        self._ensure_ticker()
+        return client
+
+    def disconnect(self, client: Client) -> None:
+        """Forget a stream and free its slot (idempotent)."""
+        with self._lock:
+            if client not in self._clients:
+                return
+            self._clients.discard(client)
+        self._slots.release(client.key_id, client.conn_id)
+
+    def stream(self, client: Client, last_event_id: str | None, retry_ms: int) -> Iterator[bytes]:
+        """The bytes of one stream: retry, the current board at once, then every new one."""
+        try:
+            yield events.retry(retry_ms)
+            seen = 0
+            snapshot = self._snapshot
+            if snapshot is not None and last_event_id != str(snapshot.seq):
+                # Rendered now, so the first board's age is exact for this client.
+                board = self._renderer.render(snapshot, client.plan, now_ms())
+                yield events.board_event(snapshot.seq, board)
+            if self._frame is not None:
+                seen = self._frame.generation
+            last_write = time.monotonic()
+            while True:
+                changed = self._changed
+                frame = self._frame
+                if client.ended is not None or self._closing:
+                    break
+                if frame is not None and frame.generation != seen:
+                    seen = frame.generation
+                    last_write = time.monotonic()
+                    yield frame.by_plan[client.plan]
+                    continue
+                quiet = time.monotonic() - last_write
+                if quiet >= HEARTBEAT_S:
+                    last_write = time.monotonic()
+                    yield events.comment("keep-alive")
+                    continue
+                changed.wait(HEARTBEAT_S - quiet)
+            yield client.ended or events.comment("server shutting down; reconnect")
+        finally:
+            self.disconnect(client)
+
+    # -- ticker -----------------------------------------------------------------------
+    def start(self, alive: Callable[[], bool]) -> None:
+        """Begin watching ``alive`` (the gunicorn worker's flag) for shutdown."""
+        self._alive = alive
+        self._ensure_ticker()
+
+    def shutdown(self) -> None:
+        """End every stream promptly with a final comment."""
+        self._closing = True
+        self._wake_all()
+
+    def _ensure_ticker(self) -> None:
+        if self._ticker is not None:
+            return
+        with self._lock:
+            if self._ticker is None:
+                self._ticker = threading.Thread(
+                    target=self._tick_forever, name="probboard-stream-ticker", daemon=True
+                )
+                self._ticker.start()
+
+    def _tick_forever(self) -> None:
+        last_recheck = last_renew = last_restale = time.monotonic()
+        while not self._closing:
+            time.sleep(TICK_S)
+            if not self._alive():
+                log.info("worker stopping: ending %d streams", len(self._clients))
+                self.shutdown()
+                return
+            now = time.monotonic()
+            try:
+                if now - last_restale >= STALE_REFRESH_S:
+                    last_restale = now
+                    self._refresh_if_stale()
+                if now - last_renew >= RENEW_S and self._clients:
+                    last_renew = now
+                    self._slots.renew([(c.key_id, c.conn_id) for c in list(self._clients)])
+                if now - last_recheck >= RECHECK_S and self._clients:
+                    last_recheck = now
+                    self._run_in_context(self._recheck_keys)
+            except Exception:
+                log.exception("stream ticker step failed")
+
+    def _refresh_if_stale(self) -> None:
+        snapshot = self._snapshot
+        if snapshot is not None and now_ms() - snapshot.ts_ms > self._stale_ms:
+            self._publish(snapshot)  # same board and id, its age and latencyLevel updated
+
+    def _recheck_keys(self) -> None:
+        check = self.key_check
+        if check is None:
+            return
+        verdicts: dict[str, str | None] = {}
+        ended = 0
+        for client in list(self._clients):
+            if client.key_digest not in verdicts:
+                verdicts[client.key_digest] = check(client.key_digest)
+            verdict = verdicts[client.key_digest]
+            if verdict is not None and client.ended is None:
+                client.ended = events.error_event(verdict)
+                ended += 1
+        if ended:
+            log.info("ended %d streams whose keys lost the entitlement", ended)
+            self._wake_all()
+
+
+def error_json(code: str, message: str) -> str:
+    """An ErrorResponse body for an ``event: error``."""
+    return dumps({"ok": False, "code": code, "error": message})

@@ -1,0 +1,139 @@
+"""How many streams a key holds open, counted across every worker and machine (Redis).
+
+Each stream holds a lease in a sorted set per key (member: connection id, score: lease end).
+Opening one removes expired leases and adds a lease only if fewer than the maximum remain,
+atomically in one script. Live streams renew their leases; a closed stream removes its own;
+a worker killed outright leaves leases that expire after ``LEASE_S``. So counts never leak.
+If Redis cannot be reached, each worker counts its own streams instead (fail open: paying
+customers keep streaming through a Redis outage).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import Protocol
+
+import redis
+
+from app.bus.redis_bus import redis_client
+
+log = logging.getLogger(__name__)
+
+LEASE_S = 30.0
+KEY_PREFIX = "probboard:streams:"
+SLOT_ERRORS = (redis.RedisError, OSError)
+
+_ACQUIRE = """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
+if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
+redis.call('PEXPIREAT', KEYS[1], math.floor(tonumber(ARGV[2]) * 1000))
+return 1
+"""
+
+
+class StreamSlots(Protocol):
+    """Concurrent-stream accounting per key."""
+
+    def acquire(self, key_id: int, conn_id: str, limit: int) -> bool:
+        """Take a slot for ``conn_id`` unless ``key_id`` already holds ``limit`` streams."""
+
+    def renew(self, leases: Iterable[tuple[int, str]]) -> None:
+        """Extend the leases of live streams."""
+
+    def release(self, key_id: int, conn_id: str) -> None:
+        """Give the slot back."""
+
+
+class MemorySlots:
+    """Per-process counting (the embedded mode, and the fallback when Redis is away)."""
+
+    def __init__(self) -> None:
+        self._held: defaultdict[int, set[str]] = defaultdict(set)
+        self._lock = threading.Lock()
+
+    def acquire(self, key_id: int, conn_id: str, limit: int) -> bool:
+        """Take a slot if the key holds fewer than ``limit`` here."""
+        with self._lock:
+            held = self._held[key_id]
+            if len(held) >= limit:
+                return False
+            held.add(conn_id)
+            return True
+
+    def renew(self, leases: Iterable[tuple[int, str]]) -> None:
+        """Nothing expires in memory."""
+
+    def release(self, key_id: int, conn_id: str) -> None:
+        """Give the slot back."""
+        with self._lock:
+            held = self._held.get(key_id)
+            if held is not None:
+                held.discard(conn_id)
+                if not held:
+                    del self._held[key_id]
+
+
+class RedisSlots:
+    """Leases in Redis, shared by every worker and machine; memory when Redis is away."""
+
+    def __init__(self, url: str) -> None:
+        self._client = redis_client(url, timeout_s=1.0)
+        self._acquire = self._client.register_script(_ACQUIRE)
+        self._fallback = MemorySlots()
+        self._in_fallback: set[str] = set()
+        self._warned = False
+
+    def _down(self, exc: BaseException) -> None:
+        if not self._warned:
+            log.warning("stream slots: Redis unreachable (%s); counting per worker", exc)
+            self._warned = True
+
+    def acquire(self, key_id: int, conn_id: str, limit: int) -> bool:
+        """Take a lease unless the key already holds ``limit`` live ones."""
+        now = time.time()
+        try:
+            taken = self._acquire(
+                keys=[f"{KEY_PREFIX}{key_id}"], args=[now, now + LEASE_S, limit, conn_id]
+            )
+        except SLOT_ERRORS as exc:
+            self._down(exc)
+            if self._fallback.acquire(key_id, conn_id, limit):
+                self._in_fallback.add(conn_id)
+                return True
+            return False
+        self._warned = False
+        return bool(taken)
+
+    def renew(self, leases: Iterable[tuple[int, str]]) -> None:
+        """Push the lease ends of live streams forward (one pipeline for all)."""
+        until = time.time() + LEASE_S
+        pipe = self._client.pipeline(transaction=False)
+        count = 0
+        for key_id, conn_id in leases:
+            if conn_id in self._in_fallback:
+                continue
+            pipe.zadd(f"{KEY_PREFIX}{key_id}", {conn_id: until}, xx=True)
+            pipe.pexpireat(f"{KEY_PREFIX}{key_id}", int(until * 1000))
+            count += 1
+        if not count:
+            return
+        try:
+            pipe.execute()
+        except SLOT_ERRORS as exc:
+            self._down(exc)
+
+    def release(self, key_id: int, conn_id: str) -> None:
+        """Remove the lease (or the fallback slot)."""
+        if conn_id in self._in_fallback:
+            self._in_fallback.discard(conn_id)
+            self._fallback.release(key_id, conn_id)
+            return
+        try:
+            self._client.zrem(f"{KEY_PREFIX}{key_id}", conn_id)
+        except SLOT_ERRORS as exc:
+            self._down(exc)  # the lease expires by itself
