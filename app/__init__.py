@@ -41,9 +41,9 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     refresher.init_app(app)
     accounts.init_app(app)
     auth.init_app(app)
-    limits.init_app(app)
     stream.init_app(app)
     api.init_app(app)
+    limits.init_app(app)  # after the blueprints it limits, after auth's identification
 
     if settings.secret_key_generated:
         log.warning("SECRET_KEY is not set: using a random one for this process only")

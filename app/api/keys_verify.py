@@ -8,7 +8,6 @@ from flask import Blueprint, Response, request
 
 from app.auth import authenticator
 from app.board.snapshot import dumps
-from app.limits import auth_failures
 
 bp = Blueprint("keys_verify", __name__)
 
@@ -20,7 +19,6 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 @bp.get("/api/keys/verify")
-@auth_failures
 def verify() -> Response:
     """KeyVerificationResponse; ``lastUsedAt`` is the key's previous use (this one excluded)."""
     identity = authenticator().require_key(request)

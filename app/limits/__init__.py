@@ -33,6 +33,7 @@ from app.auth.credentials import presents_key
 from app.config import Settings
 from app.errors import error_response
 from app.extensions import settings_of
+from app.limits import failover
 from app.plans import ADMIN, USER, VIP_PRO
 
 log = logging.getLogger(__name__)
@@ -76,27 +77,40 @@ def _exempt_from_board_limit() -> bool:
     return identity is not None and identity.plan == ADMIN
 
 
-limiter = Limiter(key_func=client_address, headers_enabled=False)
+LIMITER_KEY = "probboard.limiter"
 
-board_limits = limiter.limit(
-    board_limit,
-    key_func=caller_key,
-    exempt_when=_exempt_from_board_limit,
-    methods=LIMITED_METHODS,
-)
 
-auth_failures = limiter.shared_limit(
-    lambda: settings_of(current_app).auth_failure_limit,
-    scope=AUTH_FAILURE_SCOPE,
-    deduct_when=lambda response: response.status_code == 401,
-    exempt_when=lambda: not presents_key(request),
-    methods=LIMITED_METHODS,
-)
+def limiter_of(app: Flask) -> Limiter:
+    """The limiter bound to ``app`` (one per app: its storage and state are its own)."""
+    limiter: Limiter = app.extensions[LIMITER_KEY]
+    return limiter
+
+
+def _apply_limits(limiter: Limiter) -> None:
+    """Attach the limits to the endpoints' blueprints (one blueprint per endpoint)."""
+    from app.api import keys_verify, latest, stream
+
+    limiter.limit(
+        board_limit,
+        key_func=caller_key,
+        exempt_when=_exempt_from_board_limit,
+        methods=LIMITED_METHODS,
+    )(latest.bp)
+    failures = limiter.shared_limit(
+        lambda: settings_of(current_app).auth_failure_limit,
+        scope=AUTH_FAILURE_SCOPE,
+        key_func=client_address,
+        deduct_when=lambda response: response.status_code == 401,
+        exempt_when=lambda: not presents_key(request),
+        methods=LIMITED_METHODS,
+    )
+    for blueprint in (latest.bp, keys_verify.bp, stream.bp):
+        failures(blueprint)
 
 
 def retry_after_ms() -> int:
     """Milliseconds until the breached limit of this request has room again (at least 1)."""
-    current = limiter.current_limit
+    current = limiter_of(current_app).current_limit
     if current is None:
         return 1000
     reset_at = float(current.window[0])
@@ -113,7 +127,7 @@ def _too_many(error: RateLimitExceeded) -> Response:
 
 
 def _rate_limit_headers(response: Response) -> Response:
-    current = limiter.current_limit
+    current = limiter_of(current_app).current_limit
     if current is None:
         return response
     try:
@@ -127,21 +141,33 @@ def _rate_limit_headers(response: Response) -> Response:
 
 
 def init_app(app: Flask) -> None:
-    """Bind the limiter to ``app``: storage on ``REDIS_URL``, ProxyFix for trusted hops."""
+    """Give ``app`` its limiter: counters on ``REDIS_URL``, ProxyFix for trusted hops.
+
+    Called after the blueprints are registered (the limits attach to them) and after the
+    authenticator (whose hook must run before the limiter's: limits depend on the plan).
+    """
     settings = settings_of(app)
     if settings.trusted_proxies:
         hops = settings.trusted_proxies
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
-    app.config["RATELIMIT_STORAGE_URI"] = settings.redis_url
+    storage_uri = "memory://"
     if settings.uses_redis:
-        app.config["RATELIMIT_STORAGE_OPTIONS"] = {
-            "socket_connect_timeout": 0.25,
-            "socket_timeout": 0.5,
-        }
-    app.config["RATELIMIT_STRATEGY"] = "sliding-window-counter"
-    app.config["RATELIMIT_IN_MEMORY_FALLBACK_ENABLED"] = True
-    app.config["RATELIMIT_SWALLOW_ERRORS"] = True
-    app.config["RATELIMIT_KEY_PREFIX"] = "probboard"
+        storage_uri = f"{failover.SCHEME}://" + settings.redis_url.split("://", 1)[1]
+        if settings.redis_url.startswith("rediss://"):
+            storage_uri = storage_uri.replace(failover.SCHEME, failover.SCHEME + "s", 1)
+        # Short timeouts, so a hung Redis cannot hold requests long (redis-py reads them
+        # from the URL as floats).
+        separator = "&" if "?" in storage_uri else "?"
+        storage_uri += f"{separator}socket_connect_timeout=0.25&socket_timeout=0.5"
+    limiter = Limiter(
+        key_func=client_address,
+        headers_enabled=False,
+        storage_uri=storage_uri,
+        strategy="sliding-window-counter",
+        key_prefix="probboard",
+    )
     limiter.init_app(app)
+    app.extensions[LIMITER_KEY] = limiter
+    _apply_limits(limiter)
     app.register_error_handler(RateLimitExceeded, _too_many)
     app.after_request(_rate_limit_headers)
