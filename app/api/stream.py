@@ -9,9 +9,9 @@ from flask import Blueprint, Response, request, stream_with_context
 from app.auth import authenticator
 from app.errors import ApiError
 from app.extensions import db, settings_of
-from app.limits import auth_failures
 from app.stream import broker
 from app.stream.broker import STREAM_PLANS
+from app.stream.writer import DirectWriter
 
 bp = Blueprint("stream", __name__)
 
@@ -19,7 +19,6 @@ SLOT_RETRY_MS = 5000
 
 
 @bp.get("/api/probboard/stream")
-@auth_failures
 def stream() -> Response:
     """Opens with ``retry:``, sends the current board at once, then every new board."""
     from flask import current_app
@@ -33,6 +32,8 @@ def stream() -> Response:
             "vip_pro_required",
             f"The stream needs the vip_pro entitlement; this key's plan is {identity.plan}.",
         )
+    if request.method == "HEAD":
+        return _stream_response(b"")  # the headers a GET would get, and no stream
     settings = settings_of(current_app)
     stream_broker = broker()
     client = stream_broker.connect(
@@ -48,14 +49,23 @@ def stream() -> Response:
         )
     # The stream may last hours: give the database connection back now.
     db.session.remove()
+    writer = None
     socket = request.environ.get("gunicorn.socket")
     if socket is not None:
         # A client that cannot take a write within this long is dropped.
         socket.settimeout(settings.stream_write_timeout_s)
+        # gunicorn chunks HTTP/1.1 responses of unknown length; direct writes must match.
+        chunked = request.environ.get("SERVER_PROTOCOL", "HTTP/1.0") != "HTTP/1.0"
+        writer = DirectWriter(socket, chunked=chunked)
     retry_ms = int(settings.stream_retry_ms * random.uniform(0.75, 1.25))  # noqa: S311
-    body = stream_broker.stream(client, request.headers.get("Last-Event-ID"), retry_ms)
-    response = Response(stream_with_context(body), mimetype="text/event-stream")
+    body = stream_broker.stream(client, request.headers.get("Last-Event-ID"), retry_ms, writer)
+    response = _stream_response(stream_with_context(body))
     response.call_on_close(lambda: stream_broker.disconnect(client))
+    return response
+
+
+def _stream_response(body: object) -> Response:
+    response = Response(body, mimetype="text/event-stream")  # type: ignore[arg-type]
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"
     return response

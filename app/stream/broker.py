@@ -23,6 +23,7 @@ from app.board.snapshot import Snapshot, dumps
 from app.board.timefmt import now_ms
 from app.stream import events
 from app.stream.slots import StreamSlots
+from app.stream.writer import DirectWriter, chunk
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,8 @@ class Client:
     plan: str
     conn_id: str = field(default_factory=lambda: uuid.uuid4().hex)
     ended: bytes | None = None  # set to the farewell bytes when the server ends the stream
+    writer: DirectWriter | None = None  # set when the broker writes to the socket itself
+    seen: int = 0  # generation of the newest frame this client was given
 
 
 @dataclass(frozen=True)
@@ -53,6 +56,7 @@ class Frame:
     seq: int
     ts_ms: int
     by_plan: dict[str, bytes]
+    chunked_by_plan: dict[str, bytes]
 
 
 # A key check returns None when the key may keep streaming, else the ErrorResponse JSON.
@@ -77,6 +81,7 @@ class Broker:
         self._snapshot: Snapshot | None = None
         self._changed = threading.Event()
         self._clients: set[Client] = set()
+        self._direct: set[Client] = set()  # clients the broker writes to directly
         self._lock = threading.Lock()
         self._ticker: threading.Thread | None = None
         self._closing = False
@@ -95,8 +100,16 @@ class Broker:
             plan: events.board_event(snapshot.seq, self._renderer.render(snapshot, plan, now))
             for plan in STREAM_PLANS
         }
+        chunked = {plan: chunk(data) for plan, data in by_plan.items()}
         generation = self._frame.generation + 1 if self._frame else 1
-        self._frame = Frame(generation, snapshot.seq, snapshot.ts_ms, by_plan)
+        frame = Frame(generation, snapshot.seq, snapshot.ts_ms, by_plan, chunked)
+        self._frame = frame
+        for client in list(self._direct):
+            writer = client.writer
+            if writer is not None:
+                plans = frame.chunked_by_plan if writer.chunked else frame.by_plan
+                writer.offer(plans[client.plan])
+                client.seen = generation
         self._wake_all()
 
     def _wake_all(self) -> None:
@@ -104,6 +117,11 @@ class Broker:
         # again block on the new event instead of spinning on the set one.
         old, self._changed = self._changed, threading.Event()
         old.set()
+
+    def _wake_direct(self) -> None:
+        for client in list(self._direct):
+            if client.writer is not None:
+                client.writer.wake.set()
 
     # -- client side ------------------------------------------------------------------
     @property
@@ -127,40 +145,84 @@ class Broker:
             if client not in self._clients:
                 return
             self._clients.discard(client)
+            self._direct.discard(client)
         self._slots.release(client.key_id, client.conn_id)
 
-    def stream(self, client: Client, last_event_id: str | None, retry_ms: int) -> Iterator[bytes]:
-        """The bytes of one stream: retry, the current board at once, then every new one."""
+    def stream(
+        self,
+        client: Client,
+        last_event_id: str | None,
+        retry_ms: int,
+        direct: DirectWriter | None = None,
+    ) -> Iterator[bytes]:
+        """The bytes of one stream: retry, the current board at once, then every new one.
+
+        With ``direct`` (gunicorn's socket), events after the first are written by the
+        broker itself; this generator then only waits, drains a slow client and heartbeats.
+        """
         try:
-            yield events.retry(retry_ms)
-            seen = 0
             snapshot = self._snapshot
+            frame = self._frame
+            first = events.retry(retry_ms)
             if snapshot is not None and last_event_id != str(snapshot.seq):
                 # Rendered now, so the first board's age is exact for this client.
                 board = self._renderer.render(snapshot, client.plan, now_ms())
-                yield events.board_event(snapshot.seq, board)
-            if self._frame is not None:
-                seen = self._frame.generation
-            last_write = time.monotonic()
-            while True:
-                changed = self._changed
-                frame = self._frame
-                if client.ended is not None or self._closing:
-                    break
-                if frame is not None and frame.generation != seen:
-                    seen = frame.generation
-                    last_write = time.monotonic()
-                    yield frame.by_plan[client.plan]
-                    continue
-                quiet = time.monotonic() - last_write
-                if quiet >= HEARTBEAT_S:
-                    last_write = time.monotonic()
-                    yield events.comment("keep-alive")
-                    continue
-                changed.wait(HEARTBEAT_S - quiet)
+                first += events.board_event(snapshot.seq, board)
+            client.seen = frame.generation if frame is not None else 0
+            yield first  # gunicorn sends the headers and this at once
+            if direct is not None:
+                self._direct_loop(client, direct)
+            else:
+                yield from self._yield_loop(client)
             yield client.ended or events.comment("server shutting down; reconnect")
         finally:
             self.disconnect(client)
+
+    def _yield_loop(self, client: Client) -> Iterator[bytes]:
+        last_write = time.monotonic()
+        while True:
+            changed = self._changed
+            frame = self._frame
+            if client.ended is not None or self._closing:
+                return
+            if frame is not None and frame.generation != client.seen:
+                client.seen = frame.generation
+                last_write = time.monotonic()
+                yield frame.by_plan[client.plan]
+                continue
+            quiet = time.monotonic() - last_write
+            if quiet >= HEARTBEAT_S:
+                last_write = time.monotonic()
+                yield events.comment("keep-alive")
+                continue
+            changed.wait(HEARTBEAT_S - quiet)
+
+    def _direct_loop(self, client: Client, writer: DirectWriter) -> None:
+        client.writer = writer
+        frame = self._frame
+        if frame is not None and frame.generation != client.seen:
+            # A board arrived while the first event was being sent.
+            plans = frame.chunked_by_plan if writer.chunked else frame.by_plan
+            writer.offer(plans[client.plan])
+            client.seen = frame.generation
+        with self._lock:
+            self._direct.add(client)
+        heartbeat = events.comment("keep-alive")
+        if writer.chunked:
+            heartbeat = chunk(heartbeat)
+        while not (client.ended is not None or self._closing or writer.dead):
+            quiet = time.monotonic() - writer.last_write
+            if quiet >= HEARTBEAT_S:
+                writer.offer(heartbeat)
+                continue
+            writer.wake.wait(HEARTBEAT_S - quiet)
+            writer.wake.clear()
+            writer.drain()
+        with self._lock:
+            self._direct.discard(client)
+        if writer.dead:
+            return
+        writer.drain()  # finish a partial event before gunicorn writes the last one
 
     # -- ticker -----------------------------------------------------------------------
     def start(self, alive: Callable[[], bool]) -> None:
@@ -172,6 +234,7 @@ class Broker:
         """End every stream promptly with a final comment."""
         self._closing = True
         self._wake_all()
+        self._wake_direct()
 
     def _ensure_ticker(self) -> None:
         if self._ticker is not None:
@@ -226,6 +289,7 @@ class Broker:
         if ended:
             log.info("ended %d streams whose keys lost the entitlement", ended)
             self._wake_all()
+            self._wake_direct()
 
 
 def error_json(code: str, message: str) -> str:

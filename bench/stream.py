@@ -1,0 +1,137 @@
+"""The stream benchmark: N concurrent SSE clients against gunicorn + refresher on Redis.
+
+Starts a redis-server, an SQLite accounts store with one vip_pro key, the refresher and
+gunicorn (gevent workers, the project's gunicorn.conf.py), then runs bench.stream_client
+with N clients from this machine and reports publish-to-receive latency (p50, p99, max),
+delivery (boards received / boards published), errors, stalled clients and the server's
+memory per stream (RSS of the workers with N streams minus idle, divided by N). The
+baseline of the same run is the latency with a single client.
+
+    python -m bench.stream [--clients 10000] [--seconds 20] [--workers 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.support.processes import BIN, ROOT, Process, RedisServer, free_port, service_env
+from tests.support.processes import http_get as get
+
+RESULTS = ROOT / "bench" / "results.json"
+
+
+def worker_rss_kb(master_pid: int) -> int:
+    """Resident memory of gunicorn's workers (children of the master), in KiB."""
+    children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
+    total = 0
+    for pid in children:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                total += int(line.split()[1])
+    return total
+
+
+def run_clients(port: int, key: str, clients: int, seconds: float, master: int) -> dict[str, Any]:
+    """Run the load generator; sample worker RSS once every client is connected."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "bench.stream_client", "--port", str(port), "--key", key,
+         "--clients", str(clients), "--seconds", str(seconds)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    rss_loaded = 0
+    result: dict[str, Any] = {}
+    for line in proc.stdout:
+        message = json.loads(line)
+        if message["phase"] == "connected":
+            time.sleep(1.0)
+            rss_loaded = worker_rss_kb(master)
+        else:
+            result = message
+    proc.wait(timeout=60)
+    result["rss_loaded_kb"] = rss_loaded
+    return result
+
+
+def main() -> int:
+    """Run the benchmark and print the table."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--clients", type=int, nargs="+", default=[10000])
+    parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="probboard-bench-stream-") as tmp:
+        workdir = Path(tmp)
+        redis = RedisServer(workdir)
+        redis.start()
+        env = service_env(
+            REDIS_URL=redis.url,
+            DATABASE_URL=f"sqlite:///{workdir / 'bench.sqlite3'}",
+            API_KEY_PEPPER="bench-pepper-0123456789",
+            WEB_CONCURRENCY=str(args.workers),
+            STREAM_MAX_PER_KEY="100000",
+        )
+        flask = [str(BIN / "flask"), "--app", "wsgi"]
+        subprocess.run([*flask, "db", "upgrade"], env=env, cwd=ROOT, check=True,
+                       capture_output=True)  # fmt: skip
+        subprocess.run([*flask, "users", "create", "bench", "--plan", "vip_pro"], env=env,
+                       cwd=ROOT, check=True, capture_output=True)  # fmt: skip
+        created = subprocess.run([*flask, "keys", "create", "bench"], env=env, cwd=ROOT,
+                                 check=True, capture_output=True, text=True)  # fmt: skip
+        key = created.stdout.split()[-1]
+        refresher = Process([*flask, "refresher"], env, workdir / "refresher.log")
+        port = free_port()
+        web = Process(
+            [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "-b", f"127.0.0.1:{port}",
+             "wsgi:app"], env, workdir / "gunicorn.log",
+        )  # fmt: skip
+        try:
+            for _ in range(100):
+                try:
+                    if get(f"http://127.0.0.1:{port}/api/health", timeout=1)[0] == 200:
+                        break
+                except OSError:
+                    time.sleep(0.2)
+            time.sleep(2)
+            for clients in [1, *args.clients]:
+                idle = worker_rss_kb(web.pid)
+                row = run_clients(port, key, clients, args.seconds, web.pid)
+                row["rss_idle_kb"] = idle
+                row["kb_per_stream"] = (row["rss_loaded_kb"] - idle) / max(1, row["connected"])
+                rows.append(row)
+                time.sleep(3)  # let the server drop the closed streams
+        finally:
+            web.stop()
+            refresher.stop()
+            redis.stop()
+
+    print(f"{'clients':>8} {'conn':>6} {'err':>5} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>8} "
+          f"{'deliv':>6} {'stall':>5} {'KB/strm':>8}")  # fmt: skip
+    for row in rows:
+        lat = row["latency_ms"]
+        print(
+            f"{row['clients']:>8} {row['connected']:>6} {sum(row['errors'].values()):>5} "
+            f"{lat['p50']:>7.1f} {lat['p99']:>7.1f} {lat['max']:>8.1f} "
+            f"{row['delivery']:>6.3f} {row['stalled']:>5} {row['kb_per_stream']:>8.1f}"
+        )
+    baseline = rows[0]["latency_ms"]["p99"]
+    for row in rows[1:]:
+        print(f"p99 at {row['clients']} clients = {row['latency_ms']['p99'] / baseline:.1f} x "
+              f"the single-client p99 ({baseline:.1f} ms)")  # fmt: skip
+    results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    results["stream"] = {"rows": rows, "settings": vars(args)}
+    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
