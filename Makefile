@@ -44,7 +44,12 @@ clean:
 
 .PHONY: bench bench-latest
 ## bench: performance figures (never part of `make test`); needs wrk (apt-get install wrk)
-bench: bench-latest
+bench: bench-latest bench-stream
 
 bench-latest: $(BIN)/activate
 	$(BIN)/python -m bench.latest
+
+.PHONY: bench-stream
+## bench-stream: N concurrent SSE clients (default 10000) on this machine
+bench-stream: $(BIN)/activate
+	$(BIN)/python -m bench.stream $(if $(CLIENTS),--clients $(CLIENTS))

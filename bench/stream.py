@@ -38,26 +38,76 @@ def worker_rss_kb(master_pid: int) -> int:
     return total
 
 
-def run_clients(port: int, key: str, clients: int, seconds: float, master: int) -> dict[str, Any]:
-    """Run the load generator; sample worker RSS once every client is connected."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.stream_client", "--port", str(port), "--key", key,
-         "--clients", str(clients), "--seconds", str(seconds)],
-        cwd=ROOT, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
-    assert proc.stdout is not None
-    rss_loaded = 0
-    result: dict[str, Any] = {}
-    for line in proc.stdout:
-        message = json.loads(line)
-        if message["phase"] == "connected":
-            time.sleep(1.0)
-            rss_loaded = worker_rss_kb(master)
-        else:
-            result = message
-    proc.wait(timeout=60)
-    result["rss_loaded_kb"] = rss_loaded
-    return result
+def run_clients(
+    port: int, key: str, clients: int, seconds: float, master: int, procs: int
+) -> dict[str, Any]:
+    """Run the load generator in ``procs`` processes; sample worker RSS once all connect."""
+    shares = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
+    running = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "bench.stream_client",
+                "--port",
+                str(port),
+                "--key",
+                key,
+                "--clients",
+                str(share),
+                "--seconds",
+                str(seconds),
+            ],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for share in shares
+        if share
+    ]
+    for proc in running:  # each prints "connected" once its clients are all in
+        assert proc.stdout is not None
+        json.loads(proc.stdout.readline())
+    time.sleep(1.0)
+    rss_loaded = worker_rss_kb(master)
+    parts: list[dict[str, Any]] = []
+    for proc in running:
+        assert proc.stdout is not None
+        parts.append(json.loads(proc.stdout.readline()))
+        proc.wait(timeout=60)
+    return merge(parts) | {"clients": clients, "rss_loaded_kb": rss_loaded}
+
+
+def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """Combine the load generators' reports (latency quantiles from the pooled samples)."""
+    samples: list[float] = [v for part in parts for v in part["latencies"]]
+    samples.sort()
+
+    def quantile(fraction: float) -> float:
+        if not samples:
+            return float("nan")
+        return samples[min(len(samples) - 1, max(0, round(fraction * len(samples)) - 1))]
+
+    errors: dict[str, int] = {}
+    for part in parts:
+        for kind, count in part["errors"].items():
+            errors[kind] = errors.get(kind, 0) + count
+    connected = sum(part["connected"] for part in parts)
+    published = max((part["boards_published"] for part in parts), default=0)
+    received = sum(part["boards_received"] for part in parts)
+    return {
+        "connected": connected,
+        "errors": errors,
+        "boards_published": published,
+        "delivery": received / (connected * published) if connected and published else 0.0,
+        "stalled": sum(part["stalled"] for part in parts),
+        "latency_ms": {
+            "p50": quantile(0.50),
+            "p99": quantile(0.99),
+            "max": samples[-1] if samples else float("nan"),
+            "samples": len(samples),
+        },
+    }
 
 
 def main() -> int:
@@ -66,6 +116,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, nargs="+", default=[10000])
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--client-procs", type=int, default=2)
     args = parser.parse_args()
 
     rows: list[dict[str, Any]] = []
@@ -104,7 +155,8 @@ def main() -> int:
             time.sleep(2)
             for clients in [1, *args.clients]:
                 idle = worker_rss_kb(web.pid)
-                row = run_clients(port, key, clients, args.seconds, web.pid)
+                procs = min(args.client_procs, clients)
+                row = run_clients(port, key, clients, args.seconds, web.pid, procs)
                 row["rss_idle_kb"] = idle
                 row["kb_per_stream"] = (row["rss_loaded_kb"] - idle) / max(1, row["connected"])
                 rows.append(row)
@@ -113,6 +165,8 @@ def main() -> int:
             web.stop()
             refresher.stop()
             redis.stop()
+            if any(row["errors"] for row in rows):
+                print("gunicorn log (tail), for the errors:\n" + web.output()[-3000:])
 
     print(f"{'clients':>8} {'conn':>6} {'err':>5} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>8} "
           f"{'deliv':>6} {'stall':>5} {'KB/strm':>8}")  # fmt: skip

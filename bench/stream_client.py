@@ -4,7 +4,8 @@ A single-threaded epoll loop keeps the generator's own CPU use low: it shares th
 with the server it measures. Each client sends an HTTP/1.0 request (the body is then the
 raw event stream, no chunked framing), reads events, and records for every ``id:`` line
 the delay between the board's publication (its id is the publish time in epoch ms) and
-its arrival. Prints JSON lines: one when every client is connected, one with the figures.
+its arrival. Prints JSON lines: one when every client is connected, one with the raw figures (the
+latency samples included) for bench.stream to pool across generator processes.
 
     python -m bench.stream_client --port P --key K --clients 1000 --seconds 20
 """
@@ -34,15 +35,6 @@ class Conn:
         self.headers_done = False
         self.last_board = 0.0
         self.seen: set[int] = set()
-
-
-def percentile(values: list[float], fraction: float) -> float:
-    """The ``fraction`` quantile of ``values`` (nearest rank)."""
-    if not values:
-        return float("nan")
-    ordered = sorted(values)
-    index = min(len(ordered) - 1, max(0, round(fraction * len(ordered)) - 1))
-    return ordered[index]
 
 
 def main() -> int:
@@ -175,16 +167,9 @@ def main() -> int:
         "ramp_s": round(ramp_s, 1),
         "measure_s": round((measure_end - measure_start) / 1000.0, 1),
         "boards_published": len(published),
-        "delivery": (sum(per_client) / (len(per_client) * len(published)))
-        if per_client and published
-        else 0.0,
+        "boards_received": sum(per_client),
         "stalled": stalled,
-        "latency_ms": {
-            "p50": percentile(latencies, 0.50),
-            "p99": percentile(latencies, 0.99),
-            "max": max(latencies) if latencies else float("nan"),
-            "samples": len(latencies),
-        },
+        "latencies": [round(v, 2) for v in latencies],
     }
     print(json.dumps(result), flush=True)
     return 0

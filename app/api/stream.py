@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 
-from flask import Blueprint, Response, request, stream_with_context
+from flask import Blueprint, Response, request
 
 from app.auth import authenticator
 from app.errors import ApiError
@@ -59,7 +59,9 @@ def stream() -> Response:
         writer = DirectWriter(socket, chunked=chunked)
     retry_ms = int(settings.stream_retry_ms * random.uniform(0.75, 1.25))  # noqa: S311
     body = stream_broker.stream(client, request.headers.get("Last-Event-ID"), retry_ms, writer)
-    response = _stream_response(stream_with_context(body))
+    # No stream_with_context: the stream needs no request context, and holding one for
+    # hours would cost memory per stream.
+    response = _stream_response(body)
     response.call_on_close(lambda: stream_broker.disconnect(client))
     return response
 
