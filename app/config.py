@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 T = TypeVar("T")
 
 MIN_REFRESH_MS = 500
-BOARD_SOURCES = ("simulated",)
+BOARD_SOURCES = ("simulated", "polymarket")
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -65,6 +65,11 @@ class Settings:
     stream_max_per_key: int
     stream_write_timeout_s: int
     stream_retry_ms: int
+    polymarket_gamma_url: str
+    polymarket_clob_url: str
+    polymarket_clob_ws_url: str
+    polymarket_rtds_url: str
+    polymarket_site_url: str
 
     @property
     def uses_redis(self) -> bool:
@@ -172,6 +177,17 @@ def _rate_limit(value: str, variable: str) -> str:
     return text
 
 
+def _url(schemes: tuple[str, ...]) -> Callable[[str, str], str]:
+    def parse(value: str, variable: str) -> str:
+        text = value.strip()
+        parts = urlsplit(text)
+        if parts.scheme not in schemes or not parts.hostname:
+            raise ConfigError(variable, f"expected a {'/'.join(schemes)} URL, got {value!r}")
+        return text.rstrip("/")
+
+    return parse
+
+
 def _pepper(value: str, variable: str) -> str:
     text = value.strip()
     if text and len(text) < 16:
@@ -243,4 +259,21 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         stream_max_per_key=get("STREAM_MAX_PER_KEY", "5", lambda v, n: _int(v, n, 1, 100_000)),
         stream_write_timeout_s=get("STREAM_WRITE_TIMEOUT_S", "5", lambda v, n: _int(v, n, 1, 300)),
         stream_retry_ms=get("STREAM_RETRY_MS", "2000", lambda v, n: _int(v, n, 100, 600_000)),
+        polymarket_gamma_url=get(
+            "POLYMARKET_GAMMA_URL", "https://gamma-api.polymarket.com", _url(("http", "https"))
+        ),
+        polymarket_clob_url=get(
+            "POLYMARKET_CLOB_URL", "https://clob.polymarket.com", _url(("http", "https"))
+        ),
+        polymarket_clob_ws_url=get(
+            "POLYMARKET_CLOB_WS_URL",
+            "wss://ws-subscriptions-clob.polymarket.com/ws/market",
+            _url(("ws", "wss")),
+        ),
+        polymarket_rtds_url=get(
+            "POLYMARKET_RTDS_URL", "wss://ws-live-data.polymarket.com", _url(("ws", "wss"))
+        ),
+        polymarket_site_url=get(
+            "POLYMARKET_SITE_URL", "https://polymarket.com", _url(("http", "https"))
+        ),
     )

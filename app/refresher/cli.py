@@ -16,6 +16,8 @@ from app.extensions import board_bus, settings_of
 from app.refresher.loop import Refresher
 from app.refresher.sources import create_source
 
+ONCE_WARM_UP_S = 10.0
+
 
 @click.command("refresher")
 @click.option("--once", is_flag=True, help="Print one board as JSON and exit (publishes nothing).")
@@ -27,7 +29,13 @@ def refresher_command(once: bool) -> None:
     bus = board_bus.bus_of(app)
     refresher = Refresher(create_source(settings), bus, settings.refresh_tick_ms)
     if once:
+        warm_up = getattr(refresher.source, "warm_up", None)
+        if warm_up is not None:
+            warm_up(ONCE_WARM_UP_S)  # live sources need a moment for their sockets
         click.echo(json.dumps(refresher.build(), indent=2))
+        close = getattr(refresher.source, "close", None)
+        if close is not None:
+            close()
         return
     if bus.embedded:
         click.echo(

@@ -30,4 +30,16 @@ def create_source(settings: Settings) -> Source:
         from app.refresher.sources.simulated import SimulatedSource
 
         return SimulatedSource(seed=settings.simulation_seed)
+    if settings.board_source == "polymarket":
+        from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
+
+        return PolymarketSource(
+            Upstreams(
+                gamma=settings.polymarket_gamma_url,
+                clob=settings.polymarket_clob_url,
+                clob_ws=settings.polymarket_clob_ws_url,
+                rtds=settings.polymarket_rtds_url,
+                site=settings.polymarket_site_url,
+            )
+        )
     raise ValueError(f"unknown board source {settings.board_source!r}")

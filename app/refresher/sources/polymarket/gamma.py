@@ -1,0 +1,122 @@
+"""Market discovery on Gamma: the event of a 5-minute window, by slug.
+
+The slug is ``btc-updown-5m-<T0>`` with ``T0`` the window START (a multiple of 300). Inside
+``event.markets[0]``, ``outcomes`` and ``clobTokenIds`` are JSON-encoded STRINGS; token ids
+pair with outcomes by position, and outcomes may come as ``["Down","Up"]``: pair by label.
+The settlement rule is read from each market (``cryptoMarketConfig`` / ``resolutionSource``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from app.refresher.model import SPOT, TWAP
+
+TOKEN_ID = re.compile(r"[0-9]{1,78}")
+
+
+class UpstreamError(Exception):
+    """An upstream answered something we cannot use; the message says what."""
+
+
+@dataclass(frozen=True)
+class WindowMarket:
+    """One window's market as the board needs it."""
+
+    window_start: int
+    slug: str
+    up_token_id: str
+    down_token_id: str
+    rule: str  # spot or twap
+    condition_id: str | None
+    price_to_beat: float | None  # Gamma's eventMetadata.priceToBeat, when present
+
+
+def slug_for(window_start: int) -> str:
+    """The Gamma slug of the window starting at ``window_start``."""
+    return f"btc-updown-5m-{window_start}"
+
+
+def _json_list(value: Any, field: str) -> list[Any]:
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise UpstreamError(f"{field} is not valid JSON") from exc
+    if not isinstance(value, list):
+        raise UpstreamError(f"{field} is not a list")
+    return value
+
+
+def settlement_rule(market: dict[str, Any]) -> str:
+    """``twap`` when the market settles on the 60-second TWAP, else ``spot``."""
+    config = market.get("cryptoMarketConfig")
+    if isinstance(config, dict) and config.get("twapEnabled") is True:
+        return TWAP
+    source = market.get("resolutionSource")
+    if isinstance(source, str) and "twap" in source.lower():
+        return TWAP
+    return SPOT
+
+
+def parse_event(event: Any, window_start: int) -> WindowMarket:
+    """The window market in a Gamma event object; ``UpstreamError`` when it does not fit."""
+    if not isinstance(event, dict):
+        raise UpstreamError("the event is not an object")
+    markets = event.get("markets")
+    if not isinstance(markets, list) or not markets or not isinstance(markets[0], dict):
+        raise UpstreamError("the event has no market")
+    market = markets[0]
+    outcomes = [str(o).strip().lower() for o in _json_list(market.get("outcomes"), "outcomes")]
+    token_ids = [str(t) for t in _json_list(market.get("clobTokenIds"), "clobTokenIds")]
+    if len(outcomes) != len(token_ids) or {"up", "down"} - set(outcomes):
+        raise UpstreamError(f"unexpected outcomes {outcomes!r}")
+    by_label = dict(zip(outcomes, token_ids, strict=True))
+    for token in by_label.values():
+        if not TOKEN_ID.fullmatch(token):
+            raise UpstreamError("a token id is not a decimal string")
+    metadata = event.get("eventMetadata")
+    price_to_beat = None
+    if isinstance(metadata, dict):
+        raw = metadata.get("priceToBeat")
+        if isinstance(raw, int | float | str):
+            try:
+                price_to_beat = float(raw) if float(raw) > 0 else None
+            except ValueError:
+                price_to_beat = None
+    condition = market.get("conditionId")
+    return WindowMarket(
+        window_start=window_start,
+        slug=slug_for(window_start),
+        up_token_id=by_label["up"],
+        down_token_id=by_label["down"],
+        rule=settlement_rule(market),
+        condition_id=condition if isinstance(condition, str) else None,
+        price_to_beat=price_to_beat,
+    )
+
+
+class GammaClient:
+    """``GET {gamma}/events/slug/{slug}``, with timeouts; None while a window is not listed."""
+
+    def __init__(self, base_url: str, http: httpx.Client) -> None:
+        self._base = base_url.rstrip("/")
+        self._http = http
+
+    def window(self, window_start: int) -> WindowMarket | None:
+        """The market of the window starting at ``window_start``, or None (404: not listed)."""
+        response = self._http.get(f"{self._base}/events/slug/{slug_for(window_start)}")
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise UpstreamError(f"gamma answered {response.status_code}")
+        try:
+            event = response.json()
+        except ValueError as exc:
+            raise UpstreamError("gamma answered something that is not JSON") from exc
+        return parse_event(event, window_start)
