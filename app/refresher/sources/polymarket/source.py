@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -62,8 +63,14 @@ class PolymarketSource:
 
     name = "polymarket"
 
-    def __init__(self, upstreams: Upstreams, http: httpx.Client | None = None) -> None:
+    def __init__(
+        self,
+        upstreams: Upstreams,
+        http: httpx.Client | None = None,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self.upstreams = upstreams
+        self._clock = clock
         self.http = http or httpx.Client(
             timeout=httpx.Timeout(3.0, connect=2.0),
             headers={"User-Agent": "probboard/0.1"},
@@ -76,7 +83,7 @@ class PolymarketSource:
         self.rtds = RtdsFeed(upstreams.rtds, self.stop)
         self._windows: dict[int, _Window] = {}
         self._started = False
-        self._created = time.time()
+        self._created = clock()
         self._rest_at = 0.0
         self._checked_at = 0.0
 
@@ -98,7 +105,7 @@ class PolymarketSource:
         self.start()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            row = self.rows(time.time())[0]
+            row = self.rows(self._clock())[0]
             has_book = row["up_bid"] is not None or row["up_ask"] is not None
             if has_book and row["price"] is not None:
                 return
@@ -116,7 +123,7 @@ class PolymarketSource:
             try:
                 window.market = self.gamma.window(t0)
                 if window.market is not None:
-                    window.fetched_at_ms = int(time.time() * 1000)
+                    window.fetched_at_ms = int(self._clock() * 1000)
                     log.info("window %d: %s (%s)", t0, window.market.slug, window.market.rule)
             except (httpx.HTTPError, UpstreamError) as exc:
                 log.warning("gamma lookup of window %d failed: %s", t0, exc)
@@ -126,11 +133,18 @@ class PolymarketSource:
     def _price_to_beat(self, window: _Window, t0: int, rule: str) -> None:
         if window.price_to_beat is not None:
             return
-        latched = self.rtds.series[rule].at(t0 * 1000, LATCH_TOLERANCE_MS)
-        if latched is not None and time.time() * 1000 >= t0 * 1000:
+        series = self.rtds.series[rule]
+        latest = series.latest()
+        now = self._clock()
+        # Latch only once a point at or after T0 has arrived: then the value in force at T0
+        # is known (the feed lags the exchanges by about 2 s).
+        latched = None
+        if latest is not None and latest[0] >= t0 * 1000:
+            latched = series.at(t0 * 1000, LATCH_TOLERANCE_MS)
+        if latched is not None:
             window.price_to_beat, window.price_to_beat_via = latched, f"rtds:{TOPICS[rule]}"
             return
-        if time.time() - t0 > LATCH_TOLERANCE_MS / 1000 and (
+        if now - t0 > LATCH_TOLERANCE_MS / 1000 and (
             time.monotonic() - window.site_tried_at >= SITE_RETRY_S
         ):
             window.site_tried_at = time.monotonic()
