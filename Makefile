@@ -53,3 +53,18 @@ bench-latest: $(BIN)/activate
 ## bench-stream: N concurrent SSE clients (default 10000) on this machine
 bench-stream: $(BIN)/activate
 	$(BIN)/python -m bench.stream $(if $(CLIENTS),--clients $(CLIENTS))
+
+.PHONY: release deploy rollback
+## release: build a deployable bundle (wheel + wheelhouse) in dist/
+release: $(BIN)/activate
+	bash deploy/build-release.sh
+
+## deploy HOST=user@vm: build, copy over ssh, install, switch behind the health gate
+deploy: $(BIN)/activate
+	@test -n "$(HOST)" || { echo "usage: make deploy HOST=user@vm"; exit 2; }
+	bash deploy/ship.sh "$(HOST)" "$$(bash deploy/build-release.sh)"
+
+## rollback HOST=user@vm: switch back to the previous release
+rollback:
+	@test -n "$(HOST)" || { echo "usage: make rollback HOST=user@vm"; exit 2; }
+	ssh $(SSH_OPTS) "$(HOST)" "sudo bash /opt/probboard/current/deploy/remote.sh rollback"

@@ -27,7 +27,9 @@ RENDERER_KEY = "probboard.renderer"
 EMBEDDED_STARTER_KEY = "probboard.embedded_refresher"
 PEPPER_KEY = "probboard.pepper"
 EXIT_HOOKS_KEY = "probboard.exit_hooks"
-MIGRATIONS_DIR = Path(__file__).resolve().parent.parent / "migrations"
+# In a checkout the migrations sit beside the package; in a deployed release (the package
+# installed in a virtualenv) they sit in the release directory, the working directory.
+MIGRATIONS_CANDIDATES = (Path(__file__).resolve().parent.parent / "migrations", Path("migrations"))
 DEFAULT_SQLITE_FILE = "probboard.sqlite3"
 
 log = logging.getLogger(__name__)
@@ -88,7 +90,8 @@ def init_db(app: Flask, settings: Settings) -> None:
         else {}
     )
     db.init_app(app)
-    migrate.init_app(app, db, directory=str(MIGRATIONS_DIR))
+    directory = next((p for p in MIGRATIONS_CANDIDATES if p.is_dir()), MIGRATIONS_CANDIDATES[0])
+    migrate.init_app(app, db, directory=str(directory.resolve()))
 
 
 def db_session() -> DbSession:

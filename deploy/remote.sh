@@ -1,0 +1,323 @@
+#!/usr/bin/env bash
+# Runs ON the VM, as root: install a release bundle and switch to it behind a health gate,
+# or roll back to the previous release. Idempotent: run it again and it converges.
+#
+#   remote.sh install BUNDLE.tar.gz [options]
+#   remote.sh rollback [options]
+#   remote.sh stop [options]
+#
+# Options:
+#   --prefix DIR         install under DIR (DIR/opt/probboard, DIR/etc/probboard): tests
+#   --no-systemd         no systemctl, no system user, no apt: start the two processes with
+#                        the exact commands of the unit files (tests, containers)
+#   --env-defaults FILE  extra lines for the env file when it is first created
+#   --health-timeout S   how long the health gate waits (default 60)
+set -euo pipefail
+
+ACTION=${1:-}
+shift || true
+BUNDLE=""
+if [[ "$ACTION" == "install" ]]; then
+  BUNDLE=${1:-}
+  shift || true
+fi
+PREFIX=""
+SYSTEMD=1
+ENV_DEFAULTS=""
+HEALTH_TIMEOUT=60
+while (($#)); do
+  case "$1" in
+    --prefix) PREFIX=$(realpath -m "$2"); shift 2 ;;
+    --no-systemd) SYSTEMD=0; shift ;;
+    --env-defaults) ENV_DEFAULTS=$2; shift 2 ;;
+    --health-timeout) HEALTH_TIMEOUT=$2; shift 2 ;;
+    *) echo "deploy: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+
+ROOT="$PREFIX/opt/probboard"
+ETC="$PREFIX/etc/probboard"
+ENV_FILE="$ETC/probboard.env"
+UNITS="$PREFIX/etc/systemd/system"
+RUN="$PREFIX/run/probboard"
+LOGS="$PREFIX/var/log/probboard"
+SERVICES=(probboard-web probboard-refresher)
+KEEP_RELEASES=5
+
+log() { echo "deploy: $*"; }
+die() { echo "deploy: $*" >&2; exit 1; }
+
+random_secret() { python3 -c 'import secrets; print(secrets.token_urlsafe(48))'; }
+
+env_value() {  # env_value NAME DEFAULT: a value from the env file
+  local value
+  value=$(sed -n "s/^$1=//p" "$ENV_FILE" | tail -n 1)
+  echo "${value:-$2}"
+}
+
+ensure_user() {
+  ((SYSTEMD)) || return 0
+  id probboard >/dev/null 2>&1 || useradd --system --home-dir /opt/probboard --shell /usr/sbin/nologin probboard
+}
+
+ensure_env_file() {
+  mkdir -p "$ETC"
+  if [[ -f "$ENV_FILE" ]]; then
+    log "keeping $ENV_FILE"
+    return
+  fi
+  log "creating $ENV_FILE with new secrets (it is never overwritten)"
+  (
+    umask 077
+    {
+      echo "# Probboard settings, created by deploy $(date -u +%FT%TZ). Never overwritten."
+      echo "SECRET_KEY=$(random_secret)"
+      echo "API_KEY_PEPPER=$(random_secret)"
+      if [[ -n "$ENV_DEFAULTS" ]]; then
+        cat "$ENV_DEFAULTS"
+      else
+        echo "REDIS_URL=redis://127.0.0.1:6379/0"
+        echo "DATABASE_URL=postgresql://probboard:$(random_secret | tr -dc 'A-Za-z0-9' | head -c 32)@127.0.0.1:5432/probboard"
+        echo "HOST=127.0.0.1"
+        echo "PORT=8000"
+        echo "TRUSTED_PROXIES=1"
+        echo "LOG_FORMAT=json"
+      fi
+    } >"$ENV_FILE"
+  )
+  if ((SYSTEMD)); then
+    chown root:probboard "$ENV_FILE"
+    chmod 640 "$ENV_FILE"
+  fi
+}
+
+is_local() { [[ "$1" == *"@127.0.0.1"* || "$1" == *"@localhost"* || "$1" == *"//127.0.0.1"* || "$1" == *"//localhost"* ]]; }
+
+ensure_backing_services() {
+  ((SYSTEMD)) || return 0
+  local redis_url database_url
+  redis_url=$(env_value REDIS_URL "")
+  database_url=$(env_value DATABASE_URL "")
+  local wanted=()
+  if is_local "$redis_url" && ! command -v redis-server >/dev/null; then wanted+=(redis-server); fi
+  if [[ "$database_url" == postgresql* ]] && is_local "$database_url" && ! command -v pg_ctlcluster >/dev/null; then
+    wanted+=(postgresql)
+  fi
+  if ((${#wanted[@]})); then
+    log "installing ${wanted[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${wanted[@]}"
+  fi
+  if is_local "$redis_url"; then systemctl enable --now redis-server >/dev/null; fi
+  if [[ "$database_url" == postgresql* ]] && is_local "$database_url"; then
+    systemctl enable --now postgresql >/dev/null
+    # Role and database from the URL, created once.
+    read -r user password dbname < <(python3 - "$database_url" <<'PY'
+import sys
+from urllib.parse import urlsplit
+u = urlsplit(sys.argv[1])
+print(u.username or "probboard", u.password or "", (u.path or "/probboard").lstrip("/"))
+PY
+)
+    runuser -u postgres -- psql -qtAc "SELECT 1 FROM pg_roles WHERE rolname='$user'" | grep -q 1 ||
+      runuser -u postgres -- psql -qc "CREATE ROLE \"$user\" LOGIN PASSWORD '$password'"
+    runuser -u postgres -- psql -qtAc "SELECT 1 FROM pg_database WHERE datname='$dbname'" | grep -q 1 ||
+      runuser -u postgres -- psql -qc "CREATE DATABASE \"$dbname\" OWNER \"$user\""
+  fi
+}
+
+with_env() {  # run a command with the env file's variables (read as systemd reads them)
+  python3 "$ROOT/current.tools/with-env.py" "$ENV_FILE" "$@"
+}
+
+as_service_user() {  # the same, as the service user
+  if ((SYSTEMD)); then
+    runuser -u probboard -- python3 "$ROOT/current.tools/with-env.py" "$ENV_FILE" "$@"
+  else
+    with_env "$@"
+  fi
+}
+
+install_release() {
+  [[ -f "$BUNDLE" ]] || die "no bundle at '$BUNDLE'"
+  local version
+  version=$(tar -tzf "$BUNDLE" | sed -n '1s#/.*##p')
+  [[ "$version" =~ ^[0-9]{14}-[A-Za-z0-9]+$ ]] || die "bundle $BUNDLE has no release directory"
+  RELEASE="$ROOT/releases/$version"
+  mkdir -p "$ROOT/releases"
+  if [[ -x "$RELEASE/venv/bin/gunicorn" ]]; then
+    log "release $version already installed"
+  else
+    rm -rf "$RELEASE"
+    tar -xzf "$BUNDLE" -C "$ROOT/releases"
+    python3 -m venv "$RELEASE/venv"
+    "$RELEASE/venv/bin/pip" install --quiet --no-index --find-links "$RELEASE/wheels" probboard
+    log "installed release $version"
+  fi
+  # The deploy tools of the newest release, where every step can find them.
+  rm -rf "$ROOT/current.tools"
+  cp -r "$RELEASE/deploy" "$ROOT/current.tools"
+  if ((SYSTEMD)); then
+    chown -R root:root "$RELEASE"
+    chmod -R go-w "$RELEASE"
+  fi
+}
+
+migrate() {
+  log "migrating the database"
+  (cd "$1" && as_service_user "$1/venv/bin/flask" --app wsgi db upgrade)
+}
+
+install_units() {
+  if ((SYSTEMD)); then
+    install -m 644 "$1/deploy/probboard-web.service" "$1/deploy/probboard-refresher.service" "$UNITS/"
+    systemctl daemon-reload
+    systemctl enable "${SERVICES[@]}" >/dev/null
+  fi
+}
+
+unit_command() {  # the ExecStart of a unit, with this install's paths
+  sed -n 's/^ExecStart=//p' "$ROOT/current/deploy/$1.service" |
+    sed "s#/opt/probboard#$ROOT#g; s#/etc/probboard#$ETC#g"
+}
+
+stop_services() {
+  if ((SYSTEMD)); then
+    systemctl stop "${SERVICES[@]}" || true
+    return
+  fi
+  local service pid
+  for service in "${SERVICES[@]}"; do
+    [[ -f "$RUN/$service.pid" ]] || continue
+    pid=$(cat "$RUN/$service.pid")
+    if kill -TERM "$pid" 2>/dev/null; then
+      for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$RUN/$service.pid"
+  done
+}
+
+start_services() {
+  if ((SYSTEMD)); then
+    systemctl restart "${SERVICES[@]}"
+    return
+  fi
+  mkdir -p "$RUN" "$LOGS"
+  local service command
+  for service in "${SERVICES[@]}"; do
+    command=$(unit_command "$service")
+    (
+      cd "$ROOT/current"
+      # shellcheck disable=SC2086 # the unit's command line, split as systemd splits it
+      exec python3 "$ROOT/current.tools/with-env.py" "$ENV_FILE" setsid $command >>"$LOGS/$service.log" 2>&1
+    ) &
+    echo $! >"$RUN/$service.pid"
+  done
+}
+
+switch_to() {  # point `current` at a release directory name
+  ln -sfn "releases/$1" "$ROOT/current.new"
+  mv -T "$ROOT/current.new" "$ROOT/current"
+}
+
+healthy() {  # health answers and the board is fresh, within the timeout
+  local port
+  port=$(env_value PORT 8000)
+  local web_pid=""
+  if ((SYSTEMD)); then
+    web_pid=$(systemctl show -p MainPID --value probboard-web 2>/dev/null || true)
+  elif [[ -f "$RUN/probboard-web.pid" ]]; then
+    web_pid=$(cat "$RUN/probboard-web.pid")
+  fi
+  python3 - "$port" "$HEALTH_TIMEOUT" "${web_pid:-0}" <<'PY'
+import json, os, sys, time, urllib.request
+port, timeout, pid = sys.argv[1], float(sys.argv[2]), int(sys.argv[3] or 0)
+base = f"http://127.0.0.1:{port}"
+deadline, why = time.monotonic() + timeout, "no answer"
+while time.monotonic() < deadline:
+    if pid > 0:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            why = "the web process exited (see its log)"
+            break
+    try:
+        with urllib.request.urlopen(base + "/api/health", timeout=2) as r:
+            health = json.load(r)
+        with urllib.request.urlopen(base + "/api/probboard/latest", timeout=2) as r:
+            board = json.load(r)
+        if not health.get("redisReady"):
+            why = f"redis not ready: {health.get('redisStatus')}"
+        elif not board.get("items") or board.get("latencyLevel") != "ok":
+            why = f"no fresh board (latencyLevel {board.get('latencyLevel')})"
+        else:
+            print("deploy: healthy: board fresh, redis ready")
+            sys.exit(0)
+    except Exception as exc:  # not up yet
+        why = f"{type(exc).__name__}: {exc}"
+    time.sleep(0.5)
+print(f"deploy: health gate failed: {why}", file=sys.stderr)
+sys.exit(1)
+PY
+}
+
+prune() {
+  ls -1 "$ROOT/releases" | sort | head -n -"$KEEP_RELEASES" | while read -r old; do
+    [[ "$ROOT/releases/$old" == "$(readlink -f "$ROOT/current")" ]] && continue
+    rm -rf "${ROOT:?}/releases/$old"
+  done
+}
+
+activate() {  # switch to release $1 (previous: $2), restart, gate; roll back on failure
+  local target=$1 previous=$2
+  stop_services
+  switch_to "$target"
+  install_units "$ROOT/current"
+  start_services
+  if healthy; then
+    log "release $target is live"
+    return 0
+  fi
+  if [[ -z "$previous" ]]; then
+    stop_services
+    die "release $target failed its health gate and there is no previous release"
+  fi
+  log "release $target failed its health gate: switching back to $previous"
+  stop_services
+  switch_to "$previous"
+  install_units "$ROOT/current"
+  start_services
+  healthy || log "the previous release $previous is not healthy either"
+  die "deploy of $target failed; $previous restored"
+}
+
+case "$ACTION" in
+  install)
+    ensure_user
+    ensure_env_file
+    ensure_backing_services
+    install_release
+    previous=$(basename "$(readlink "$ROOT/current" 2>/dev/null || true)" 2>/dev/null || true)
+    migrate "$RELEASE" || die "migrations of $(basename "$RELEASE") failed; still on ${previous:-nothing}"
+    activate "$(basename "$RELEASE")" "${previous:-}"
+    prune
+    ;;
+  rollback)
+    [[ -d "$ROOT/current.tools" ]] || cp -r "$ROOT/current/deploy" "$ROOT/current.tools"
+    current=$(basename "$(readlink "$ROOT/current" 2>/dev/null)" 2>/dev/null) || die "nothing is deployed"
+    previous=$(ls -1 "$ROOT/releases" | sort | grep -B1 -x "$current" | head -n 1)
+    [[ -n "$previous" && "$previous" != "$current" ]] || die "no release before $current"
+    log "rolling back from $current to $previous"
+    activate "$previous" "$current"
+    ;;
+  stop)
+    stop_services
+    log "stopped"
+    ;;
+  *)
+    echo "usage: remote.sh install BUNDLE.tar.gz [--prefix DIR] [--no-systemd] [--env-defaults FILE]" >&2
+    echo "       remote.sh rollback|stop [--prefix DIR] [--no-systemd]" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,213 @@
+"""The VM deploy for real: deploy/remote.sh into a scratch prefix, processes started with the
+exact commands of the unit files (``--no-systemd``), health and a board read from the
+installed release; a second release switches; a broken one rolls back; units and the nginx
+site pass their tools' checks where the tools are present."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.contract import validated
+from tests.support.processes import ROOT, RedisServer, free_port, http_get
+
+REMOTE = ROOT / "deploy" / "remote.sh"
+
+
+def build_release() -> Path:
+    """A bundle built by the project's own build script."""
+    out = subprocess.run(
+        ["bash", str(ROOT / "deploy" / "build-release.sh")],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+        env={**os.environ, "PYTHON": sys.executable},
+    ).stdout.split()[-1]  # fmt: skip
+    return ROOT / out
+
+
+def renamed(bundle: Path, workdir: Path, version: str, break_it: bool = False) -> Path:
+    """A copy of ``bundle`` as release ``version``; ``break_it`` makes its web fail to boot."""
+    extract = workdir / f"x-{version}"
+    with tarfile.open(bundle) as tar:
+        tar.extractall(extract, filter="data")
+    (original,) = list(extract.iterdir())
+    target = extract / version
+    original.rename(target)
+    if break_it:
+        # Migrations pass, but gunicorn cannot start: only the health gate can notice.
+        with (target / "gunicorn.conf.py").open("a") as conf:
+            conf.write('\nraise SystemExit("this release is broken")\n')
+    out = workdir / f"probboard-{version}.tar.gz"
+    with tarfile.open(out, "w:gz") as tar:
+        tar.add(target, arcname=version)
+    return out
+
+
+@pytest.fixture(scope="module")
+def bundle(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """One real bundle for the module (removed afterwards)."""
+    built = build_release()
+    try:
+        yield built
+    finally:
+        built.unlink(missing_ok=True)
+
+
+class Vm:
+    """A scratch prefix standing in for the VM."""
+
+    def __init__(self, prefix: Path, redis_url: str) -> None:
+        self.prefix = prefix
+        self.port = free_port()
+        self.defaults = prefix.parent / "defaults.env"
+        self.defaults.write_text(
+            f"REDIS_URL={redis_url}\n"
+            f"DATABASE_URL=sqlite:///{prefix / 'probboard.sqlite3'}\n"
+            f"HOST=127.0.0.1\nPORT={self.port}\n"
+            "GUEST_RATE_LIMIT=100000 per minute\n"
+        )
+
+    def run(self, *args: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+        """remote.sh with this prefix, without systemd."""
+        return subprocess.run(
+            ["bash", str(REMOTE), *args, "--prefix", str(self.prefix), "--no-systemd"],
+            capture_output=True, text=True, timeout=timeout,
+        )  # fmt: skip
+
+    def install(self, bundle: Path) -> subprocess.CompletedProcess[str]:
+        """The install step as the Makefile's deploy runs it on the VM."""
+        return self.run(
+            "install", str(bundle), "--env-defaults", str(self.defaults), "--health-timeout", "45"
+        )
+
+    @property
+    def current(self) -> str:
+        """The release ``current`` points at."""
+        return os.readlink(self.prefix / "opt/probboard/current").split("/")[-1]
+
+    @property
+    def env_file(self) -> str:
+        """The env file's text."""
+        return (self.prefix / "etc/probboard/probboard.env").read_text()
+
+    def pid(self, service: str) -> int:
+        """The pid of a running service."""
+        return int((self.prefix / f"run/probboard/{service}.pid").read_text())
+
+    def cmdline(self, service: str) -> list[str]:
+        """The running service's command line."""
+        raw = Path(f"/proc/{self.pid(service)}/cmdline").read_bytes()
+        return [part.decode() for part in raw.split(b"\0") if part]
+
+    def board(self) -> dict[str, object]:
+        """The board served by the installed release."""
+        status, _, body = http_get(f"http://127.0.0.1:{self.port}/api/probboard/latest")
+        assert status == 200
+        return validated("board", body)
+
+
+@pytest.fixture
+def vm(tmp_path: Path, restartable_redis: RedisServer) -> Iterator[Vm]:
+    """A fresh scratch VM; whatever it runs is stopped afterwards."""
+    machine = Vm(tmp_path / "vm", restartable_redis.url)
+    machine.prefix.mkdir()
+    try:
+        yield machine
+    finally:
+        machine.run("stop")
+
+
+def test_deploy_switch_and_rollback(vm: Vm, bundle: Path, tmp_path: Path) -> None:
+    first = renamed(bundle, tmp_path, "20260101000000-aaaaaaa")
+    result = vm.install(first)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "healthy" in result.stdout
+    assert vm.current == "20260101000000-aaaaaaa"
+    board = vm.board()
+    assert board["items"] and board["latencyLevel"] == "ok"
+    # The processes run the exact commands of the unit files, on this prefix's paths.
+    root = vm.prefix / "opt/probboard"
+    web = vm.cmdline("probboard-web")
+    assert web[-3:] == ["-c", f"{root}/current/gunicorn.conf.py", "wsgi:app"], web
+    assert any(part.endswith("/current/venv/bin/gunicorn") for part in vm.cmdline("probboard-web"))
+    assert vm.cmdline("probboard-refresher")[-3:] == ["--app", "wsgi", "refresher"]
+    env_before = vm.env_file
+    assert "SECRET_KEY=" in env_before and "API_KEY_PEPPER=" in env_before
+
+    second = renamed(bundle, tmp_path, "20260102000000-bbbbbbb")
+    result = vm.install(second)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert vm.current == "20260102000000-bbbbbbb"
+    assert vm.env_file == env_before  # secrets kept: never overwritten
+    assert vm.board()["items"]
+
+    broken = renamed(bundle, tmp_path, "20260103000000-ccccccc", break_it=True)
+    result = vm.install(broken)
+    assert result.returncode != 0
+    assert "failed its health gate" in result.stdout + result.stderr
+    assert vm.current == "20260102000000-bbbbbbb"  # switched back
+    assert vm.board()["items"]
+
+    result = vm.run("rollback", "--health-timeout", "45")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert vm.current == "20260101000000-aaaaaaa"
+    assert vm.board()["items"]
+
+
+def _substituted_units(tmp_path: Path) -> list[Path]:
+    units = []
+    for name in ("probboard-web.service", "probboard-refresher.service"):
+        text = (ROOT / "deploy" / name).read_text()
+        # Point at executables that exist here, so verify checks everything else.
+        text = text.replace("/opt/probboard/current/venv/bin/gunicorn", shutil.which("true") or "")
+        text = text.replace("/opt/probboard/current/venv/bin/flask", shutil.which("true") or "")
+        text = text.replace("User=probboard", "User=root").replace("Group=probboard", "Group=root")
+        unit = tmp_path / name
+        unit.write_text(text)
+        units.append(unit)
+    return units
+
+
+@pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze absent")
+def test_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
+    result = subprocess.run(
+        ["systemd-analyze", "verify", *map(str, _substituted_units(tmp_path))],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    problems = [
+        line
+        for line in (result.stdout + result.stderr).splitlines()
+        if "probboard" in line and "Failed to" not in line
+    ]
+    assert result.returncode == 0 or not problems, problems
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx absent")
+def test_nginx_site_passes_nginx_t(tmp_path: Path) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    site = (ROOT / "deploy" / "nginx-probboard.conf").read_text()
+    site = site.replace("/etc/ssl/certs/probboard.pem", str(cert))
+    site = site.replace("/etc/ssl/private/probboard.key", str(key))
+    (tmp_path / "site.conf").write_text(site)
+    main = tmp_path / "nginx.conf"
+    main.write_text(
+        f"pid {tmp_path / 'nginx.pid'};\nerror_log {tmp_path / 'error.log'};\n"
+        "events {}\n"
+        f"http {{\n access_log off;\n include {tmp_path / 'site.conf'};\n}}\n"
+    )
+    result = subprocess.run(
+        ["nginx", "-t", "-c", str(main), "-p", str(tmp_path)], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "syntax is ok" in result.stderr
