@@ -67,4 +67,4 @@ deploy: $(BIN)/activate
 ## rollback HOST=user@vm: switch back to the previous release
 rollback:
 	@test -n "$(HOST)" || { echo "usage: make rollback HOST=user@vm"; exit 2; }
-	ssh $(SSH_OPTS) "$(HOST)" "sudo bash /opt/probboard/current/deploy/remote.sh rollback"
+	ssh $(if $(SSH_PORT),-p $(SSH_PORT)) $(SSH_OPTS) "$(HOST)" "sudo bash /opt/probboard/current/deploy/remote.sh rollback $(REMOTE_ARGS)"

@@ -1,16 +1,23 @@
 #!/usr/bin/env bash
 # Copy a bundle and the remote script to HOST over ssh and run the install there as root.
-#   ship.sh HOST BUNDLE     (SSH_OPTS for extra ssh/scp options, e.g. "-p 2222")
+#   ship.sh HOST BUNDLE     (SSH_PORT for another port; SSH_OPTS for other ssh/scp options
+#                            such as "-i key"; REMOTE_ARGS for remote.sh options)
 set -euo pipefail
 host=${1:?usage: ship.sh user@host BUNDLE}
 bundle=${2:?usage: ship.sh user@host BUNDLE}
 opts=${SSH_OPTS:-}
+ssh_port=()
+scp_port=()
+if [[ -n "${SSH_PORT:-}" ]]; then
+  ssh_port=(-p "$SSH_PORT")
+  scp_port=(-P "$SSH_PORT")   # scp spells it -P
+fi
 remote_dir="/tmp/probboard-deploy-$$"
 # shellcheck disable=SC2086 # SSH_OPTS is a list of options
-ssh $opts "$host" "mkdir -p $remote_dir"
+ssh "${ssh_port[@]}" $opts "$host" "mkdir -p $remote_dir"
 # shellcheck disable=SC2086
-scp -q $opts "$bundle" "$(dirname "$0")/remote.sh" "$host:$remote_dir/"
+scp -q "${scp_port[@]}" $opts "$bundle" "$(dirname "$0")/remote.sh" "$host:$remote_dir/"
 sudo_cmd="sudo"
 [[ "${host%%@*}" == "root" ]] && sudo_cmd=""
 # shellcheck disable=SC2086
-ssh $opts "$host" "$sudo_cmd bash $remote_dir/remote.sh install $remote_dir/$(basename "$bundle") ${REMOTE_ARGS:-}; status=\$?; rm -rf $remote_dir; exit \$status"
+ssh "${ssh_port[@]}" $opts "$host" "$sudo_cmd bash $remote_dir/remote.sh install $remote_dir/$(basename "$bundle") ${REMOTE_ARGS:-}; status=\$?; rm -rf $remote_dir; exit \$status"
