@@ -26,10 +26,13 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results.json"
 
 
-def wrk(url: str, seconds: int, connections: int) -> dict[str, float]:
+def wrk(
+    url: str, seconds: int, connections: int, headers: dict[str, str] | None = None
+) -> dict[str, float]:
     """Run wrk and return requests/s and p50/p99 latency in milliseconds."""
+    header_args = [arg for k, v in (headers or {}).items() for arg in ("-H", f"{k}: {v}")]
     out = subprocess.run(
-        ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", url],
+        ["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--latency", *header_args, url],
         check=True, capture_output=True, text=True,
     ).stdout  # fmt: skip
 
@@ -87,7 +90,17 @@ def main() -> int:
         workdir = Path(tmp)
         redis = RedisServer(workdir)
         redis.start()
-        env = service_env(REDIS_URL=redis.url, WEB_CONCURRENCY=str(args.workers))
+        unlimited = "10000000 per minute"  # the limiter runs (in Redis) but never refuses
+        env = service_env(
+            REDIS_URL=redis.url,
+            WEB_CONCURRENCY=str(args.workers),
+            DATABASE_URL=f"sqlite:///{workdir / 'bench.sqlite3'}",
+            API_KEY_PEPPER="bench-pepper-0123456789",
+            GUEST_RATE_LIMIT=unlimited,
+            VIP_PRO_RATE_LIMIT=unlimited,
+            USER_RATE_LIMIT=unlimited,
+        )
+        key, token = _accounts(env)
         refresher = Process(
             [str(BIN / "flask"), "--app", "wsgi", "refresher"], env, workdir / "refresher.log"
         )
@@ -98,19 +111,21 @@ def main() -> int:
             body = _latest_body(probe_port)
             probe.stop()
             env["BARE_BODY_BYTES"] = str(len(body))
-            runs: dict[str, list[dict[str, float]]] = {"bare": [], "latest": []}
-            targets = {
-                "bare": ("bench.bare_app:app", "/bare"),
-                "latest": ("wsgi:app", "/api/probboard/latest"),
+            latest = "/api/probboard/latest"
+            targets: dict[str, tuple[str, str, dict[str, str]]] = {
+                "bare": ("bench.bare_app:app", "/bare", {}),
+                "guest": ("wsgi:app", latest, {}),
+                "vip_pro key": ("wsgi:app", latest, {"X-API-Key": key}),
+                "session": ("wsgi:app", latest, {"Cookie": f"probboard_session={token}"}),
             }
+            runs: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
             for round_no in range(args.rounds):
-                for name, (app_path, path) in targets.items():
-                    process, port = serve(app_path, env, workdir, f"{name}-{round_no}")
+                for name, (app_path, path, headers) in targets.items():
+                    process, port = serve(app_path, env, workdir, f"{round_no}-{name[:5]}")
+                    url = f"http://127.0.0.1:{port}{path}"
                     try:
-                        wrk(f"http://127.0.0.1:{port}{path}", 2, args.connections)  # warm up
-                        runs[name].append(
-                            wrk(f"http://127.0.0.1:{port}{path}", args.seconds, args.connections)
-                        )
+                        wrk(url, 2, args.connections, headers)  # warm up
+                        runs[name].append(wrk(url, args.seconds, args.connections, headers))
                     finally:
                         process.stop()
         finally:
@@ -121,23 +136,39 @@ def main() -> int:
         name: {key: statistics.median(r[key] for r in results) for key in results[0]}
         for name, results in runs.items()
     }
-    ratio = summary["latest"]["rps"] / summary["bare"]["rps"]
-    print(f"{'endpoint':<10} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'ratio':>6}")
+    ratios = {name: row["rps"] / summary["bare"]["rps"] for name, row in summary.items()}
+    print(f"{'caller':<12} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'ratio':>6}")
     for name, row in summary.items():
         print(
-            f"{name:<10} {row['rps']:>9.0f} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
-            f"{row['rps'] / summary['bare']['rps']:>6.2f}"
+            f"{name:<12} {row['rps']:>9.0f} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
+            f"{row['non_2xx']:>8.0f} {ratios[name]:>6.2f}"
         )
     print(f"body {len(body)} bytes, {args.workers} gevent workers, wrk -t2 -c{args.connections}")
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     results["latest"] = {
         "summary": summary,
-        "ratio_latest_to_bare": ratio,
+        "ratio_to_bare": ratios,
         "runs": runs,
         "settings": vars(args) | {"body_bytes": len(body)},
     }
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     return 0
+
+
+def _accounts(env: dict[str, str]) -> tuple[str, str]:
+    """Migrate the bench database; a vip_pro key and a user session for the keyed runs."""
+    flask = [str(BIN / "flask"), "--app", "wsgi"]
+
+    def cli(*args: str) -> str:
+        done = subprocess.run(
+            [*flask, *args], env=env, cwd=ROOT, check=True, capture_output=True, text=True
+        )
+        return done.stdout.strip().splitlines()[-1] if done.stdout.strip() else ""
+
+    cli("db", "upgrade")
+    cli("users", "create", "benchvip", "--plan", "vip_pro")
+    cli("users", "create", "benchuser", "--plan", "user")
+    return cli("keys", "create", "benchvip"), cli("sessions", "create", "benchuser")
 
 
 def _latest_body(port: int) -> bytes:
