@@ -14,6 +14,7 @@ import contextlib
 import json
 import queue
 import socket
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -220,6 +221,7 @@ class StreamConnection:
         self._thread: threading.Thread | None = None
         if self.status != 200:
             self._read_fixed_body()
+            self.sock.close()
         elif read:
             self._thread = threading.Thread(target=self._reader, daemon=True)
             self._thread.start()
@@ -239,7 +241,7 @@ class StreamConnection:
         head, _, rest = buffer.partition(b"\r\n\r\n")
         self._pending = rest
         status_line, *header_lines = head.decode("latin-1").split("\r\n")
-        version, status, reason = (status_line.split(" ", 2) + [""])[:3]
+        version, status, reason = [*status_line.split(" ", 2), ""][:3]
         if not version.startswith("HTTP/1."):
             raise ProtocolError(f"bad status line {status_line!r}")
         parsed = []
@@ -396,11 +398,20 @@ class StreamConnection:
                 )
             before.append(item)
 
+    def wait_event(
+        self,
+        timeout: float,
+        what: str = "an event",
+        predicate: Callable[[Event], bool] = lambda e: True,
+    ) -> tuple[Event, list[Item]]:
+        """The next event that matches, and everything read before it."""
+        item, before = self.wait_for(lambda i: isinstance(i, Event) and predicate(i), timeout, what)
+        assert isinstance(item, Event)
+        return item, before
+
     def next_event(self, timeout: float, what: str = "an event") -> Event:
         """The next dispatched event (comments, retry fields are skipped)."""
-        item, _ = self.wait_for(lambda i: isinstance(i, Event), timeout, what)
-        assert isinstance(item, Event)
-        return item
+        return self.wait_event(timeout, what)[0]
 
     def drain(self) -> list[Item]:
         """Everything parsed and not yet read."""
@@ -418,6 +429,12 @@ class StreamConnection:
             self._thread.join(5)
         with contextlib.suppress(OSError):
             self.sock.close()
+
+    def abort(self) -> None:
+        """Close with a reset (SO_LINGER 0): the server's next write to it fails at once."""
+        with contextlib.suppress(OSError):
+            self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.close()
 
     def __enter__(self) -> StreamConnection:
         return self

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from socket import SO_SNDBUF, SOL_SOCKET
 
 from flask import Blueprint, Response, request
 
@@ -16,6 +17,7 @@ from app.stream.writer import DirectWriter
 bp = Blueprint("stream", __name__)
 
 SLOT_RETRY_MS = 5000
+STREAM_SEND_BUFFER = 32 * 1024
 
 
 @bp.get("/api/probboard/stream")
@@ -54,6 +56,9 @@ def stream() -> Response:
     if socket is not None:
         # A client that cannot take a write within this long is dropped.
         socket.settimeout(settings.stream_write_timeout_s)
+        # A small send buffer makes a client that stops reading show up as a blocked write
+        # within seconds (Linux would otherwise buffer megabytes for it).
+        socket.setsockopt(SOL_SOCKET, SO_SNDBUF, STREAM_SEND_BUFFER)
         # gunicorn chunks HTTP/1.1 responses of unknown length; direct writes must match.
         chunked = request.environ.get("SERVER_PROTOCOL", "HTTP/1.0") != "HTTP/1.0"
         writer = DirectWriter(socket, chunked=chunked)
@@ -70,4 +75,6 @@ def _stream_response(body: object) -> Response:
     response = Response(body, mimetype="text/event-stream")  # type: ignore[arg-type]
     response.headers["Cache-Control"] = "no-cache"
     response.headers["X-Accel-Buffering"] = "no"
+    # Nothing follows a stream on its connection: close it when the stream ends.
+    response.headers["Connection"] = "close"
     return response

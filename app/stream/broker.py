@@ -172,6 +172,8 @@ class Broker:
             yield first  # gunicorn sends the headers and this at once
             if direct is not None:
                 self._direct_loop(client, direct)
+                if direct.dead:
+                    return  # the socket is gone: nothing more can be written
             else:
                 yield from self._yield_loop(client)
             yield client.ended or events.comment("server shutting down; reconnect")
@@ -261,12 +263,21 @@ class Broker:
                     self._refresh_if_stale()
                 if now - last_renew >= RENEW_S and self._clients:
                     last_renew = now
-                    self._slots.renew([(c.key_id, c.conn_id) for c in list(self._clients)])
+                    self._renew_leases()
                 if now - last_recheck >= RECHECK_S and self._clients:
                     last_recheck = now
                     self._run_in_context(self._recheck_keys)
             except Exception:
                 log.exception("stream ticker step failed")
+
+    def _renew_leases(self) -> None:
+        live = list(self._clients)
+        self._slots.renew([(c.key_id, c.conn_id) for c in live])
+        # A stream that ended while the renewal was on its way may have had its lease
+        # written back after it removed it: remove those again.
+        for client in live:
+            if client not in self._clients:
+                self._slots.release(client.key_id, client.conn_id)
 
     def _refresh_if_stale(self) -> None:
         snapshot = self._snapshot

@@ -110,22 +110,28 @@ class RedisSlots:
         return bool(taken)
 
     def renew(self, leases: Iterable[tuple[int, str]]) -> None:
-        """Push the lease ends of live streams forward (one pipeline for all)."""
+        """Write the leases of live streams again (one pipeline for all).
+
+        Writing, not just extending, matters: after Redis restarts empty, or for streams
+        admitted while it was away, this is what puts their leases (back) in Redis.
+        """
         until = time.time() + LEASE_S
         pipe = self._client.pipeline(transaction=False)
-        count = 0
-        for key_id, conn_id in leases:
-            if conn_id in self._in_fallback:
-                continue
-            pipe.zadd(f"{KEY_PREFIX}{key_id}", {conn_id: until}, xx=True)
+        renewed = list(leases)
+        for key_id, conn_id in renewed:
+            pipe.zadd(f"{KEY_PREFIX}{key_id}", {conn_id: until})
             pipe.pexpireat(f"{KEY_PREFIX}{key_id}", int(until * 1000))
-            count += 1
-        if not count:
+        if not renewed:
             return
         try:
             pipe.execute()
         except SLOT_ERRORS as exc:
             self._down(exc)
+            return
+        for key_id, conn_id in renewed:
+            if conn_id in self._in_fallback:  # counted in Redis from now on
+                self._in_fallback.discard(conn_id)
+                self._fallback.release(key_id, conn_id)
 
     def release(self, key_id: int, conn_id: str) -> None:
         """Remove the lease (or the fallback slot)."""

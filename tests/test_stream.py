@@ -1,0 +1,284 @@
+"""``GET /api/probboard/stream`` in process: access rules, the per-key limit, the first bytes.
+
+The Flask test client runs the view without gunicorn, so the stream takes its generator
+path (no direct socket writes); a streamed response is read a few chunks at a time and then
+closed, which is the client going away. Boards are published on the memory bus by a
+``Refresher`` tick. Runs on SQLite and on PostgreSQL. The same behaviour under real gunicorn
+workers and Redis is in ``test_stream_gunicorn.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import pytest
+from flask import Flask
+from werkzeug.test import TestResponse
+
+from app import create_app
+from app.refresher.loop import Refresher
+from app.refresher.sources.simulated import SimulatedSource
+from app.stream import broker_of
+from tests.conftest import BASE_CONFIG
+from tests.stream_client_helpers import STREAM, Event, Retry, SseParser, naive_boards
+from tests.support.contract import validated
+
+UNKNOWN_KEY = "pbk_" + "Q" * 43
+
+
+class Probe:
+    """An app under test: operator commands, boards, and streamed requests."""
+
+    def __init__(self, app: Flask) -> None:
+        self.app = app
+        self.client = app.test_client(use_cookies=False)
+        self.refresher = Refresher(SimulatedSource(seed=1), app.extensions["probboard.bus"], 500)
+        self.open: list[TestResponse] = []
+
+    def cli(self, *args: str) -> str:
+        result = self.app.test_cli_runner().invoke(args=list(args))
+        assert result.exit_code == 0, (args, result.output, result.exception)
+        return result.stdout
+
+    def key_for(self, name: str, plan: str) -> str:
+        """A new account ``name`` with ``plan`` (made vip_pro first if keys need it) and a key."""
+        self.cli("users", "create", name, "--plan", "admin" if plan == "admin" else "vip_pro")
+        key = self.cli("keys", "create", name).splitlines()[-1]
+        if plan not in ("admin", "vip_pro"):
+            self.cli("users", "set-plan", name, plan)
+        return key
+
+    def publish(self) -> int:
+        """Publish a new board; its sequence number (the event id)."""
+        with self.app.app_context():
+            assert self.refresher.tick()
+        return self.refresher._last_seq
+
+    def stream(self, headers: Mapping[str, str] | None = None) -> TestResponse:
+        response = self.client.get(STREAM, headers=dict(headers or {}), buffered=False)
+        self.open.append(response)
+        return response
+
+    def close_all(self) -> None:
+        for response in self.open:
+            response.close()
+        self.open.clear()
+        found = broker_of(self.app)
+        if found is not None:
+            found.shutdown()  # ends the broker's ticker thread
+
+
+@pytest.fixture
+def probe(accounts_app: Flask) -> Iterator[Probe]:
+    handle = Probe(accounts_app)
+    yield handle
+    handle.close_all()
+
+
+@pytest.fixture
+def limited(database_url: str) -> Iterator[Probe]:
+    """An app whose keys may hold two streams at once."""
+    app = create_app({**BASE_CONFIG, "DATABASE_URL": database_url, "STREAM_MAX_PER_KEY": "2"})
+    handle = Probe(app)
+    yield handle
+    handle.close_all()
+    with app.app_context():
+        from app.extensions import db
+
+        db.session.remove()
+        db.engine.dispose()
+
+
+def error_of(response: TestResponse, status: int, code: str) -> dict[str, Any]:
+    """Check an ErrorResponse answer (never a stream) and return its body."""
+    assert response.status_code == status, (response.status_code, response.get_data())
+    assert response.mimetype == "application/json"
+    body = validated("error", response.get_data())
+    assert body["code"] == code, body
+    assert body["ok"] is False
+    return body
+
+
+def chunks(response: TestResponse) -> Iterator[bytes]:
+    """The chunks of a streamed response, as the app yields them."""
+    for chunk in response.response:
+        assert isinstance(chunk, bytes)
+        yield chunk
+
+
+def first_chunks(response: TestResponse, count: int) -> bytes:
+    """The first ``count`` chunks the stream's iterator yields."""
+    assert response.status_code == 200, response.get_data()
+    iterator = chunks(response)
+    return b"".join(next(iterator) for _ in range(count))
+
+
+def parse(body: bytes) -> list[Any]:
+    return SseParser().feed(body)
+
+
+def board_events(body: bytes, plan: str) -> list[tuple[int, dict[str, Any]]]:
+    """Boards of ``body`` by the spec's rules, checked against the naive line splitter."""
+    events = [item for item in parse(body) if isinstance(item, Event)]
+    assert all(e.type == "board" for e in events), events
+    boards = [(int(e.id), validated("board", e.data)) for e in events]
+    naive = naive_boards(body)
+    assert [(int(i or 0), b) for i, b in naive] == boards
+    for _, board in boards:
+        assert board["plan"] == plan
+    return boards
+
+
+# -- access ---------------------------------------------------------------------------------
+
+
+def test_no_key_is_401_missing_credentials(probe: Probe) -> None:
+    probe.publish()
+    response = probe.stream()
+    error_of(response, 401, "missing_credentials")
+    assert response.headers["WWW-Authenticate"].startswith("Bearer")
+
+
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-API-Key": UNKNOWN_KEY}, {"Authorization": f"Bearer {UNKNOWN_KEY}"}],
+    ids=["x-api-key", "bearer"],
+)
+def test_invalid_key_is_401_invalid_key(probe: Probe, headers: dict[str, str]) -> None:
+    probe.publish()
+    error_of(probe.stream(headers), 401, "invalid_key")
+
+
+def test_user_plan_key_is_403_vip_pro_required(probe: Probe) -> None:
+    key = probe.key_for("ursula", "user")
+    probe.publish()
+    error_of(probe.stream({"X-API-Key": key}), 403, "vip_pro_required")
+    error_of(probe.stream({"Authorization": f"Bearer {key}"}), 403, "vip_pro_required")
+
+
+def test_session_cookie_alone_opens_no_stream(probe: Probe) -> None:
+    probe.cli("users", "create", "vera", "--plan", "vip_pro")
+    token = probe.cli("sessions", "create", "vera").splitlines()[-1]
+    probe.publish()
+    response = probe.stream({"Cookie": f"probboard_session={token}"})
+    error_of(response, 401, "missing_credentials")
+
+
+def test_disabled_owner_key_is_401(probe: Probe) -> None:
+    key = probe.key_for("dora", "vip_pro")
+    probe.cli("users", "disable", "dora")
+    probe.publish()
+    error_of(probe.stream({"X-API-Key": key}), 401, "invalid_key")
+
+
+def test_admin_key_streams_under_the_admin_plan(probe: Probe) -> None:
+    key = probe.key_for("root", "admin")
+    seq = probe.publish()
+    response = probe.stream({"Authorization": f"Bearer {key}"})
+    body = first_chunks(response, 1)
+    assert response.mimetype == "text/event-stream"
+    assert board_events(body, "admin") == [(seq, board_events(body, "admin")[0][1])]
+
+
+# -- the first bytes and the following boards -----------------------------------------------
+
+
+def test_vip_pro_stream_opens_with_retry_then_the_current_board_then_new_ones(
+    probe: Probe,
+) -> None:
+    key = probe.key_for("vic", "vip_pro")
+    first_seq = probe.publish()
+    response = probe.stream({"X-API-Key": key})
+    assert response.status_code == 200
+    assert response.mimetype == "text/event-stream"
+    assert response.headers["Cache-Control"] == "no-cache"
+    assert response.headers["X-Accel-Buffering"] == "no"
+    assert "Content-Encoding" not in response.headers
+    iterator = chunks(response)
+    body = next(iterator)
+    items = parse(body)
+    assert isinstance(items[0], Retry), items
+    assert 1500 <= items[0].ms <= 2500
+    assert body.startswith(f"retry: {items[0].ms}\n".encode())
+    assert board_events(body, "vip_pro")[0][0] == first_seq  # at once, no new board needed
+    seqs = [first_seq]
+    for _ in range(3):
+        seqs.append(probe.publish())
+        body += next(iterator)
+    boards = board_events(body, "vip_pro")
+    assert [seq for seq, _ in boards] == seqs
+    updated = [b["updatedAt"] for _, b in boards]
+    assert updated == sorted(updated)
+    # One data line per board: each event is exactly id, event, data.
+    for block in body.decode().split("\n\n")[1:]:
+        if block:
+            lines = block.split("\n")
+            assert [line.split(":", 1)[0] for line in lines] == ["id", "event", "data"], block
+            json.loads(lines[2][len("data:") :])
+
+
+def test_last_event_id_of_the_current_board_skips_the_duplicate(probe: Probe) -> None:
+    key = probe.key_for("vic", "vip_pro")
+    older = probe.publish()
+    current = probe.publish()
+    response = probe.stream({"X-API-Key": key, "Last-Event-ID": str(current)})
+    iterator = chunks(response)
+    body = next(iterator)
+    assert [type(item) for item in parse(body)] == [Retry], body
+    newer = probe.publish()
+    body += next(iterator)
+    assert [seq for seq, _ in board_events(body, "vip_pro")] == [newer]
+
+    behind = probe.stream({"X-API-Key": key, "Last-Event-ID": str(older)})
+    assert [seq for seq, _ in board_events(first_chunks(behind, 1), "vip_pro")] == [newer]
+
+
+def test_stream_before_any_board_starts_with_retry_and_waits(probe: Probe) -> None:
+    key = probe.key_for("vic", "vip_pro")
+    response = probe.stream({"X-API-Key": key})
+    iterator = chunks(response)
+    assert [type(item) for item in parse(next(iterator))] == [Retry]
+    seq = probe.publish()
+    assert [s for s, _ in board_events(next(iterator), "vip_pro")] == [seq]
+
+
+# -- the per-key limit --------------------------------------------------------------------------
+
+
+def test_third_stream_of_a_key_is_429_before_any_stream_bytes(limited: Probe) -> None:
+    key = limited.key_for("vic", "vip_pro")
+    other = limited.key_for("val", "vip_pro")
+    limited.publish()
+    first, second = (limited.stream({"X-API-Key": key}) for _ in range(2))
+    first_chunks(first, 1)
+    first_chunks(second, 1)
+
+    third = limited.stream({"X-API-Key": key})
+    body = error_of(third, 429, "too_many_streams")
+    assert int(third.headers["Retry-After"]) >= 1
+    assert body["retryAfterMs"] >= 1000
+    assert b"retry:" not in third.get_data() and b"event:" not in third.get_data()
+
+    # The limit is per key: another key of the same owner still streams.
+    first_chunks(limited.stream({"X-API-Key": other}), 1)
+
+    # Closing a stream (the client going away) gives its slot back.
+    first.close()
+    fourth = limited.stream({"X-API-Key": key})
+    first_chunks(fourth, 1)
+    error_of(limited.stream({"X-API-Key": key}), 429, "too_many_streams")
+
+
+def test_refused_requests_take_no_slot(limited: Probe) -> None:
+    key = limited.key_for("vic", "vip_pro")
+    limited.publish()
+    first_chunks(limited.stream({"X-API-Key": key}), 1)
+    head = limited.client.head(STREAM, headers={"X-API-Key": key})
+    assert head.status_code == 200
+    assert head.mimetype == "text/event-stream"
+    assert head.get_data() == b""
+    limited.key_for("ursula", "user")
+    # HEAD took no slot: the second stream of the key is still allowed.
+    first_chunks(limited.stream({"X-API-Key": key}), 1)
