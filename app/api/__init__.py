@@ -7,9 +7,10 @@ from flask import Flask
 
 def init_app(app: Flask) -> None:
     """Register every endpoint's blueprint."""
-    from app.api import health, keys_verify, latest, stream
+    from app.api import health, keys_verify, latest, page, stream
 
     app.register_blueprint(health.bp)
     app.register_blueprint(keys_verify.bp)
     app.register_blueprint(latest.bp)
     app.register_blueprint(stream.bp)
+    app.register_blueprint(page.bp)

@@ -1,0 +1,22 @@
+"""``GET /``: the live board for people (a template, one CSS and one JS file, no build)."""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, render_template
+
+bp = Blueprint("page", __name__)
+
+
+@bp.get("/")
+def page() -> Response:
+    """The board page; it reads the same API as everyone else."""
+    response = Response(render_template("board.html"), mimetype="text/html")
+    response.headers["Cache-Control"] = "no-cache"
+    # Only our own script and styles; the API is same-origin.
+    response.headers["Content-Security-Policy"] = (
+        "default-src 'self'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+        "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+    )
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    response.headers["Referrer-Policy"] = "no-referrer"
+    return response
