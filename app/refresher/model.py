@@ -62,8 +62,8 @@ class RealizedVolatility:
 
     def add(self, t: float, price: float) -> None:
         """Feed a price observed at time ``t``; returns are taken per elapsed second."""
-        if price <= 0:
-            return
+        if not (math.isfinite(price) and math.isfinite(t)) or price <= 0:
+            return  # one garbage point must not poison the estimate for good
         if self._last is not None:
             last_t, last_price = self._last
             dt = t - last_t

@@ -81,10 +81,13 @@ class Books:
     def change(self, asset: str, side: str, price: Any, size: Any, via: str) -> None:
         """Apply one level change (size 0 removes the level)."""
         level_price, level_size = _price(price), _size(size)
+        wanted = side.upper()
         if level_price is None or level_size is None or asset not in self._bids:
             return
+        if wanted not in ("BUY", "SELL"):
+            return  # an unknown side changes nothing rather than the wrong side
         with self._lock:
-            book = self._bids[asset] if side.upper() == "BUY" else self._asks[asset]
+            book = self._bids[asset] if wanted == "BUY" else self._asks[asset]
             if level_size == 0:
                 book.pop(level_price, None)
             else:

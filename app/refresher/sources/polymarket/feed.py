@@ -21,7 +21,7 @@ log = logging.getLogger(__name__)
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 15.0
-SILENCE_S = 30.0
+SILENCE_S = 30.0  # no DATA for this long (pongs do not count): reconnect
 
 
 class Feed(threading.Thread):
@@ -99,11 +99,11 @@ class Feed(threading.Thread):
                 raw = ws.recv(timeout=0.5)
             except TimeoutError:
                 continue
-            last_heard = time.monotonic()
             if isinstance(raw, bytes):
                 raw = raw.decode("utf-8", errors="replace")
             if raw.strip().upper() in ("PONG", "PING", ""):
-                continue
+                continue  # a socket that only answers pings has still stopped sending data
+            last_heard = time.monotonic()
             try:
                 message = json.loads(raw)
             except ValueError:

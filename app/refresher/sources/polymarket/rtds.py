@@ -30,9 +30,12 @@ def _value(point: dict[str, Any]) -> float | None:
     exact = point.get("full_accuracy_value")
     if isinstance(exact, str):
         try:
-            return float(Decimal(exact) / Decimal(10**18))
+            scaled = Decimal(exact)
+            if scaled.is_finite() and scaled > 0:
+                return float(scaled / Decimal(10**18))
         except (InvalidOperation, ValueError):
             pass
+        return None  # a garbage exact value is never a price, whatever "value" says
     raw = point.get("value")
     if isinstance(raw, bool) or not isinstance(raw, int | float | str):
         return None

@@ -1,5 +1,9 @@
 """The board row from the live market: tokens, books, the price, the price to beat, the model.
 
+Building a row does no network I/O: the sockets feed books and prices in their threads, and
+an upkeep thread does every HTTP call (Gamma lookups, REST books, the site's open price), so
+a hanging upstream can never hold the refresher's tick.
+
 Every number says where it came from (``sources``) and how old it is (``inputAgesMs``);
 the row's ``ts`` is the time of its OLDEST input that matters (both books and the price),
 so the row goes stale when any of them goes silent. A missing input leaves its fields null
@@ -28,6 +32,7 @@ from app.refresher.sources.polymarket.rtds import TOPICS, RtdsFeed
 log = logging.getLogger(__name__)
 
 PREFETCH_S = 60  # look up the next window this long before the roll
+UPKEEP_S = 0.25
 DISCOVERY_RETRY_S = 2.0
 BOOK_FRESH_S = 5.0  # a WebSocket quote older than this is refreshed over REST
 REST_MIN_INTERVAL_S = 1.0  # /books: 500 requests per 10 s allowed; we stay far below
@@ -86,6 +91,10 @@ class PolymarketSource:
         self._created = clock()
         self._rest_at = 0.0
         self._checked_at = 0.0
+        self._lock = threading.Lock()
+        self._upkeep_thread = threading.Thread(
+            target=self._upkeep_forever, name="probboard-upkeep", daemon=True
+        )
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
@@ -94,6 +103,7 @@ class PolymarketSource:
             self._started = True
             self.clob.start()
             self.rtds.start()
+            self._upkeep_thread.start()
 
     def close(self) -> None:
         """Stop the threads and close the HTTP client."""
@@ -113,11 +123,16 @@ class PolymarketSource:
 
     # -- discovery --------------------------------------------------------------------
     def _window(self, t0: int) -> _Window:
-        window = self._windows.get(t0)
-        if window is None:
-            window = self._windows[t0] = _Window()
-            for old in [k for k in self._windows if k < t0 - WINDOW_S]:
-                del self._windows[old]
+        with self._lock:
+            window = self._windows.get(t0)
+            if window is None:
+                window = self._windows[t0] = _Window()
+                for old in [k for k in self._windows if k < t0 - WINDOW_S]:
+                    del self._windows[old]
+            return window
+
+    def _lookup(self, t0: int) -> None:
+        window = self._window(t0)
         if window.market is None and time.monotonic() - window.looked_up_at >= DISCOVERY_RETRY_S:
             window.looked_up_at = time.monotonic()
             try:
@@ -127,22 +142,42 @@ class PolymarketSource:
                     log.info("window %d: %s (%s)", t0, window.market.slug, window.market.rule)
             except (httpx.HTTPError, UpstreamError) as exc:
                 log.warning("gamma lookup of window %d failed: %s", t0, exc)
-        return window
+
+    # -- upkeep: every HTTP call, off the tick ------------------------------------------
+    def _upkeep_forever(self) -> None:
+        while not self.stop.wait(UPKEEP_S):
+            try:
+                self._upkeep(self._clock())
+            except Exception:
+                log.exception("upkeep step failed")
+
+    def _upkeep(self, now: float) -> None:
+        t0 = window_start(now)
+        self._lookup(t0)
+        if t0 + WINDOW_S - now <= PREFETCH_S:
+            self._lookup(t0 + WINDOW_S)
+        window = self._window(t0)
+        market = window.market
+        if market is not None:
+            self._refresh_books(market)
+            self._fallback_price_to_beat(window, t0, market.rule, now)
 
     # -- the price to beat ---------------------------------------------------------------
-    def _price_to_beat(self, window: _Window, t0: int, rule: str) -> None:
+    def _latch(self, window: _Window, t0: int, rule: str) -> None:
         if window.price_to_beat is not None:
             return
         series = self.rtds.series[rule]
         latest = series.latest()
-        now = self._clock()
         # Latch only once a point at or after T0 has arrived: then the value in force at T0
         # is known (the feed lags the exchanges by about 2 s).
-        latched = None
         if latest is not None and latest[0] >= t0 * 1000:
             latched = series.at(t0 * 1000, LATCH_TOLERANCE_MS)
-        if latched is not None:
-            window.price_to_beat, window.price_to_beat_via = latched, f"rtds:{TOPICS[rule]}"
+            if latched is not None:
+                window.price_to_beat, window.price_to_beat_via = latched, f"rtds:{TOPICS[rule]}"
+
+    def _fallback_price_to_beat(self, window: _Window, t0: int, rule: str, now: float) -> None:
+        self._latch(window, t0, rule)
+        if window.price_to_beat is not None:
             return
         if now - t0 > LATCH_TOLERANCE_MS / 1000 and (
             time.monotonic() - window.site_tried_at >= SITE_RETRY_S
@@ -182,7 +217,7 @@ class PolymarketSource:
         return None
 
     # -- books ------------------------------------------------------------------------
-    def _quotes(self, market: WindowMarket) -> tuple[Quote | None, Quote | None]:
+    def _refresh_books(self, market: WindowMarket) -> None:
         up, down = self.books.quote(market.up_token_id), self.books.quote(market.down_token_id)
         now = time.monotonic()
         stale = [q is None or now - q.at > BOOK_FRESH_S for q in (up, down)]
@@ -194,7 +229,7 @@ class PolymarketSource:
                 books = fetch_books(self.http, self.upstreams.clob, assets)
             except (httpx.HTTPError, UpstreamError) as exc:
                 log.warning("clob /books failed: %s", exc)
-                return up, down
+                return
             if cross_check:
                 self._checked_at = now
             for asset, was_stale, quote in zip(assets, stale, (up, down), strict=True):
@@ -205,8 +240,6 @@ class PolymarketSource:
                     self.books.snapshot(asset, book.get("bids"), book.get("asks"), REST)
                 elif quote is not None:
                     self._compare(asset, quote, book)
-            up, down = self.books.quote(market.up_token_id), self.books.quote(market.down_token_id)
-        return up, down
 
     def _compare(self, asset: str, quote: Quote, book: dict[str, Any]) -> None:
         probe = Books()
@@ -237,8 +270,9 @@ class PolymarketSource:
         rule = market.rule if market is not None else "spot"
         up = down = None
         if market is not None:
-            up, down = self._quotes(market)
-            self._price_to_beat(window, t0, rule)
+            up = self.books.quote(market.up_token_id)
+            down = self.books.quote(market.down_token_id)
+            self._latch(window, t0, rule)
         series = self.rtds.series[rule]
         latest = series.latest()
         price = latest[1] if latest else None

@@ -1,0 +1,1052 @@
+"""The live source (``BOARD_SOURCE=polymarket``): parsing units, then the source in process
+against local fakes of Gamma, the CLOB (REST and market WebSocket), RTDS and the site.
+
+The source runs on a test clock in a made-up window ``T0``; the fakes stamp their prices
+with times around ``T0``. Book ages are real (the sockets are real), so polling deadlines
+are generous and nothing asserts on elapsed time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+import time
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from flask import Flask
+
+import app.api.latest as latest_view
+from app import create_app
+from app.bus import BoardBus
+from app.bus.memory import MemoryBoardBus
+from app.refresher.loop import Refresher
+from app.refresher.model import SPOT, TWAP
+from app.refresher.sources.polymarket import feed as feed_module
+from app.refresher.sources.polymarket import gamma
+from app.refresher.sources.polymarket.book import Books
+from app.refresher.sources.polymarket.clob import ClobFeed
+from app.refresher.sources.polymarket.rtds import PriceSeries, RtdsFeed
+from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
+from tests.conftest import BASE_CONFIG
+from tests.support.contract import validated
+from tests.support.fake_polymarket import (
+    SPOT_TOPIC,
+    TWAP_TOPIC,
+    FakeBook,
+    FakeMarket,
+    FakePolymarket,
+    FakeRtds,
+    exact,
+    iso,
+    running,
+    scaled,
+)
+from tests.support.processes import wait_until
+
+# A window start: 1_800_000_000 is a multiple of 300.
+T0 = 1_800_000_000
+NEXT = T0 + 300
+K = Decimal("100000.00")  # the price in force at T0 in most tests
+POLL_S = 30.0  # generous: another process may be loading the machine
+
+Row = dict[str, Any]
+MakeSource = Callable[[Callable[[], float]], PolymarketSource]
+
+
+# -- helpers ------------------------------------------------------------------------------
+
+
+class Clock:
+    """A settable clock for the source, the refresher and the served ``now``."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    @property
+    def ms(self) -> int:
+        return int(self.t * 1000)
+
+
+def upstreams(world: FakePolymarket) -> Upstreams:
+    return Upstreams(
+        gamma=world.gamma.url,
+        clob=world.clob.url,
+        clob_ws=world.clob_ws.url,
+        rtds=world.rtds.url,
+        site=world.site.url,
+    )
+
+
+def first_row(source: PolymarketSource, clock: Callable[[], float]) -> Row:
+    """One call of ``rows(clock())``: its only row."""
+    rows = source.rows(clock())
+    assert len(rows) == 1
+    return dict(rows[0])
+
+
+def poll(
+    source: PolymarketSource,
+    clock: Clock,
+    predicate: Callable[[Row], bool],
+    what: str,
+    timeout: float = POLL_S,
+) -> Row:
+    """Call ``rows(clock())`` until ``predicate(row)``; fail with the last row otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        row = first_row(source, clock)
+        if predicate(row):
+            return row
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}; last row: {json.dumps(row, indent=1)}")
+        time.sleep(0.05)
+
+
+def wait_for(predicate: Callable[[], bool], what: str, timeout: float = POLL_S) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def from_socket(row: Row) -> bool:
+    """Both books are there and came over the CLOB WebSocket."""
+    sources = row["sources"]
+    return bool(sources["upBook"] == "clob-ws" and sources["downBook"] == "clob-ws")
+
+
+def seed_around(
+    world: FakePolymarket, topic: str, t0: int, at_t0: Decimal, seconds: range = range(-3, 3)
+) -> None:
+    """1-second points around ``t0`` whose value at ``t0`` is ``at_t0`` (one more per second)."""
+    world.rtds.seed(topic, [((t0 + k) * 1000, at_t0 + k) for k in seconds])
+
+
+def assert_books_are_the_fakes(row: Row, world: FakePolymarket, market: FakeMarket) -> None:
+    assert row["up_token_id"] == market.up_token
+    assert row["down_token_id"] == market.down_token
+    assert (row["up_bid"], row["up_ask"]) == world.best(market.up_token)
+    assert (row["down_bid"], row["down_ask"]) == world.best(market.down_token)
+
+
+def assert_adds_up(row: Row) -> None:
+    assert row["p_up_pct"] is not None and row["p_down_pct"] is not None
+    assert row["p_up_pct"] + row["p_down_pct"] == pytest.approx(100, abs=1e-9)
+
+
+@pytest.fixture
+def world() -> Iterator[FakePolymarket]:
+    with running() as fake:
+        yield fake
+
+
+@pytest.fixture
+def make_source(
+    world: FakePolymarket,
+) -> Iterator[Callable[[Callable[[], float]], PolymarketSource]]:
+    """Sources on the fakes, closed (threads stopped) before the fakes stop."""
+    made: list[PolymarketSource] = []
+
+    def make(clock: Callable[[], float]) -> PolymarketSource:
+        source = PolymarketSource(upstreams(world), clock=clock)
+        made.append(source)
+        return source
+
+    yield make
+    for source in made:
+        source.close()
+        for thread in (source.clob, source.rtds):
+            if thread.is_alive():
+                thread.join(5)
+
+
+@pytest.fixture
+def fast_reconnect(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Cap the reconnect backoff at 1 s so outage tests stay short."""
+    monkeypatch.setattr(feed_module, "BACKOFF_MAX_S", 1.0)
+
+
+# -- gamma: discovery and parsing --------------------------------------------------------
+
+
+@pytest.mark.parametrize("outcomes", [("Up", "Down"), ("Down", "Up")])
+def test_parse_event_pairs_token_ids_by_label(outcomes: tuple[str, str]) -> None:
+    fake = FakeMarket(T0, outcomes=outcomes)
+    event = fake.event()
+    raw = event["markets"][0]
+    assert isinstance(raw["outcomes"], str) and isinstance(raw["clobTokenIds"], str)
+    first = fake.up_token if outcomes[0] == "Up" else fake.down_token
+    assert json.loads(raw["clobTokenIds"])[0] == first  # the fake keeps the pairing
+
+    market = gamma.parse_event(event, T0)
+
+    assert (market.up_token_id, market.down_token_id) == fake.tokens
+    assert market.window_start == T0
+    assert market.slug == f"btc-updown-5m-{T0}"
+    assert market.condition_id == fake.condition
+    assert market.price_to_beat is None
+
+
+def _with_market(**changes: Any) -> dict[str, Any]:
+    event = FakeMarket(T0).event()
+    event["markets"][0].update(changes)
+    return event
+
+
+@pytest.mark.parametrize(
+    "event",
+    [
+        pytest.param(_with_market(outcomes='["Up", "Down"'), id="outcomes-not-json"),
+        pytest.param(_with_market(outcomes='"Up"'), id="outcomes-not-a-list"),
+        pytest.param(_with_market(outcomes='["Yes", "No"]'), id="no-up"),
+        pytest.param(_with_market(outcomes='["Up", "Up"]'), id="no-down"),
+        pytest.param(_with_market(clobTokenIds='["0xabc", "12"]'), id="token-id-not-decimal"),
+        pytest.param(_with_market(clobTokenIds='["1.5e76", "12"]'), id="token-id-float"),
+        pytest.param(_with_market(clobTokenIds="[12, "), id="token-ids-not-json"),
+        pytest.param(_with_market(clobTokenIds='["12"]'), id="one-token-id"),
+        pytest.param({"slug": "x"}, id="markets-missing"),
+        pytest.param({"slug": "x", "markets": []}, id="markets-empty"),
+        pytest.param({"slug": "x", "markets": ["oops"]}, id="market-not-an-object"),
+        pytest.param([FakeMarket(T0).event()], id="event-is-a-list"),
+    ],
+)
+def test_parse_event_rejects_garbage(event: Any) -> None:
+    with pytest.raises(gamma.UpstreamError):
+        gamma.parse_event(event, T0)
+
+
+@pytest.mark.parametrize(
+    ("rule", "with_config", "expected"),
+    [
+        (TWAP, True, TWAP),  # cryptoMarketConfig.twapEnabled
+        (TWAP, False, TWAP),  # resolutionSource ...-twap-60s-streams only
+        (SPOT, True, SPOT),  # twapEnabled false
+        (SPOT, False, SPOT),  # an older market: a spot stream, no config
+    ],
+)
+def test_settlement_rule_is_read_from_the_market(
+    rule: str, with_config: bool, expected: str
+) -> None:
+    event = FakeMarket(T0, rule=rule, with_config=with_config).event()
+    assert ("cryptoMarketConfig" in event["markets"][0]) is with_config
+
+    assert gamma.settlement_rule(event["markets"][0]) == expected
+    assert gamma.parse_event(event, T0).rule == expected
+
+
+def test_gamma_client_404_is_none_500_is_an_error(world: FakePolymarket) -> None:
+    listed = world.list_market(FakeMarket(T0, outcomes=("Down", "Up")))
+    with httpx.Client(timeout=3.0) as http:
+        client = gamma.GammaClient(world.gamma.url, http)
+        found = client.window(T0)
+        assert found is not None and (found.up_token_id, found.down_token_id) == listed.tokens
+        assert client.window(NEXT) is None
+        world.gamma.mode = "error"
+        with pytest.raises(gamma.UpstreamError):
+            client.window(T0)
+    assert world.gamma.lookups() == [T0, NEXT, T0]
+
+
+# -- books: best levels ------------------------------------------------------------------
+
+
+def _levels(*prices: str) -> list[dict[str, str]]:
+    return [{"price": p, "size": "10"} for p in prices]
+
+
+@pytest.mark.parametrize(
+    ("bids", "asks"),
+    [
+        (("0.48", "0.50", "0.52"), ("0.60", "0.57", "0.55")),  # as the CLOB sends them
+        (("0.52", "0.50", "0.48"), ("0.55", "0.57", "0.60")),  # as some docs say
+        (("0.50", "0.52", "0.48"), ("0.57", "0.55", "0.60")),  # no order at all
+    ],
+    ids=["bids-asc-asks-desc", "bids-desc-asks-asc", "shuffled"],
+)
+def test_best_bid_is_the_max_and_best_ask_the_min(
+    bids: tuple[str, ...], asks: tuple[str, ...]
+) -> None:
+    books = Books()
+    books.snapshot("7", _levels(*bids), _levels(*asks), "test")
+    quote = books.quote("7")
+    assert quote is not None
+    assert (quote.bid, quote.ask, quote.via) == (0.52, 0.55, "test")
+
+
+def test_an_empty_side_is_none() -> None:
+    books = Books()
+    books.snapshot("1", [], _levels("0.6"), "test")
+    books.snapshot("2", _levels("0.4"), [], "test")
+    books.snapshot("3", None, None, "test")
+    assert [(q.bid, q.ask) for q in map(books.quote, "123") if q] == [
+        (None, 0.6),
+        (0.4, None),
+        (None, None),
+    ]
+
+
+def test_size_zero_removes_a_level() -> None:
+    books = Books()
+    books.snapshot("7", _levels("0.50", "0.52"), _levels("0.57", "0.55"), "rest")
+    books.change("7", "BUY", "0.52", "0", "ws")
+    books.change("7", "SELL", "0.55", "0", "ws")
+    quote = books.quote("7")
+    assert quote is not None and (quote.bid, quote.ask, quote.via) == (0.50, 0.57, "ws")
+
+    books.change("7", "BUY", "0.53", "4", "ws")  # a new, better bid
+    books.change("7", "BUY", "0.50", "0", "ws")
+    books.change("7", "SELL", "0.57", "0", "ws")  # the last ask goes
+    quote = books.quote("7")
+    assert quote is not None and (quote.bid, quote.ask) == (0.53, None)
+
+
+def test_garbage_levels_are_ignored() -> None:
+    garbage: list[Any] = [
+        {"price": "abc", "size": "1"},
+        {"price": "NaN", "size": "1"},
+        {"price": "Infinity", "size": "1"},
+        {"price": "-0.2", "size": "1"},
+        {"price": "1.5", "size": "1"},
+        {"price": "0.93", "size": "NaN"},
+        {"price": "0.94", "size": "-3"},
+        {"price": "0.95"},
+        {"size": "3"},
+        "0.96",
+        None,
+        ["0.97", "1"],
+    ]
+    books = Books()
+    books.snapshot("7", [*garbage, *_levels("0.40")], [*garbage, *_levels("0.60")], "test")
+    quote = books.quote("7")
+    assert quote is not None and (quote.bid, quote.ask) == (0.40, 0.60)
+
+    for price, size in [("NaN", "5"), ("1.01", "5"), ("-1", "5"), ("0.45", "abc"), (None, "1")]:
+        books.change("7", "BUY", price, size, "test")
+        books.change("7", "SELL", price, size, "test")
+    quote = books.quote("7")
+    assert quote is not None and (quote.bid, quote.ask) == (0.40, 0.60)
+
+
+def test_a_change_before_any_snapshot_is_ignored() -> None:
+    books = Books()
+    books.change("7", "BUY", "0.5", "10", "ws")
+    assert books.quote("7") is None
+
+
+def test_a_change_with_an_unknown_side_is_ignored() -> None:
+    """Only BUY (bids) and SELL (asks) exist; anything else must not invent an ask."""
+    books = Books()
+    books.snapshot("7", _levels("0.40"), _levels("0.60"), "test")
+    for side in ("", "HOLD", "bid?"):
+        books.change("7", side, "0.45", "10", "ws")
+    quote = books.quote("7")
+    assert quote is not None and (quote.bid, quote.ask) == (0.40, 0.60)
+
+
+# -- rtds: values ------------------------------------------------------------------------
+
+
+def _rtds() -> RtdsFeed:
+    return RtdsFeed("ws://127.0.0.1:9", threading.Event())  # never started
+
+
+@pytest.mark.parametrize("value", ["95123.45", "95123.456789012345678901", "101234.999999999"])
+def test_twap_value_is_full_accuracy_value_over_1e18(value: str) -> None:
+    feed = _rtds()
+    update = FakeRtds.update(TWAP_TOPIC, T0 * 1000, Decimal(value))
+    assert update["payload"]["full_accuracy_value"] == str(int(Decimal(value) * 10**18))
+
+    feed.handle(update)
+
+    assert feed.series[TWAP].latest() == (T0 * 1000, float(Decimal(value)))
+    assert feed.series[SPOT].latest() is None
+
+
+def test_full_accuracy_value_wins_over_the_rounded_value() -> None:
+    feed = _rtds()
+    feed.handle(
+        {
+            "topic": TWAP_TOPIC,
+            "type": "update",
+            "payload": {
+                "symbol": "btc/usd",
+                "timestamp": T0 * 1000,
+                "value": 95000.0,
+                "full_accuracy_value": scaled("95123.456789"),
+                "window_s": 60,
+            },
+        }
+    )
+    assert feed.series[TWAP].latest() == (T0 * 1000, 95123.456789)
+
+
+def test_first_message_data_list_latest_is_the_last_point() -> None:
+    feed = _rtds()
+    points = [(T0 * 1000 + i * 1000, Decimal("100000") + i) for i in range(-5, 1)]
+    feed.handle(FakeRtds.first_message(SPOT_TOPIC, points))
+
+    assert feed.series[SPOT].latest() == (T0 * 1000, 100000.0)
+    assert feed.series[SPOT].at((T0 - 3) * 1000, 0) == 99997.0  # the history is kept
+
+
+@pytest.mark.parametrize("garbage", ["NaN", "Infinity", "-Infinity", scaled("-95123.45"), "0"])
+def test_a_garbage_full_accuracy_value_is_never_a_price(garbage: str) -> None:
+    """A NaN or negative price would poison the model (and NaN the volatility for good)."""
+    feed = _rtds()
+    feed.handle(
+        {
+            "topic": TWAP_TOPIC,
+            "type": "update",
+            "payload": {
+                "symbol": "btc/usd",
+                "timestamp": T0 * 1000,
+                "value": 95123.46,
+                "full_accuracy_value": garbage,
+            },
+        }
+    )
+    latest = feed.series[TWAP].latest()
+    assert latest is None or (math.isfinite(latest[1]) and latest[1] > 0), latest
+
+
+def test_other_symbols_topics_and_shapes_are_ignored() -> None:
+    feed = _rtds()
+    for message in [
+        {"topic": SPOT_TOPIC, "payload": {"symbol": "eth/usd", "timestamp": 1, "value": 3000}},
+        {"topic": "crypto_prices", "payload": {"symbol": "btc/usd", "timestamp": 1, "value": 9}},
+        {"topic": SPOT_TOPIC, "payload": {"symbol": "btc/usd", "timestamp": "1", "value": 9}},
+        {"topic": SPOT_TOPIC, "payload": {"symbol": "btc/usd", "timestamp": 1, "value": "x"}},
+        {"topic": SPOT_TOPIC, "payload": {"symbol": "btc/usd", "timestamp": 1, "value": -9}},
+        {"topic": SPOT_TOPIC, "payload": "btc/usd"},
+        {"topic": SPOT_TOPIC},
+        "PONG",
+        [None, 3],
+    ]:
+        feed.handle(message)
+    assert feed.series[SPOT].latest() is None
+    assert feed.series[TWAP].latest() is None
+
+
+def test_price_series_latch_tolerance() -> None:
+    series = PriceSeries()
+    for ts, value in [(10_000, 1.0), (12_000, 2.0), (20_000, 3.0)]:
+        series.add(ts, value)
+    series.add(15_000, 9.0)  # out of order: ignored
+    series.add(20_000, 9.0)  # duplicate: ignored
+
+    assert series.latest() == (20_000, 3.0)
+    assert series.at(12_000, 0) == 2.0  # exactly at
+    assert series.at(13_000, 1_000) == 2.0  # the value in force, within tolerance
+    assert series.at(13_001, 1_000) is None  # 12 000 too old, 20 000 too far ahead
+    assert series.at(15_000, 0) is None
+    assert series.at(19_500, 1_000) == 3.0  # nothing before within tolerance: the next one
+    assert series.at(9_000, 1_000) == 1.0
+    assert series.at(8_999, 1_000) is None
+    assert series.at(30_000, 5_000) is None
+
+
+# -- the source against the fakes ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("outcomes", [("Down", "Up"), ("Up", "Down")])
+def test_row_carries_the_fake_markets_tokens_and_best_levels(
+    world: FakePolymarket,
+    make_source: MakeSource,
+    outcomes: tuple[str, str],
+) -> None:
+    market = world.list_market(FakeMarket(T0, outcomes=outcomes))
+    seed_around(world, SPOT_TOPIC, T0, K)
+    clock = Clock(T0 + 2.5)
+    source = make_source(clock)
+
+    row = poll(source, clock, lambda r: from_socket(r) and r["priceToBeat"] is not None, "books")
+
+    assert_books_are_the_fakes(row, world, market)
+    # The fake's best levels are the LAST array elements; Gamma's snapshot says 0.01/0.99.
+    assert (row["up_bid"], row["up_ask"], row["down_bid"], row["down_ask"]) == (
+        0.53,
+        0.55,
+        0.45,
+        0.47,
+    )
+    assert row["symbol"] == "BTC" and row["source"] == "polymarket"
+    assert row["slot"] == T0 // 300 and row["windowStart"] == T0 and row["windowEnd"] == NEXT
+    assert row["slug"] == market.slug
+    assert row["settlement"] == "spot"
+    assert row["rem_secs"] == pytest.approx(297.5)
+    assert row["price"] == float(K + 2) and row["priceToBeat"] == float(K)
+    assert_adds_up(row)
+    assert row["sources"] == {
+        "market": "gamma",
+        "upBook": "clob-ws",
+        "downBook": "clob-ws",
+        "price": f"rtds:{SPOT_TOPIC}",
+        "priceToBeat": f"rtds:{SPOT_TOPIC}",
+        "model": "digital-option",
+    }
+    ages = row["inputAgesMs"]
+    assert set(ages) == {"upBook", "downBook", "price"}
+    assert ages["price"] == 500  # the point at T0+2 s, seen at T0+2.5 s
+    assert row["ts"] <= (T0 + 2) * 1000  # as old as the oldest input
+
+    # The documented subscriptions.
+    subscription = world.clob_ws.subscriptions[-1]
+    assert subscription["type"] == "market" and subscription["custom_feature_enabled"] is True
+    assert set(subscription["assets_ids"]) == set(market.tokens)
+    assert world.rtds.subscribed_topics() == {SPOT_TOPIC, TWAP_TOPIC}
+    assert world.rtds.bad_subscriptions == []
+    for sub in world.rtds.subscriptions[-1]["subscriptions"]:
+        assert sub["type"] == "*" and json.loads(sub["filters"]) == {"symbol": "btc/usd"}
+
+    # The refresher publishes it (the bus validates it as a worker would).
+    bus = MemoryBoardBus()
+    assert Refresher(source, bus, 500, clock=clock).tick() is True
+    snapshot = bus.latest()
+    assert snapshot is not None
+    assert snapshot.document["items"][0]["up_token_id"] == market.up_token
+
+
+def test_probability_moves_with_the_price_against_the_price_to_beat(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    world.list_market(FakeMarket(T0))
+    seed_around(world, SPOT_TOPIC, T0, K, range(-3, 1))
+    clock = Clock(T0 + 3.5)
+    source = make_source(clock)
+    row = poll(source, clock, lambda r: r["priceToBeat"] == float(K), "the price to beat")
+    assert row["price"] == float(K)
+    assert row["p_up_pct"] == 50 and row["p_down_pct"] == 50  # S == K: a coin flip
+
+    world.rtds.push(SPOT_TOPIC, (T0 + 1) * 1000, K + 150)
+    up = poll(source, clock, lambda r: r["price"] == float(K + 150), "a higher price")
+    assert up["p_up_pct"] > 50 > up["p_down_pct"]
+    assert_adds_up(up)
+
+    world.rtds.push(SPOT_TOPIC, (T0 + 2) * 1000, K - 150)
+    down = poll(source, clock, lambda r: r["price"] == float(K - 150), "a lower price")
+    assert down["p_up_pct"] < 50 < down["p_down_pct"]
+    assert_adds_up(down)
+    assert down["priceToBeat"] == float(K)  # latched: the price to beat does not move
+    assert down["sources"]["model"] == "digital-option"
+
+
+def test_price_to_beat_is_latched_at_t0_once_the_feed_has_passed_it(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    world.list_market(FakeMarket(T0))
+    seed_around(world, SPOT_TOPIC, T0, K, range(-4, 0))  # up to T0 - 1 s
+    clock = Clock(T0 + 1.0)
+    source = make_source(clock)
+
+    row = poll(source, clock, lambda r: r["price"] is not None and from_socket(r), "a price")
+    assert row["price"] == float(K - 1)
+    assert row["priceToBeat"] is None  # the feed has not reached T0 yet: wait, do not guess
+    assert row["p_up_pct"] is None and row["p_down_pct"] is None
+    assert row["sources"]["priceToBeat"] is None and row["sources"]["model"] is None
+
+    world.rtds.push(SPOT_TOPIC, T0 * 1000, K)
+    world.rtds.push(SPOT_TOPIC, (T0 + 1) * 1000, K + 7)
+    row = poll(source, clock, lambda r: r["price"] == float(K + 7), "the new points")
+    assert row["priceToBeat"] == float(K)
+    assert row["sources"]["priceToBeat"] == f"rtds:{SPOT_TOPIC}"
+    assert_adds_up(row)
+
+
+def test_price_changes_move_the_best_levels(world: FakePolymarket, make_source: MakeSource) -> None:
+    market = world.list_market(FakeMarket(T0, outcomes=("Down", "Up")))
+    up, down = market.tokens
+    clock = Clock(T0 + 10)
+    source = make_source(clock)
+    poll(source, clock, from_socket, "books from the socket")
+
+    world.set_level(up, "BUY", "0.53", "0")  # the best bid is removed
+    row = poll(source, clock, lambda r: r["up_bid"] == 0.52, "the next bid level")
+    world.set_level(up, "SELL", "0.55", "0")
+    world.set_level(down, "BUY", "0.46", "12")  # a better bid arrives
+    for price in ("0.47", "0.49", "0.52"):  # every DOWN ask goes
+        world.set_level(down, "SELL", price, "0")
+    row = poll(
+        source,
+        clock,
+        lambda r: (r["up_ask"], r["down_bid"], r["down_ask"]) == (0.56, 0.46, None),
+        "the changed levels",
+    )
+    assert from_socket(row)
+    assert_books_are_the_fakes(row, world, market)
+    assert row["up_bid"] == 0.52 and row["down_ask"] is None  # an empty side is null
+
+
+def test_rolls_to_the_next_window_on_the_boundary(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    current = world.list_market(FakeMarket(T0, outcomes=("Down", "Up")))
+    upcoming = world.list_market(
+        FakeMarket(NEXT),
+        books=(
+            FakeBook(bids={"0.60": "5", "0.62": "9"}, asks={"0.66": "3", "0.64": "8"}),
+            FakeBook(bids={"0.33": "5", "0.35": "9"}, asks={"0.39": "3", "0.37": "8"}),
+        ),
+    )
+    seed_around(world, SPOT_TOPIC, T0, K)
+    clock = Clock(T0 + 299.5)
+    source = make_source(clock)
+
+    # Before the roll: the current window's row, and the next window's books watched.
+    def next_watched(row: Row) -> bool:
+        return (
+            from_socket(row)
+            and set(upcoming.tokens) <= world.clob_ws.subscribed_assets()
+            and any(set(upcoming.tokens) <= set(sent) for sent in world.clob_ws.snapshots_sent)
+        )
+
+    row = poll(source, clock, next_watched, "the next window to be watched")
+    assert row["windowStart"] == T0
+    assert_books_are_the_fakes(row, world, current)
+    assert NEXT in world.gamma.lookups()
+
+    world.rtds.push(SPOT_TOPIC, (NEXT - 1) * 1000, K + 40)
+    world.rtds.push(SPOT_TOPIC, NEXT * 1000, K + 41)
+    world.rtds.push(SPOT_TOPIC, (NEXT + 1) * 1000, K + 42)
+    wait_for(
+        lambda: (source.rtds.series[SPOT].latest() or (0, 0.0))[0] == (NEXT + 1) * 1000,
+        "the points around the boundary",
+    )
+
+    clock.t = NEXT + 0.2
+    row = first_row(source, clock)  # the very first row after the boundary
+
+    assert row["windowStart"] == NEXT and row["slot"] == NEXT // 300
+    assert row["slug"] == upcoming.slug
+    assert row["rem_secs"] == pytest.approx(299.8)
+    assert_books_are_the_fakes(row, world, upcoming)  # warm: no gap at the roll
+    assert (row["up_bid"], row["up_ask"], row["down_bid"], row["down_ask"]) == (
+        0.62,
+        0.64,
+        0.35,
+        0.37,
+    )
+    assert row["priceToBeat"] == float(K + 41)  # the new window's own price to beat
+    assert_adds_up(row)
+
+    # The old window's tokens are no longer watched; the books keep coming from the socket.
+    row = poll(
+        source,
+        clock,
+        lambda r: from_socket(r) and world.clob_ws.subscribed_assets() == set(upcoming.tokens),
+        "the old window to be dropped",
+    )
+    assert_books_are_the_fakes(row, world, upcoming)
+
+
+@pytest.mark.parametrize("with_config", [True, False], ids=["config", "resolution-source"])
+def test_spot_window_then_twap_window(
+    world: FakePolymarket,
+    make_source: MakeSource,
+    with_config: bool,
+) -> None:
+    world.list_market(FakeMarket(T0, rule=SPOT, with_config=with_config))
+    twap_market = world.list_market(FakeMarket(NEXT, rule=TWAP, with_config=with_config))
+    seed_around(world, SPOT_TOPIC, T0, K)
+    seed_around(world, TWAP_TOPIC, T0, K - 30)
+    clock = Clock(T0 + 2.5)
+    source = make_source(clock)
+
+    row = poll(source, clock, lambda r: r["priceToBeat"] is not None, "the spot window")
+    assert row["settlement"] == "spot"
+    assert row["price"] == float(K + 2) and row["priceToBeat"] == float(K)
+    assert row["sources"]["price"] == f"rtds:{SPOT_TOPIC}"
+
+    twap_points = {
+        NEXT - 1: Decimal("99990.123456789012345678"),
+        NEXT: Decimal("99991.987654321098765432"),
+        NEXT + 1: Decimal("99992.456789012345678901"),
+    }
+    for t, value in twap_points.items():
+        world.rtds.push(SPOT_TOPIC, t * 1000, K + 500)  # spot far away: must not be used
+        world.rtds.push(TWAP_TOPIC, t * 1000, value)
+    clock.t = NEXT - 0.5
+    poll(source, clock, lambda r: r["price"] == float(K + 500), "the spot feed near the roll")
+    clock.t = NEXT + 1.5
+
+    row = poll(
+        source,
+        clock,
+        lambda r: r["price"] == exact(twap_points[NEXT + 1]) and r["priceToBeat"] is not None,
+        "the TWAP window",
+    )
+
+    assert row["windowStart"] == NEXT and row["up_token_id"] == twap_market.up_token
+    assert row["settlement"] == "twap"
+    assert row["price"] != round(float(twap_points[NEXT + 1]), 2)  # not the rounded value
+    assert row["priceToBeat"] == exact(twap_points[NEXT])
+    assert row["sources"]["price"] == f"rtds:{TWAP_TOPIC}"
+    assert row["sources"]["priceToBeat"] == f"rtds:{TWAP_TOPIC}"
+    assert row["inputAgesMs"]["price"] == 500
+    assert_adds_up(row)
+
+
+def test_a_window_not_listed_yet_gives_null_tokens_then_is_found(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    seed_around(world, SPOT_TOPIC, T0, K)
+    clock = Clock(T0 + 3)
+    source = make_source(clock)
+
+    row = first_row(source, clock)  # 404 from Gamma: no exception
+
+    for name in ("up_token_id", "down_token_id", "up_bid", "up_ask", "down_bid", "down_ask"):
+        assert row[name] is None, name
+    assert row["p_up_pct"] is None and row["p_down_pct"] is None
+    assert row["priceToBeat"] is None and row["slug"] is None
+    assert row["sources"]["market"] is None
+    assert row["ts"] <= clock.ms  # not fresh
+    # Lookups run in the source's upkeep thread, never on the tick.
+    assert wait_until(lambda: world.gamma.lookups()[:1] == [T0], timeout=10)
+    assert set(world.gamma.lookups()) == {T0}
+    assert Refresher(source, MemoryBoardBus(), 500, clock=clock).tick() is True  # publishable
+
+    market = world.list_market(FakeMarket(T0, outcomes=("Down", "Up")))
+    row = poll(source, clock, from_socket, "the market once listed")
+    assert_books_are_the_fakes(row, world, market)
+
+
+@pytest.mark.parametrize("failure", ["error", "hang"])
+def test_gamma_failing_gives_null_tokens_and_the_source_recovers(
+    world: FakePolymarket, make_source: MakeSource, failure: str
+) -> None:
+    market = world.list_market(FakeMarket(T0))
+    seed_around(world, SPOT_TOPIC, T0, K)
+    world.gamma.mode = failure
+    clock = Clock(T0 + 3)
+    source = make_source(clock)
+
+    row = first_row(source, clock)  # 500, or no answer within the client's timeout
+
+    assert row["up_token_id"] is None and row["down_token_id"] is None
+    assert row["up_bid"] is None and row["p_up_pct"] is None
+    assert wait_until(lambda: world.gamma.lookups()[:1] == [T0], timeout=10)
+
+    world.gamma.mode = "ok"
+    row = poll(source, clock, lambda r: from_socket(r) and r["p_up_pct"] is not None, "recovery")
+    assert_books_are_the_fakes(row, world, market)
+    assert_adds_up(row)
+
+
+def test_clob_rest_failing_does_not_stop_the_socket_books(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    market = world.list_market(FakeMarket(T0))
+    world.clob.mode = "error"
+    clock = Clock(T0 + 3)
+    source = make_source(clock)
+
+    row = poll(source, clock, from_socket, "books from the socket")
+
+    assert_books_are_the_fakes(row, world, market)
+    assert world.clob.requests_to("/books")  # it was tried, and failed
+
+
+def test_dropped_clob_socket_falls_back_to_rest_then_back_to_the_socket(
+    world: FakePolymarket,
+    make_source: MakeSource,
+    fast_reconnect: None,
+) -> None:
+    market = world.list_market(FakeMarket(T0, outcomes=("Down", "Up")))
+    clock = Clock(T0 + 10)
+    source = make_source(clock)
+    poll(source, clock, from_socket, "books from the socket")
+
+    world.clob_ws.refuse = True
+    world.clob_ws.drop()
+    world.set_level(market.up_token, "BUY", "0.535", "10")  # nobody hears it on a socket
+
+    def from_rest(row: Row) -> bool:
+        sources = row["sources"]
+        return bool(
+            sources["upBook"] == "clob-rest"
+            and sources["downBook"] == "clob-rest"
+            and row["up_bid"] == 0.535
+        )
+
+    row = poll(source, clock, from_rest, "books from POST /books")
+    assert_books_are_the_fakes(row, world, market)
+    last = world.clob.requests_to("/books")[-1]
+    assert last.method == "POST"
+    assert sorted(item["token_id"] for item in last.body) == sorted(market.tokens)
+
+    world.clob_ws.refuse = False
+    world.set_level(market.down_token, "SELL", "0.465", "7")
+    row = poll(source, clock, lambda r: from_socket(r) and r["down_ask"] == 0.465, "the socket")
+    assert_books_are_the_fakes(row, world, market)
+    assert world.clob_ws.connections >= 2
+
+
+def test_text_pings_are_sent_and_pongs_do_not_disturb_the_feeds(
+    world: FakePolymarket,
+    make_source: MakeSource,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(ClobFeed, "ping_every_s", 0.2)
+    monkeypatch.setattr(RtdsFeed, "ping_every_s", 0.2)
+    market = world.list_market(FakeMarket(T0))
+    seed_around(world, SPOT_TOPIC, T0, K)
+    clock = Clock(T0 + 3)
+    source = make_source(clock)
+    poll(source, clock, from_socket, "books from the socket")
+
+    wait_for(lambda: world.clob_ws.pings >= 3 and world.rtds.pings >= 3, "text PINGs")
+
+    world.set_level(market.up_token, "BUY", "0.54", "1")
+    world.rtds.push(SPOT_TOPIC, (T0 + 3) * 1000, K + 9)
+    row = poll(source, clock, lambda r: r["up_bid"] == 0.54 and r["price"] == float(K + 9), "data")
+    assert from_socket(row)
+    assert world.clob_ws.connections == 1 and world.rtds.connections == 1  # no reconnects
+
+
+@pytest.mark.parametrize("rule", [SPOT, TWAP])
+def test_price_to_beat_falls_back_to_the_site_when_the_feed_missed_t0(
+    world: FakePolymarket,
+    make_source: MakeSource,
+    rule: str,
+) -> None:
+    world.list_market(FakeMarket(T0, rule=rule))
+    topic = SPOT_TOPIC if rule == SPOT else TWAP_TOPIC
+    seed_around(world, topic, T0, K, range(7, 10))  # nothing within 5 s of T0
+    world.site.open_prices[T0] = 99876.5
+    clock = Clock(T0 + 10)
+    source = make_source(clock)
+
+    row = poll(source, clock, lambda r: r["priceToBeat"] is not None, "the price to beat")
+
+    assert row["priceToBeat"] == 99876.5
+    assert row["sources"]["priceToBeat"] == "site:crypto-price"
+    query = world.site.requests_to("/api/crypto/crypto-price")[-1].query
+    expected = {
+        "symbol": "BTC",
+        "eventStartTime": iso(T0),
+        "endDate": iso(NEXT),
+        "variant": "fiveminute",
+    }
+    if rule == TWAP:
+        expected |= {"twapEnabled": "true", "twapLookbackSeconds": "60"}
+    assert query == expected
+
+
+def test_price_to_beat_falls_back_to_gamma_when_the_site_has_none(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    world.list_market(FakeMarket(T0, price_to_beat=99800.25))
+    seed_around(world, SPOT_TOPIC, T0, K, range(7, 10))
+    world.site.open_prices[T0] = None  # openPrice null for a while
+    clock = Clock(T0 + 10)
+    source = make_source(clock)
+
+    row = poll(source, clock, lambda r: r["priceToBeat"] is not None, "the price to beat")
+
+    assert row["priceToBeat"] == 99800.25
+    assert row["sources"]["priceToBeat"] == "gamma"
+    assert world.site.requests_to("/api/crypto/crypto-price")  # the site was asked first
+
+
+def test_no_price_at_all_leaves_the_price_fields_null(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    world.rtds.silent = True
+    world.list_market(FakeMarket(T0))
+    clock = Clock(T0 + 3)
+    source = make_source(clock)
+
+    row = poll(source, clock, from_socket, "books from the socket")
+
+    assert row["price"] is None and row["priceToBeat"] is None
+    assert row["p_up_pct"] is None and row["p_down_pct"] is None
+    assert row["sources"]["price"] is None and row["inputAgesMs"]["price"] is None
+    assert row["ts"] <= (T0 + 3) * 1000  # as old as the wait for the price
+
+    clock.t = T0 + 9
+    assert first_row(source, clock)["ts"] <= (T0 + 3) * 1000  # and it does not get younger
+
+
+def test_one_garbage_twap_point_does_not_break_the_board_for_good(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    """A NaN ``full_accuracy_value`` must be dropped, not fed to the price and volatility."""
+    world.list_market(FakeMarket(T0, rule=TWAP))
+    world.rtds.seed(TWAP_TOPIC, [((T0 - 60 + k) * 1000, K + k % 3) for k in range(61)])
+    clock = Clock(T0 + 2.5)
+    source = make_source(clock)
+    poll(source, clock, lambda r: from_socket(r) and r["priceToBeat"] == float(K), "inputs")
+
+    world.rtds.send_raw(
+        {
+            "topic": TWAP_TOPIC,
+            "type": "update",
+            "timestamp": (T0 + 1) * 1000,
+            "payload": {
+                "symbol": "btc/usd",
+                "timestamp": (T0 + 1) * 1000,
+                "value": float(K),
+                "full_accuracy_value": "NaN",
+                "window_s": 60,
+            },
+        }
+    )
+    world.rtds.push(TWAP_TOPIC, (T0 + 2) * 1000, K + 1)
+    row = poll(source, clock, lambda r: r["price"] == float(K + 1), "the next good point")
+
+    assert math.isfinite(row["sigma"]) and row["sigma"] > 0
+    assert 0 < row["p_up_pct"] < 100
+    assert Refresher(source, MemoryBoardBus(), 500, clock=clock).tick() is True
+
+
+def test_frozen_rtds_subscription_is_replaced(
+    world: FakePolymarket,
+    make_source: MakeSource,
+    monkeypatch: pytest.MonkeyPatch,
+    fast_reconnect: None,
+) -> None:
+    """RTDS is known to stop sending data on a connection whose PING/PONG still works
+    (Polymarket/real-time-data-client#35). Silence is silence of data: the feed must
+    reconnect, and the price resume. (Intervals shortened, in the documented ratio.)"""
+    monkeypatch.setattr(feed_module, "SILENCE_S", 1.5)
+    monkeypatch.setattr(RtdsFeed, "ping_every_s", 0.3)
+    world.list_market(FakeMarket(T0))
+    world.clob_ws.keep_alive(0.2)  # the shortened silence applies to the CLOB socket too
+    seed_around(world, SPOT_TOPIC, T0, K)
+    clock = Clock(T0 + 3)
+    source = make_source(clock)
+    poll(source, clock, lambda r: r["price"] == float(K + 2), "the price")
+
+    world.rtds.freeze()
+    world.rtds.push(SPOT_TOPIC, (T0 + 3) * 1000, K + 77)  # only a new connection gets it
+
+    wait_for(lambda: world.rtds.pings >= 2, "keep-alive PINGs on the frozen connection")
+    poll(source, clock, lambda r: r["price"] == float(K + 77), "the price to resume", 15)
+    assert world.rtds.connections >= 2
+
+
+def test_a_hanging_gamma_lookup_does_not_stall_the_board(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    """Near the roll the next window is looked up; while Gamma hangs (each request held open
+    past the client's 3 s timeout) the refresher must keep publishing the current window's
+    board at its tick, not once per timed-out lookup: a stalled board turns stale although
+    every input is fresh. Counted, not timed: boards published between two lookups."""
+    world.list_market(FakeMarket(T0))  # the next window is never answered
+    world.clob_ws.keep_alive(0.1)
+    seed_around(world, SPOT_TOPIC, T0, K)
+    offset = T0 + 240 - time.time()  # a running clock, 60 s before the roll
+
+    def clock() -> float:
+        return time.time() + offset
+
+    source = make_source(clock)
+    wait_for(lambda: from_socket(first_row(source, clock)), "books from the socket")
+    world.gamma.mode = "hang"
+    before = len(world.gamma.hits)
+
+    def hung_lookups() -> list[float]:
+        return [hit.at for hit in world.gamma.hits[before:] if hit.path.endswith(f"-{NEXT}")]
+
+    published: list[float] = []
+    bus = MemoryBoardBus()
+    bus.add_listener(lambda snapshot: published.append(time.monotonic()))
+    stop = Refresher(source, bus, 500, clock=clock).start_background()
+    try:
+        wait_for(lambda: len(hung_lookups()) >= 2, "two lookups of the next window")
+    finally:
+        stop.set()
+    first, second = hung_lookups()[:2]
+    between = [t for t in published if first < t < second]
+    assert len(between) >= 3, f"{len(between)} boards published between two Gamma lookups"
+
+
+# -- stale, not wrong: through the app ----------------------------------------------------
+
+
+def test_silent_rtds_turns_the_item_stale_not_wrong(
+    world: FakePolymarket,
+    make_source: MakeSource,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    app: Flask = create_app(
+        {
+            **BASE_CONFIG,
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'app.sqlite3'}",
+            "STALE_THRESHOLD_MS": "1000",
+            "SEVERE_STALE_THRESHOLD_MS": "2500",
+        }
+    )
+    bus: BoardBus = app.extensions["probboard.bus"]
+    client = app.test_client()
+    market = world.list_market(FakeMarket(T0, outcomes=("Down", "Up")))
+    world.clob_ws.keep_alive(0.1)  # a busy market: the books stay fresh
+    seed_around(world, SPOT_TOPIC, T0, K, range(-3, 6))
+    clock = Clock(T0 + 5.2)
+    source = make_source(clock)
+    refresher = Refresher(source, bus, 500, clock=clock)
+    monkeypatch.setattr(latest_view, "now_ms", lambda: clock.ms)
+
+    def served() -> dict[str, Any]:
+        assert refresher.tick() is True
+        response = client.get("/api/probboard/latest")
+        assert response.status_code == 200
+        items = validated("board", response.data)["items"]
+        assert len(items) == 1
+        item: dict[str, Any] = items[0]
+        return item
+
+    def served_until(predicate: Callable[[dict[str, Any]], bool], what: str) -> dict[str, Any]:
+        deadline = time.monotonic() + POLL_S
+        while True:
+            item = served()
+            if predicate(item):
+                return item
+            if time.monotonic() > deadline:
+                pytest.fail(f"timed out waiting for {what}; last item: {item}")
+            time.sleep(0.05)
+
+    poll(source, clock, lambda r: from_socket(r) and r["priceToBeat"] is not None, "inputs")
+    # Live: a new point moves the data time forward.
+    world.rtds.push(SPOT_TOPIC, (T0 + 6) * 1000, K + 20)
+    clock.t = T0 + 6.2
+    # (Polled: the books' ages are real; a loaded machine may make one tick late.)
+    good = served_until(
+        lambda i: i["price"] == float(K + 20) and i["ts"] == (T0 + 6) * 1000, "a fresh item"
+    )
+    assert good["latencyLevel"] == "ok" and good["isStale"] is False
+    assert_books_are_the_fakes(good, world, market)
+
+    # Silent: the point at T0+7 s never arrives; the data time stays where it was.
+    world.rtds.silent = True
+    world.rtds.push(SPOT_TOPIC, (T0 + 7) * 1000, K + 999)
+    clock.t = T0 + 7.6
+    warn = served_until(
+        lambda i: i["latencyLevel"] == "warn" and i["ts"] == (T0 + 6) * 1000, "warn"
+    )
+    assert warn["inputAgesMs"]["price"] == 1600
+    assert warn["ts"] == (T0 + 6) * 1000 and warn["isStale"] is True
+    assert warn["dataAgeMs"] == 1600
+
+    clock.t = T0 + 9
+    danger = served_until(
+        lambda i: i["latencyLevel"] == "danger" and i["ts"] == (T0 + 6) * 1000, "danger"
+    )
+    assert danger["inputAgesMs"]["price"] == 3000
+    assert danger["ts"] == (T0 + 6) * 1000 and danger["dataAgeMs"] == 3000
+    for item in (warn, danger):  # the last good numbers, never made up
+        assert item["price"] == float(K + 20) and item["priceToBeat"] == good["priceToBeat"]
+        assert_books_are_the_fakes(item, world, market)
+        assert item["sources"]["price"] == f"rtds:{SPOT_TOPIC}"
+        assert_adds_up(item)
