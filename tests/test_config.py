@@ -152,7 +152,7 @@ BAD_VALUES: list[tuple[str, str]] = [
     ("REDIS_URL", "memory"),
     ("LOG_FORMAT", "xml"),
     ("LOG_LEVEL", "trace"),
-    ("BOARD_SOURCE", "polymarket"),
+    ("BOARD_SOURCE", "live"),
     ("EMBEDDED_REFRESHER", "maybe"),
     ("EMBEDDED_REFRESHER", "2"),
     ("SIMULATION_SEED", "abc"),

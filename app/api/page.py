@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, render_template
+from flask import Blueprint, Response, abort, render_template, request
 
 bp = Blueprint("page", __name__)
 
@@ -10,6 +10,8 @@ bp = Blueprint("page", __name__)
 @bp.get("/")
 def page() -> Response:
     """The board page; it reads the same API as everyone else."""
+    if request.path != "/":
+        abort(404)  # werkzeug routes "//" here too; only "/" is the page
     response = Response(render_template("board.html"), mimetype="text/html")
     response.headers["Cache-Control"] = "no-cache"
     # Only our own script and styles; the API is same-origin.
