@@ -7,11 +7,13 @@ from flask import Blueprint, Response, abort, render_template, request
 bp = Blueprint("page", __name__)
 
 
-@bp.get("/")
+@bp.get("/", merge_slashes=False, strict_slashes=False)
 def page() -> Response:
     """The board page; it reads the same API as everyone else."""
     if request.path != "/":
-        abort(404)  # werkzeug routes "//" here too; only "/" is the page
+        # werkzeug also routes "//" (and an empty path) here; only "/" is the page, and a
+        # redirect would be an HTML body: answer the JSON 404 instead.
+        abort(404)
     response = Response(render_template("board.html"), mimetype="text/html")
     response.headers["Cache-Control"] = "no-cache"
     # Only our own script and styles; the API is same-origin.
