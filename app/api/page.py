@@ -10,7 +10,7 @@ bp = Blueprint("page", __name__)
 @bp.get("/", merge_slashes=False, strict_slashes=False)
 def page() -> Response:
     """The board page; it reads the same API as everyone else."""
-    if request.path != "/":
+    if request.environ.get("PATH_INFO", "/") not in ("", "/"):
         # werkzeug also routes "//" (and an empty path) here; only "/" is the page, and a
         # redirect would be an HTML body: answer the JSON 404 instead.
         abort(404)
