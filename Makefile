@@ -44,15 +44,19 @@ clean:
 
 .PHONY: bench bench-latest
 ## bench: performance figures (never part of `make test`); needs wrk (apt-get install wrk)
-bench: bench-latest bench-stream
+bench: bench-latest bench-stream bench-refresher
 
 bench-latest: $(BIN)/activate
 	$(BIN)/python -m bench.latest
 
-.PHONY: bench-stream
+.PHONY: bench-stream bench-refresher
+## bench-refresher: time from a (fake) upstream change to the published board
+bench-refresher: $(BIN)/activate
+	$(BIN)/python -m bench.refresher
+
 ## bench-stream: N concurrent SSE clients (default 10000) on this machine
 bench-stream: $(BIN)/activate
-	$(BIN)/python -m bench.stream $(if $(CLIENTS),--clients $(CLIENTS))
+	$(BIN)/python -m bench.stream --clients $(or $(CLIENTS),1000 5000 10000)
 
 .PHONY: release deploy rollback
 ## release: build a deployable bundle (wheel + wheelhouse) in dist/

@@ -6,7 +6,7 @@
   const KEY_STORE = "probboard.apiKey";
   const $ = (id) => document.getElementById(id);
   const state = { board: null, receivedAt: 0, timer: null, controller: null, mode: "polling",
-                  backoff: 1000, tokens: { up: null, down: null } };
+                  backoff: 1000, tokens: { up: null, down: null }, noticeKind: null };
 
   const fmtPct = (v) => (v == null ? "–" : v.toFixed(2) + "%");
   const fmtPrice = (v) => (v == null ? "–" : v.toFixed(2));
@@ -15,8 +15,12 @@
   const gap = (pct, ask) => (pct == null || ask == null ? "–" : ((pct - ask * 100) >= 0 ? "+" : "") + (pct - ask * 100).toFixed(1) + " pts");
   const clock = (secs) => { const s = Math.max(0, Math.floor(secs)); return Math.floor(s / 60) + ":" + String(s % 60).padStart(2, "0"); };
 
-  function notice(text) {
+  // kind: "poll" notices clear on the next good poll; "stream" notices (why the stream was
+  // refused or ended) stay until the user changes the key.
+  function notice(text, kind) {
     const el = $("notice");
+    if (!text && state.noticeKind === "stream" && kind !== "stream") return;
+    state.noticeKind = text ? (kind || "poll") : null;
     el.textContent = text || "";
     el.hidden = !text;
   }
@@ -153,10 +157,10 @@
     }
     if (!response.ok) {
       const why = await errorText(response);
-      notice("Stream refused (" + response.status + "): " + why + " Polling instead.");
+      notice("Stream refused (" + response.status + "): " + why + " Polling instead.", "stream");
       return startPolling("stream refused");
     }
-    notice("");
+    notice("", "stream");
     state.backoff = 1000;
     $("mode").textContent = "stream (live)";
     const reader = response.body.getReader();
@@ -184,7 +188,7 @@
           const payload = JSON.parse(data.join("\n"));
           if (event === "board") render(payload);
           else if (event === "error") {
-            notice("Stream ended: " + (payload.error || payload.code) + " Polling instead.");
+            notice("Stream ended: " + (payload.error || payload.code) + " Polling instead.", "stream");
             controller.abort();
             return startPolling("stream ended");
           }
@@ -205,6 +209,7 @@
   }
 
   function useKey(value) {
+    notice("", "stream");
     if (value) sessionStorage.setItem(KEY_STORE, value);
     else sessionStorage.removeItem(KEY_STORE);
     if (state.controller) state.controller.abort();

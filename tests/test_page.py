@@ -1,0 +1,652 @@
+"""The board page at ``/`` in a real browser: Debian's chromium, headless, driven by Selenium.
+
+Every test serves the app with gunicorn (the ``service`` fixture) exactly as it runs in
+production and drives a fresh chromium profile against it. Nothing is downloaded: the
+browser is ``/usr/bin/chromium`` and the driver ``/usr/bin/chromedriver``; without them (or
+without selenium) the module is skipped. Accounts and keys are made with the documented CLI,
+as their own processes, on an SQLite file migrated with ``flask db upgrade``.
+
+The machine may be busy with other work: every wait is a generous deadline on a condition,
+and nothing asserts on elapsed time. Screenshots go to ``test-artifacts/`` (git-ignored) at
+the repository root, for a person to look at.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import struct
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+from typing import Any, TypeVar
+
+import pytest
+
+pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[dev]')")
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMEDRIVER = "/usr/bin/chromedriver"
+if shutil.which(CHROMIUM) is None or shutil.which(CHROMEDRIVER) is None:
+    pytest.skip(
+        f"the browser tests need Debian's chromium ({CHROMIUM}) and chromedriver "
+        f"({CHROMEDRIVER}): apt-get install chromium chromium-driver",
+        allow_module_level=True,
+    )
+
+from selenium import webdriver  # noqa: E402
+from selenium.common.exceptions import TimeoutException  # noqa: E402
+from selenium.webdriver.chrome.options import Options  # noqa: E402
+from selenium.webdriver.chrome.service import Service as ChromeService  # noqa: E402
+from selenium.webdriver.chrome.webdriver import WebDriver  # noqa: E402
+from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
+from selenium.webdriver.common.by import By  # noqa: E402
+from selenium.webdriver.common.keys import Keys  # noqa: E402
+from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+
+from app.board.snapshot import dumps  # noqa: E402
+from app.board.timefmt import now_ms  # noqa: E402
+from app.bus.redis_bus import RedisBoardBus  # noqa: E402
+from app.refresher.loop import Refresher  # noqa: E402
+from app.refresher.sources.simulated import SimulatedSource  # noqa: E402
+from tests.conftest import TEST_PEPPER  # noqa: E402
+from tests.support.processes import (  # noqa: E402
+    BIN,
+    ROOT,
+    RedisServer,
+    Service,
+    http_get,
+    service_env,
+)
+
+T = TypeVar("T")
+
+LATEST = "/api/probboard/latest"
+ARTIFACTS = ROOT / "test-artifacts"
+WAIT_S = 60.0  # a busy machine can be very slow; a working page is never near this
+CHROMIUM_FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--disable-dev-shm-usage",
+)
+# Everything the page renders from a board, read in one script so it is one instant.
+SHOWN_IDS = (
+    "p-up", "p-down", "up-bid", "up-ask", "down-bid", "down-ask", "up-gap", "down-gap",
+    "up-token", "down-token", "countdown", "window", "prices", "badge", "plan", "refresh",
+    "updated", "age", "mode", "notice",
+)  # fmt: skip
+READ_SHOWN = """
+const out = {};
+for (const id of arguments[0]) out[id] = document.getElementById(id).textContent;
+out["notice.hidden"] = document.getElementById("notice").hidden;
+out["badge.class"] = document.getElementById("badge").className;
+out["body.class"] = document.body.className;
+return out;
+"""
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+# -- accounts, services, browser -------------------------------------------------------------
+@dataclass(frozen=True)
+class Accounts:
+    """A migrated SQLite accounts database and the keys the CLI printed."""
+
+    env: dict[str, str]
+    vip_key: str
+    user_key: str
+
+
+def flask_cli(env: Mapping[str, str], *args: str) -> str:
+    """``flask --app wsgi <args>`` as its own process; its stdout."""
+    done = subprocess.run(
+        [str(BIN / "flask"), "--app", "wsgi", *args],
+        env=dict(env),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
+
+
+@pytest.fixture(scope="module")
+def accounts(tmp_path_factory: pytest.TempPathFactory) -> Accounts:
+    path = tmp_path_factory.mktemp("page") / "accounts.sqlite3"
+    env = service_env(DATABASE_URL=f"sqlite:///{path}", API_KEY_PEPPER=TEST_PEPPER)
+    flask_cli(env, "db", "upgrade")
+    flask_cli(env, "users", "create", "vic", "--plan", "vip_pro")
+    vip_key = flask_cli(env, "keys", "create", "vic").splitlines()[-1].strip()
+    # Only vip_pro and admin accounts are given keys; a key whose account then moves to
+    # `user` is what a `user`-plan key looks like.
+    flask_cli(env, "users", "create", "ursula", "--plan", "vip_pro")
+    user_key = flask_cli(env, "keys", "create", "ursula").splitlines()[-1].strip()
+    flask_cli(env, "users", "set-plan", "ursula", "user")
+    assert vip_key and user_key and vip_key != user_key
+    return Accounts(env=env, vip_key=vip_key, user_key=user_key)
+
+
+def serve(service: Service, accounts: Accounts, **settings: str) -> Service:
+    """gunicorn with one worker; on memory:// it runs the embedded refresher (500 ms ticks)."""
+    service.env.update(
+        REDIS_URL="memory://",
+        EMBEDDED_REFRESHER="true",
+        SIMULATION_SEED="7",
+        DATABASE_URL=accounts.env["DATABASE_URL"],
+        API_KEY_PEPPER=TEST_PEPPER,
+    )
+    service.env.update(settings)
+    service.start_web(workers=1)
+    return service
+
+
+def chromium(profile: Path, width: int = 1100, height: int = 900) -> WebDriver:
+    """Headless Debian chromium with a fresh profile; nothing is downloaded."""
+    options = Options()
+    options.binary_location = CHROMIUM
+    for flag in CHROMIUM_FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={profile}")
+    options.add_argument(f"--window-size={width},{height}")
+    driver = webdriver.Chrome(service=ChromeService(CHROMEDRIVER), options=options)
+    driver.set_page_load_timeout(WAIT_S)
+    driver.set_script_timeout(WAIT_S)
+    return driver
+
+
+@pytest.fixture
+def browser(tmp_path: Path) -> Iterator[WebDriver]:
+    driver = chromium(tmp_path / "chromium-profile")
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+# -- reading the page and the API ------------------------------------------------------------
+def wait_for(driver: WebDriver, condition: Callable[[WebDriver], T], what: str) -> T:
+    """``condition(driver)`` once truthy, within the generous deadline."""
+    result: T = WebDriverWait(driver, WAIT_S, poll_frequency=0.1).until(condition, what)
+    return result
+
+
+def shown(driver: WebDriver) -> dict[str, Any]:
+    """What the page shows right now, read in one script."""
+    values: dict[str, Any] = driver.execute_script(READ_SHOWN, list(SHOWN_IDS))
+    return values
+
+
+def wait_shown(
+    driver: WebDriver, predicate: Callable[[dict[str, Any]], object], what: str
+) -> dict[str, Any]:
+    """What the page shows, once ``predicate`` holds for it."""
+    seen: list[dict[str, Any]] = []
+
+    def holds(d: WebDriver) -> bool:
+        seen.append(shown(d))
+        return bool(predicate(seen[-1]))
+
+    try:
+        wait_for(driver, holds, what)
+    except TimeoutException:
+        pytest.fail(f"timed out waiting for {what}; the page shows {seen[-1] if seen else None}")
+    return seen[-1]
+
+
+def open_board(driver: WebDriver, service: Service) -> dict[str, Any]:
+    """Load ``/`` and wait until a board is rendered (P(up) shows a number)."""
+    driver.get(service.base + "/")
+    wait_for(driver, lambda d: re.fullmatch(r"\d+\.\d\d%", shown(d)["p-up"]), "P(up) shown")
+    return shown(driver)
+
+
+def latest(service: Service, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
+    status, _, body = http_get(service.base + LATEST, headers=headers)
+    assert status == 200, body
+    board: dict[str, Any] = json.loads(body)
+    return board
+
+
+def btc(board: Mapping[str, Any]) -> dict[str, Any]:
+    row: dict[str, Any] = next(i for i in board["items"] if i["symbol"] == "BTC")
+    return row
+
+
+def to_fixed(value: float, digits: int) -> str:
+    """JavaScript's ``Number.prototype.toFixed``: the exact double, ties away from zero."""
+    if value == 0:
+        value = 0.0  # (-0).toFixed() has no sign
+    quantum = Decimal(1).scaleb(-digits)
+    return str(Decimal(value).quantize(quantum, rounding=ROUND_HALF_UP))
+
+
+def usd(value: float) -> str:
+    """``toLocaleString("en-US", {maximumFractionDigits: 2})`` with a dollar sign."""
+    return "$" + f"{value:,.2f}".rstrip("0").rstrip(".")
+
+
+def expected_texts(board: Mapping[str, Any]) -> dict[str, str]:
+    """What the page must show for ``board``, formatted as the issue describes."""
+    row = btc(board)
+    texts = {
+        "updated": f"{board['updatedAt']} UTC",
+        "plan": f"plan {board['planLabel']}",
+        "refresh": f"{board['refreshMs']} ms",
+        "p-up": to_fixed(row["p_up_pct"], 2) + "%",
+        "p-down": to_fixed(row["p_down_pct"], 2) + "%",
+        "window": time.strftime("%H:%M", time.gmtime(row["windowStart"]))
+        + "\u2013"  # an en dash
+        + time.strftime("%H:%M", time.gmtime(row["windowEnd"]))
+        + " UTC",
+        "prices": f"Price {usd(row['price'])} · price to beat {usd(row['priceToBeat'])}",
+    }
+    for side in ("up", "down"):
+        texts[f"{side}-bid"] = to_fixed(row[f"{side}_bid"], 2)
+        texts[f"{side}-ask"] = to_fixed(row[f"{side}_ask"], 2)
+        token = row[f"{side}_token_id"]
+        texts[f"{side}-token"] = token[:6] + "…" + token[-6:]
+        # The model-versus-market gap: model probability minus the ask, in points.
+        points = row[f"p_{side}_pct"] - row[f"{side}_ask"] * 100
+        texts[f"{side}-gap"] = ("+" if points >= 0 else "") + to_fixed(points, 1) + " pts"
+    return texts
+
+
+def clock_seconds(text: str) -> int:
+    match = re.fullmatch(r"(\d+):([0-5]\d)", text)
+    assert match, f"the countdown is not m:ss: {text!r}"
+    return int(match[1]) * 60 + int(match[2])
+
+
+def publish_old_board(redis_url: str, age_ms: int) -> dict[str, Any]:
+    """Publish one simulated board whose data is ``age_ms`` old, as a stalled refresher left."""
+    bus = RedisBoardBus(redis_url)
+    try:
+        board = Refresher(SimulatedSource(seed=1), bus, 500).build()
+        old = now_ms() - age_ms
+        board["ts"] = old
+        board["seq"] = old
+        for item in board["items"]:
+            item["ts"] = old
+        bus.publish(dumps(board))
+    finally:
+        bus.close()
+    return board
+
+
+def relative_luminance(rgb: tuple[float, float, float]) -> float:
+    def channel(value: float) -> float:
+        c = value / 255
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    r, g, b = (channel(v) for v in rgb)
+    return 0.2126 * r + 0.7152 * g + 0.0722 * b
+
+
+def parse_rgb(css: str) -> tuple[float, float, float, float]:
+    """``rgb(r, g, b)`` or ``rgba(r, g, b, a)`` as numbers."""
+    match = re.fullmatch(r"rgba?\(([^)]*)\)", css.strip())
+    assert match, f"not an rgb() colour: {css!r}"
+    parts = [float(p) for p in re.split(r"[,\s/]+", match[1].strip()) if p]
+    alpha = parts[3] if len(parts) > 3 else 1.0
+    return parts[0], parts[1], parts[2], alpha
+
+
+def contrast(foreground: str, background: str) -> float:
+    """WCAG contrast ratio of two opaque CSS colours."""
+    fg, bg = parse_rgb(foreground), parse_rgb(background)
+    assert fg[3] == 1 and bg[3] == 1, (foreground, background)
+    lighter, darker = sorted((relative_luminance(fg[:3]), relative_luminance(bg[:3])), reverse=True)
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    """The width and height of a PNG file (asserting that it is one)."""
+    data = path.read_bytes()
+    assert data.startswith(PNG_SIGNATURE), f"{path} is not a PNG"
+    assert data[12:16] == b"IHDR", f"{path} has no IHDR chunk"
+    width, height = struct.unpack(">II", data[16:24])
+    return width, height
+
+
+def set_viewport(driver: WebDriver, width: int, height: int, mobile: bool) -> None:
+    """This device size (device pixel ratio 1), as a desktop or as a phone."""
+    driver.execute_cdp_cmd(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": mobile},
+    )
+    # On a phone the layout viewport is device-width (the page's viewport meta) even when
+    # the content is wider; on a desktop the window's inner size is the device size.
+    script = "return [document.documentElement.clientWidth, innerWidth, innerHeight]"
+    expected: tuple[int | None, ...] = (width, None, None) if mobile else (None, width, height)
+
+    def ready(d: WebDriver) -> bool:
+        got = d.execute_script(script)
+        return all(e is None or e == g for e, g in zip(expected, got, strict=True))
+
+    wait_for(driver, ready, f"a {width}x{height} viewport")
+
+
+def screenshot(driver: WebDriver, name: str, size: tuple[int, int]) -> Path:
+    """Save a screenshot in test-artifacts/; check it is a non-empty PNG of ``size`` pixels."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    path = ARTIFACTS / name
+    path.unlink(missing_ok=True)
+    assert driver.save_screenshot(str(path)), f"chromium did not save {path}"
+    print(f"screenshot: {path}")
+    assert path.is_file() and path.stat().st_size > 0, path
+    assert png_size(path) == size, (path, png_size(path), size)
+    return path
+
+
+# -- the tests ---------------------------------------------------------------------------------
+def test_numbers_on_the_page_equal_the_api(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    serve(service, accounts)
+    open_board(browser, service)
+    # The board moves every 500 ms and a guest page polls every 5 s: collect the API's boards
+    # by updatedAt until the page shows one of them, then compare that one field by field.
+    boards: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        board = latest(service)
+        boards[board["updatedAt"]] = board
+        page = shown(browser)
+        updated = page["updated"].removesuffix(" UTC")
+        if updated in boards:
+            break
+        assert time.monotonic() < deadline, f"the page never showed a board the API served: {page}"
+        time.sleep(0.05)
+    board = boards[updated]
+    expected = expected_texts(board)
+    assert {k: page[k] for k in expected} == expected
+    # The two-colour bar splits at P(up).
+    up, whole = browser.execute_script(
+        "return [document.getElementById('bar-up').getBoundingClientRect().width,"
+        " document.querySelector('.bar').getBoundingClientRect().width]"
+    )
+    assert whole > 0
+    assert abs(up / whole * 100 - btc(board)["p_up_pct"]) < 1.0, (up, whole, board)
+
+
+def test_countdown_ticks_locally_between_polls(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    serve(service, accounts)
+    open_board(browser, service)
+    wait_for(browser, lambda d: re.fullmatch(r"\d+:\d\d", shown(d)["countdown"]), "a countdown")
+    # Guests poll every 5 s: two readings 2 s apart with the same updatedAt between them saw
+    # no new data, so any movement of the countdown is the page ticking by itself.
+    for _ in range(10):
+        before = shown(browser)
+        if clock_seconds(before["countdown"]) <= 4:  # the window is about to roll over
+            time.sleep(1.0)
+            continue
+        time.sleep(2.0)
+        after = shown(browser)
+        if after["updated"] != before["updated"]:
+            continue  # a poll landed in between; try again
+        assert clock_seconds(after["countdown"]) < clock_seconds(before["countdown"]), (
+            before,
+            after,
+        )
+        # The data age moves with it.
+        assert float(after["age"].split()[0]) > float(before["age"].split()[0]), (before, after)
+        return
+    pytest.fail("every pair of readings straddled a poll or a window boundary")
+
+
+def test_copy_button_copies_the_whole_token_id(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    serve(service, accounts)
+    open_board(browser, service)
+    browser.execute_cdp_cmd(
+        "Browser.grantPermissions",
+        {"origin": service.base, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
+    )
+    before = btc(latest(service))["up_token_id"]
+    button = browser.find_element(By.CSS_SELECTOR, "button.copy[data-copy='up']")
+    button.send_keys(Keys.ENTER)  # from the keyboard
+    wait_for(browser, lambda d: button.text == "copied", "the copy button saying copied")
+    copied: str = browser.execute_async_script(
+        "const done = arguments[0];"
+        "navigator.clipboard.readText().then(done, (e) => done('error: ' + e));"
+    )
+    after = btc(latest(service))["up_token_id"]
+    assert copied in (before, after), (copied, before, after)  # a window may have rolled over
+    assert re.fullmatch(r"\d{20,}", copied), copied
+    short = browser.find_element(By.ID, "up-token")
+    assert short.get_attribute("title") == copied
+    assert short.text == copied[:6] + "…" + copied[-6:]
+
+
+@pytest.fixture
+def stale_service(service: Service, accounts: Accounts, fresh_redis: RedisServer) -> Service:
+    """A service on Redis with no refresher: its only board is a minute old."""
+    publish_old_board(fresh_redis.url, age_ms=60_000)
+    service.env.update(
+        REDIS_URL=fresh_redis.url,
+        DATABASE_URL=accounts.env["DATABASE_URL"],
+        API_KEY_PEPPER=TEST_PEPPER,
+    )
+    service.start_web(workers=1)
+    return service
+
+
+def test_a_stale_board_shows_the_danger_badge(stale_service: Service, browser: WebDriver) -> None:
+    served = latest(stale_service)
+    assert served["latencyLevel"] == "danger" and served["dataAgeMs"] >= 60_000, served
+    open_board(browser, stale_service)
+    page = wait_shown(
+        browser, lambda p: p["updated"] == f"{served['updatedAt']} UTC", "the old board rendered"
+    )
+    set_viewport(browser, 1100, 900, mobile=False)
+    screenshot(browser, "page-stale.png", (1100, 900))
+    assert "danger" in page["badge.class"].split(), page
+    assert "stale" in page["badge"].lower(), page
+    assert "danger" in page["body.class"].split(), page
+    assert float(page["age"].split()[0]) >= 60.0, page
+
+
+def test_danger_badge_text_has_enough_contrast(stale_service: Service, browser: WebDriver) -> None:
+    """WCAG AA: normal-size text (the badge is 0.8rem bold) needs 4.5:1 against its background."""
+    open_board(browser, stale_service)
+    wait_for(browser, lambda d: "stale" in shown(d)["badge"].lower(), "the danger badge")
+    colours = browser.execute_script(
+        "const s = getComputedStyle(document.getElementById('badge'));"
+        "return [s.color, s.backgroundColor, s.fontSize, s.fontWeight];"
+    )
+    ratio = contrast(colours[0], colours[1])
+    assert ratio >= 4.5, f"the danger badge's text has contrast {ratio:.2f}:1 ({colours})"
+
+
+def test_a_429_is_handled_and_said_on_the_page(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    serve(service, accounts, GUEST_RATE_LIMIT="2 per minute")
+    # Spend this address's allowance first, so the page's own first poll is refused.
+    for _ in range(5):
+        status, headers, _ = http_get(service.base + LATEST)
+        if status == 429:
+            break
+    assert status == 429, "GUEST_RATE_LIMIT=2 per minute never answered 429"
+    assert 1 <= int(headers["Retry-After"]) <= 60, headers
+    browser.get(service.base + "/")
+    notice = wait_shown(
+        browser, lambda p: p["notice.hidden"] is False and p["notice"], "the notice shown"
+    )["notice"]
+    match = re.search(r"rate limited.*waiting (\d+) s", notice, re.IGNORECASE)
+    assert match, notice
+    assert 1 <= int(match[1]) <= 60, notice
+    assert browser.find_element(By.ID, "notice").is_displayed()
+    assert shown(browser)["mode"].startswith("polling")
+
+
+def submit_key(driver: WebDriver, key: str) -> None:
+    """Type the key into the key field and press Enter, as a person would."""
+    field = driver.find_element(By.ID, "api-key")
+    field.click()
+    field.send_keys(key)
+    field.send_keys(Keys.ENTER)
+
+
+def latest_polls(driver: WebDriver) -> int:
+    count: int = driver.execute_script(
+        "return performance.getEntriesByType('resource')"
+        ".filter((e) => e.name.includes('/api/probboard/latest')).length"
+    )
+    return count
+
+
+def test_a_vip_pro_key_switches_to_the_stream(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    serve(service, accounts)
+    open_board(browser, service)
+    assert shown(browser)["plan"] == "plan Guest"
+    submit_key(browser, accounts.vip_key)
+    wait_for(browser, lambda d: shown(d)["mode"] == "stream (live)", "mode: stream (live)")
+    wait_for(browser, lambda d: shown(d)["plan"] == "plan VIP Pro", "plan: VIP Pro")
+    assert shown(browser)["refresh"] == "500 ms"
+    # The board keeps moving at the stream's cadence: updatedAt changes at least twice.
+    seen = [shown(browser)["updated"]]
+    polls = latest_polls(browser)
+
+    def moved_twice(driver: WebDriver) -> bool:
+        value = shown(driver)["updated"]
+        if value != seen[-1]:
+            seen.append(value)
+        return len(seen) >= 3
+
+    wait_for(browser, moved_twice, "two board updates over the stream")
+    page = shown(browser)
+    assert page["mode"] == "stream (live)" and page["notice.hidden"] is True, page
+    assert latest_polls(browser) == polls, "the page still polls /latest while streaming"
+    # The key is in this tab's sessionStorage only: not in the URL, a cookie or localStorage.
+    assert browser.current_url == service.base + "/"
+    assert accounts.vip_key not in browser.current_url
+    assert accounts.vip_key not in browser.execute_script("return document.cookie")
+    assert accounts.vip_key not in browser.execute_script(
+        "return JSON.stringify(Object.assign({}, localStorage))"
+    )
+    assert accounts.vip_key in browser.execute_script("return Object.values(sessionStorage)"), (
+        "the key is not kept in sessionStorage"
+    )
+    assert browser.find_element(By.ID, "api-key").get_attribute("value") == ""
+    # A reload in the same tab keeps the stream; Forget goes back to polling as a guest.
+    browser.refresh()
+    wait_for(browser, lambda d: shown(d)["mode"] == "stream (live)", "the stream after a reload")
+    browser.find_element(By.ID, "forget-key").click()
+    wait_for(browser, lambda d: shown(d)["plan"] == "plan Guest", "plan: Guest after Forget")
+    assert shown(browser)["mode"] == "polling"
+    assert browser.execute_script("return sessionStorage.length") == 0
+
+
+def test_a_user_key_is_refused_the_stream_and_says_why(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    serve(service, accounts)
+    open_board(browser, service)
+    # Remember every text the notice shows, however briefly.
+    browser.execute_script(
+        "window.noticeTexts = [];"
+        "new MutationObserver(() => window.noticeTexts.push("
+        "document.getElementById('notice').textContent))"
+        ".observe(document.getElementById('notice'), {childList: true, characterData: true,"
+        " subtree: true});"
+    )
+    submit_key(browser, accounts.user_key)
+    wait_for(browser, lambda d: shown(d)["mode"].startswith("polling ("), "polling after refusal")
+    # It goes on polling with the key, under the key's plan ...
+    page = wait_shown(browser, lambda p: p["plan"] == "plan User", "a board under User")
+    assert "stream" in page["mode"] and "refused" in page["mode"], page
+    said = browser.execute_script("return window.noticeTexts")
+    assert any("refused (403)" in text for text in said), said
+    # ... and the reason stays on the page once the polled board has arrived.
+    assert page["notice.hidden"] is False and "refused" in page["notice"].lower(), (page, said)
+
+
+def test_keyboard_language_and_contrast(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    serve(service, accounts)
+    open_board(browser, service)
+    assert browser.find_element(By.TAG_NAME, "html").get_attribute("lang") == "en"
+    controls: list[str] = browser.execute_script(
+        "return Array.from(document.querySelectorAll('button, input, select, textarea, a[href]'))"
+        ".map((e) => e.outerHTML.split('>')[0] + '>')"
+    )
+    assert len(controls) >= 5, controls  # two copy buttons, the key field, Use key, Forget
+    describe_active = (
+        "const a = document.activeElement;"
+        "const all = Array.from(document.querySelectorAll("
+        "'button, input, select, textarea, a[href]'));"
+        "const s = getComputedStyle(a);"
+        "return [all.indexOf(a), s.outlineStyle, parseFloat(s.outlineWidth)];"
+    )
+    reached: set[int] = set()
+    unringed: list[str] = []
+    for _ in range(len(controls) * 2 + 2):
+        ActionChains(browser).send_keys(Keys.TAB).perform()
+        index, outline_style, outline_width = browser.execute_script(describe_active)
+        if index >= 0:
+            reached.add(index)
+            if outline_style == "none" or outline_width <= 0:
+                unringed.append(controls[index])
+    missed = [c for i, c in enumerate(controls) if i not in reached]
+    assert not missed, f"not reachable with Tab: {missed}"
+    assert not unringed, f"no visible focus ring: {unringed}"
+    colours = browser.execute_script(
+        "const s = getComputedStyle(document.body); return [s.color, s.backgroundColor];"
+    )
+    ratio = contrast(colours[0], colours[1])
+    assert ratio >= 4.5, f"body text contrast {ratio:.2f}:1 ({colours})"
+
+
+def test_screenshots_desktop_and_phone(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    serve(service, accounts)
+    open_board(browser, service)
+    set_viewport(browser, 1100, 900, mobile=False)
+    screenshot(browser, "page-desktop.png", (1100, 900))
+    set_viewport(browser, 390, 900, mobile=True)
+    screenshot(browser, "page-phone.png", (390, 900))
+    # It fits a phone: nothing is wider than the screen, so nothing scrolls sideways or
+    # makes the browser zoom out.
+    widths = browser.execute_script("return [document.documentElement.scrollWidth, innerWidth]")
+    assert widths == [390, 390], f"the page is wider than a 390 px phone: {widths}"
+
+
+def test_page_turns_stale_by_itself_when_the_service_goes_away(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    """Never silently old: with no answers, the page's own clock turns the badge to danger."""
+    serve(service, accounts, STALE_THRESHOLD_MS="2000", SEVERE_STALE_THRESHOLD_MS="4000")
+    open_board(browser, service)
+    wait_for(browser, lambda d: shown(d)["badge"] == "live", "the live badge")
+    assert service.web is not None
+    service.web.stop()
+    page = wait_shown(
+        browser,
+        lambda p: "danger" in p["badge.class"].split(),
+        "the danger badge with the service gone",
+    )
+    assert "stale" in page["badge"].lower() and "danger" in page["body.class"].split(), page
+    wait_for(
+        browser,
+        lambda d: "cannot reach" in shown(d)["notice"].lower(),
+        "a notice that the service cannot be reached",
+    )
