@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import count
@@ -22,7 +21,7 @@ import pytest
 from tests.conftest import TEST_PEPPER
 from tests.support.contract import validated
 from tests.support.databases import empty_tables
-from tests.support.processes import BIN, ROOT, RedisServer, Service, wait_until
+from tests.support.processes import RedisServer, Service, flask_cli, wait_until
 
 VERIFY = "/api/keys/verify"
 LATEST = "/api/probboard/latest"
@@ -49,21 +48,6 @@ def pg_url(postgres_database: str) -> Iterator[str]:
         yield postgres_database
     finally:
         empty_tables(postgres_database)
-
-
-def flask_cli(env: Mapping[str, str], *args: str) -> str:
-    """``flask --app wsgi <args>`` as its own process; its stdout."""
-    done = subprocess.run(
-        [str(BIN / "flask"), "--app", "wsgi", *args],
-        env=dict(env),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, (args, done.stdout, done.stderr)
-    return done.stdout
 
 
 def batch(service: Service, path: str, key: str, n: int = BATCH) -> list[Answer]:

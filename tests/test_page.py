@@ -17,7 +17,6 @@ import json
 import re
 import shutil
 import struct
-import subprocess
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -55,10 +54,10 @@ from app.refresher.loop import Refresher  # noqa: E402
 from app.refresher.sources.simulated import SimulatedSource  # noqa: E402
 from tests.conftest import TEST_PEPPER  # noqa: E402
 from tests.support.processes import (  # noqa: E402
-    BIN,
     ROOT,
     RedisServer,
     Service,
+    flask_cli,
     http_get,
     service_env,
 )
@@ -104,21 +103,6 @@ class Accounts:
     env: dict[str, str]
     vip_key: str
     user_key: str
-
-
-def flask_cli(env: Mapping[str, str], *args: str) -> str:
-    """``flask --app wsgi <args>`` as its own process; its stdout."""
-    done = subprocess.run(
-        [str(BIN / "flask"), "--app", "wsgi", *args],
-        env=dict(env),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, (args, done.stdout, done.stderr)
-    return done.stdout
 
 
 @pytest.fixture(scope="module")

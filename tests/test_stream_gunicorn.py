@@ -17,7 +17,6 @@ import json
 import os
 import signal
 import sqlite3
-import subprocess
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -43,7 +42,13 @@ from tests.stream_client_helpers import (
     summarize,
 )
 from tests.support.contract import validated
-from tests.support.processes import BIN, ROOT, RedisServer, Service, service_env, wait_until
+from tests.support.processes import (
+    RedisServer,
+    Service,
+    flask_cli,
+    service_env,
+    wait_until,
+)
 
 LATEST = "/api/probboard/latest"
 UNKNOWN_KEY = "pbk_" + "Q" * 43
@@ -53,21 +58,6 @@ RENEW_S = 10.0  # app/stream/broker.py: leases are renewed this often
 
 
 # -- accounts ---------------------------------------------------------------------------------
-
-
-def flask_cli(env: Mapping[str, str], *args: str) -> str:
-    """``flask --app wsgi <args>`` as its own process; its stdout."""
-    done = subprocess.run(
-        [str(BIN / "flask"), "--app", "wsgi", *args],
-        env=dict(env),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert done.returncode == 0, (args, done.stdout, done.stderr)
-    return done.stdout
 
 
 @dataclass(frozen=True)

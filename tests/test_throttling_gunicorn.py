@@ -14,7 +14,6 @@ import itertools
 import math
 import re
 import socket
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -29,7 +28,13 @@ import redis
 
 from tests.conftest import TEST_PEPPER
 from tests.support.contract import validated
-from tests.support.processes import BIN, ROOT, RedisServer, Service, service_env, wait_until
+from tests.support.processes import (
+    RedisServer,
+    Service,
+    flask_cli,
+    service_env,
+    wait_until,
+)
 
 LATEST = "/api/probboard/latest"
 HEALTH = "/api/health"
@@ -38,21 +43,6 @@ ACCESS_FORMAT = "pbaccess %(p)s %(r)s %(s)s %({x-request-id}i)s"
 ACCESS_LINE = re.compile(r"^pbaccess <(\d+)> (\S+) (\S+) \S+ (\d{3}) (\S+)$", re.MULTILINE)
 FALLBACK_WARNING = "rate-limit storage unreachable"
 _ids = itertools.count()
-
-
-def flask_cli(env: Mapping[str, str], *args: str) -> str:
-    """``flask --app wsgi <args>`` as its own process; its stdout."""
-    done = subprocess.run(
-        [str(BIN / "flask"), "--app", "wsgi", *args],
-        env=dict(env),
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    assert done.returncode == 0, (args, done.stdout, done.stderr)
-    return done.stdout
 
 
 @dataclass(frozen=True)

@@ -200,3 +200,18 @@ class Service:
         for process in (self.refresher, self.web):
             if process is not None:
                 process.stop()
+
+
+def flask_cli(env: Mapping[str, str], *args: str, timeout: float = 120) -> str:
+    """``flask --app wsgi <args>`` as its own process (the documented command); its stdout."""
+    done = subprocess.run(
+        [str(BIN / "flask"), "--app", "wsgi", *args],
+        env=dict(env),
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, (args, done.stdout, done.stderr)
+    return done.stdout
