@@ -7,7 +7,7 @@ Every function takes the SQLAlchemy session and commits its own change; errors a
 from __future__ import annotations
 
 import re
-from datetime import datetime, timedelta
+from datetime import timedelta
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -158,12 +158,3 @@ def revoke_session(db: DbSession, pepper: bytes, token: str) -> Session:
         session.revoked_at = utcnow()
         db.commit()
     return session
-
-
-def key_is_usable(key: ApiKey, now: datetime) -> bool:
-    """Not revoked, not expired, and its owner not disabled."""
-    return (
-        key.revoked_at is None
-        and (key.expires_at is None or key.expires_at > now)
-        and not key.account.disabled
-    )

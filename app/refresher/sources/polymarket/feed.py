@@ -12,7 +12,6 @@ import logging
 import random
 import threading
 import time
-from collections.abc import Callable
 from typing import Any
 
 from websockets.sync.client import ClientConnection, connect
@@ -120,6 +119,3 @@ def each(message: Any) -> list[dict[str, Any]]:
     """A message or a JSON array of messages, as a list of objects."""
     items = message if isinstance(message, list) else [message]
     return [item for item in items if isinstance(item, dict)]
-
-
-Callback = Callable[[Any], None]
