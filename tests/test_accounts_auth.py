@@ -9,13 +9,11 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import io
 import logging
 import math
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -32,6 +30,7 @@ from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from tests.conftest import BASE_CONFIG, TEST_PEPPER
 from tests.support.contract import validated
+from tests.support.logs import captured_log
 from tests.support.processes import wait_until
 
 VERIFY = "/api/keys/verify"
@@ -591,22 +590,6 @@ def test_failed_key_attempts_are_throttled(make_app: Callable[..., Flask]) -> No
 # -- nothing leaks -----------------------------------------------------------------------
 
 
-@contextmanager
-def service_log() -> Iterator[io.StringIO]:
-    """What the service's own stderr handler writes, as text (install after create_app)."""
-    handlers = [h for h in logging.getLogger().handlers if h.get_name() == "probboard"]
-    assert len(handlers) == 1, handlers
-    handler = handlers[0]
-    assert isinstance(handler, logging.StreamHandler)
-    buffer = io.StringIO()
-    previous = handler.setStream(buffer)
-    try:
-        yield buffer
-    finally:
-        if previous is not None:
-            handler.setStream(previous)
-
-
 def test_no_response_or_log_line_carries_a_key_or_token(
     make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -619,7 +602,7 @@ def test_no_response_or_log_line_carries_a_key_or_token(
     token = probe.session("ursula")
     probe.cli("keys", "revoke", revoked)
     caplog.set_level(logging.DEBUG)
-    with service_log() as buffer:
+    with captured_log() as buffer:
         verified(probe.verify(key), key)
         verified(probe.verify(key, "Bearer"), key)
         probe.board({"X-API-Key": key}, session=token)

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import io
 import json
 import logging
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any, TextIO
+from typing import Any
 
 import pytest
 from flask import Flask, request
@@ -17,6 +14,7 @@ from app import create_app
 from app.logs import redact
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
+from tests.support.logs import captured_log
 
 API_KEY = "pbk_Secr3tKeyValue0123456789abcdefXYZ"
 API_KEY_TAIL = API_KEY.removeprefix("pbk_")
@@ -26,27 +24,6 @@ JSON_KEYS = {"ts", "level", "logger", "request_id", "msg"}
 TS_PATTERN = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 
 view_log = logging.getLogger("tests.logging.view")
-
-
-def probboard_handler() -> logging.StreamHandler[TextIO]:
-    handlers = [h for h in logging.getLogger().handlers if h.get_name() == "probboard"]
-    assert len(handlers) == 1, handlers
-    handler = handlers[0]
-    assert isinstance(handler, logging.StreamHandler)
-    return handler
-
-
-@contextmanager
-def captured_log() -> Iterator[io.StringIO]:
-    """What the service's log handler writes (to stderr in production), as text."""
-    handler = probboard_handler()
-    buffer = io.StringIO()
-    previous = handler.setStream(buffer)
-    try:
-        yield buffer
-    finally:
-        if previous is not None:
-            handler.setStream(previous)
 
 
 def json_lines(text: str) -> list[dict[str, Any]]:
