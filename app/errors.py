@@ -81,7 +81,8 @@ def error_response(
     return response
 
 
-def _handle_api_error(error: ApiError) -> Response:
+def api_error_response(error: ApiError) -> Response:
+    """The ErrorResponse for ``error`` (what raising it from a view would answer)."""
     return error_response(
         error.status, error.code, error.message, error.retry_after_ms, error.headers
     )
@@ -110,6 +111,6 @@ def _handle_unexpected(error: Exception) -> Response:
 
 def init_app(app: Flask) -> None:
     """Register the handlers that turn every error into an ErrorResponse."""
-    app.register_error_handler(ApiError, _handle_api_error)
+    app.register_error_handler(ApiError, api_error_response)
     app.register_error_handler(HTTPException, _handle_http_exception)
     app.register_error_handler(Exception, _handle_unexpected)

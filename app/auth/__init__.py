@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
-from flask import Flask, Request, current_app, g, request
+from flask import Flask, Request, Response, current_app, g, request
+from flask.sessions import SessionInterface, SessionMixin
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.accounts.models import utcnow
@@ -144,10 +145,24 @@ def authenticator() -> Authenticator:
     return auth
 
 
+class NoFlaskSessions(SessionInterface):
+    """Flask's signed-cookie session is never used (sessions are the ``probboard_session``
+    cookie, looked up in the store); Flask's default would build a signer per request."""
+
+    def open_session(self, app: Flask, request: Request) -> None:
+        """No session: Flask falls back to its null session."""
+        return None
+
+    def save_session(self, app: Flask, session: SessionMixin, response: Response) -> None:
+        """Nothing to save."""
+        return None
+
+
 def init_app(app: Flask) -> None:
     """Create the app's authenticator; pending key uses are written when the worker exits."""
     auth = Authenticator(app)
     app.extensions[AUTH_KEY] = auth
+    app.session_interface = NoFlaskSessions()
     # Registered before the limiter's own hook (see create_app): limits depend on the plan.
     app.before_request(_identify_marked_views)
     on_worker_exit(app, auth.usage.flush)

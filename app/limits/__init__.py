@@ -3,8 +3,9 @@
 - ``/api/probboard/latest``: guests by client address (``GUEST_RATE_LIMIT``), accounts by
   account with their plan's limit (``USER_RATE_LIMIT``, ``VIP_PRO_RATE_LIMIT``); ``admin``,
   ``/api/health`` and OPTIONS are never limited.
-- Failed key attempts per client address (``AUTH_FAILURE_LIMIT``): a request that presents a
-  key counts only when answered 401; over the limit, requests presenting a key get 429.
+- Failed key attempts per client address (``AUTH_FAILURE_LIMIT``, ``failures.py``): a request
+  that presents a key counts only when answered 401; over the limit, requests presenting a
+  key get 429.
 
 Strategy: sliding window counter. A fixed window lets a client spend two windows' worth
 at a boundary; a moving window is exact but keeps one entry per request (memory and Lua work
@@ -31,14 +32,14 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from app.auth import credentials_failed, peek_identity
 from app.auth.credentials import presents_key
 from app.config import Settings
-from app.errors import error_response
+from app.errors import api_error_response, error_response
 from app.extensions import settings_of
 from app.limits import failover
+from app.limits.failures import FailureThrottle
 from app.plans import ADMIN, USER, VIP_PRO
 
 log = logging.getLogger(__name__)
 
-AUTH_FAILURE_SCOPE = "auth-failures"
 LIMITED_METHODS = ["get", "head"]
 
 
@@ -87,8 +88,8 @@ def limiter_of(app: Flask) -> Limiter:
 
 
 def _apply_limits(limiter: Limiter) -> None:
-    """Attach the limits to the endpoints' blueprints (one blueprint per endpoint)."""
-    from app.api import keys_verify, latest, stream
+    """Attach the board limit to the ``/latest`` blueprint (one blueprint per endpoint)."""
+    from app.api import latest
 
     limiter.limit(
         board_limit,
@@ -96,16 +97,28 @@ def _apply_limits(limiter: Limiter) -> None:
         exempt_when=_exempt_from_board_limit,
         methods=LIMITED_METHODS,
     )(latest.bp)
-    failures = limiter.shared_limit(
-        lambda: settings_of(current_app).auth_failure_limit,
-        scope=AUTH_FAILURE_SCOPE,
-        key_func=client_address,
-        deduct_when=lambda response: response.status_code == 401,
-        exempt_when=lambda: not presents_key(request),
-        methods=LIMITED_METHODS,
-    )
-    for blueprint in (latest.bp, keys_verify.bp, stream.bp):
-        failures(blueprint)
+
+
+def _failure_hooks(app: Flask, throttle: FailureThrottle) -> None:
+    """Refuse blocked addresses before anything else runs; count the 401s that presented a key."""
+    from app.api import keys_verify, latest, stream
+
+    guarded = {bp.name for bp in (latest.bp, keys_verify.bp, stream.bp)}
+
+    def refuse_blocked() -> None:
+        if request.blueprint in guarded and presents_key(request):
+            throttle.check(client_address())
+
+    def count_failure(response: Response) -> Response:
+        if response.status_code == 401 and request.blueprint in guarded and presents_key(request):
+            refusal = throttle.failed(client_address())
+            if refusal is not None:
+                return api_error_response(refusal)
+        return response
+
+    # First of all before-request hooks: a blocked address gets no key lookup at all.
+    app.before_request_funcs.setdefault(None, []).insert(0, refuse_blocked)
+    app.after_request(count_failure)
 
 
 def retry_after_ms() -> int:
@@ -169,5 +182,8 @@ def init_app(app: Flask) -> None:
     limiter.init_app(app)
     app.extensions[LIMITER_KEY] = limiter
     _apply_limits(limiter)
+    _failure_hooks(
+        app, FailureThrottle(limiter.storage, settings.auth_failure_limit, key_prefix="probboard")
+    )
     app.register_error_handler(RateLimitExceeded, _too_many)
     app.after_request(_rate_limit_headers)

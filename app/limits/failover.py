@@ -6,6 +6,11 @@ This storage (scheme ``probboard+redis://``) makes the switch itself, for every 
 Redis error sends that call, and the following ones, to a per-process memory storage
 (logged once per outage); every ``PROBE_S`` seconds one call tries Redis again and, when
 it answers, counting goes back to Redis (logged once).
+
+In Redis, a sliding-window hit is one Lua script (``sliding_window.lua``) that also reports
+the window, sent through a ``ScriptBatcher`` with the hits of concurrent requests. The
+window it reports is kept for the request (a context variable: per thread, per greenlet)
+so the X-RateLimit headers read right after the hit need no second round trip.
 """
 
 from __future__ import annotations
@@ -14,16 +19,27 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from contextvars import ContextVar
+from importlib import resources
+from typing import Any, TypeVar, cast
 
 from limits.storage import MemoryStorage, RedisStorage
 from limits.storage.base import SlidingWindowCounterSupport, Storage
+from redis import Redis
+
+from app.limits.batching import ScriptBatcher
 
 log = logging.getLogger(__name__)
 
 SCHEME = "probboard+redis"
 PROBE_S = 2.0
 T = TypeVar("T")
+Window = tuple[int, float, int, float]
+# How long a window reported by a hit may stand in for reading it again (same request).
+REPORTED_WINDOW_S = 1.0
+_reported: ContextVar[tuple[str, float, Window] | None] = ContextVar(
+    "probboard_reported_window", default=None
+)
 
 
 class FailoverStorage(Storage, SlidingWindowCounterSupport):
@@ -34,6 +50,10 @@ class FailoverStorage(Storage, SlidingWindowCounterSupport):
     def __init__(self, uri: str, wrap_exceptions: bool = False, **options: Any) -> None:
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
         self.redis = RedisStorage(uri.replace("probboard+", "", 1), **options)
+        script = resources.files("app.limits").joinpath("sliding_window.lua").read_text()
+        # limits builds a redis-py client for redis:// URIs (typed as its own protocol).
+        client = cast(Redis, self.redis.get_connection())
+        self._sliding_window = ScriptBatcher(client, script)
         self.memory = MemoryStorage()
         self._down = False
         self._next_probe = 0.0
@@ -109,23 +129,48 @@ class FailoverStorage(Storage, SlidingWindowCounterSupport):
         self.memory.clear(key)
         self._call(lambda: self.redis.clear(key), lambda: None)
 
+    def _window_keys(self, key: str) -> list[str]:
+        current = self.redis.prefixed_key(f"{{{key}}}")
+        return [f"{current}/previous", current]
+
+    def _redis_window(self, key: str, limit: int, expiry: int, amount: int) -> tuple[bool, Window]:
+        taken, previous, previous_ttl, current, current_ttl = self._sliding_window(
+            self._window_keys(key), [limit, expiry, amount]
+        )
+        window = (int(previous), int(previous_ttl) / 1000, int(current), int(current_ttl) / 1000)
+        return bool(taken), window
+
+    def _redis_acquire(self, key: str, limit: int, expiry: int, amount: int) -> bool:
+        taken, window = self._redis_window(key, limit, expiry, amount)
+        _reported.set((key, time.monotonic() + REPORTED_WINDOW_S, window))
+        return taken
+
     def acquire_sliding_window_entry(
         self, key: str, limit: int, expiry: int, amount: int = 1
     ) -> bool:
         """Count a hit in the sliding window unless over ``limit``."""
         return self._call(
-            lambda: self.redis.acquire_sliding_window_entry(key, limit, expiry, amount),
+            lambda: self._redis_acquire(key, limit, expiry, amount),
             lambda: self.memory.acquire_sliding_window_entry(key, limit, expiry, amount),
         )
 
-    def get_sliding_window(self, key: str, expiry: int) -> tuple[int, float, int, float]:
-        """The previous and current window counts and their expiries."""
+    def get_sliding_window(self, key: str, expiry: int) -> Window:
+        """The previous and current window counts and their expiries.
+
+        Right after a hit on ``key`` in this request, the window that hit reported.
+        """
+        reported = _reported.get()
+        if reported is not None and reported[0] == key:
+            _reported.set(None)
+            if time.monotonic() < reported[1] and not self._down:
+                return reported[2]
         return self._call(
-            lambda: self.redis.get_sliding_window(key, expiry),
+            lambda: self._redis_window(key, 0, expiry, 0)[1],
             lambda: self.memory.get_sliding_window(key, expiry),
         )
 
     def clear_sliding_window(self, key: str, expiry: int) -> None:
         """Clear a sliding window in both storages."""
         self.memory.clear_sliding_window(key, expiry)
-        self._call(lambda: self.redis.clear_sliding_window(key, expiry), lambda: None)
+        keys = self._window_keys(key)
+        self._call(lambda: self.redis.get_connection().delete(*keys), lambda: 0)

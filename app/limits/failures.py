@@ -1,0 +1,86 @@
+"""Failed key attempts per client address (``AUTH_FAILURE_LIMIT``), at no cost to good keys.
+
+A request that presents a key and is answered 401 counts one failure, in the shared
+sliding-window storage (Redis when it answers). When a failure finds the address at its
+limit, this worker blocks the address until the window has room again: from then on every
+request from it that presents a key, good or bad, gets 429 at once. Good keys must be
+refused too, or a blocked guesser would still learn which key is right.
+
+Only failures reach the storage; a request with a good key costs a lookup in this
+worker's (usually empty) table of blocked addresses and no round trip. Another worker
+learns of a block at its own first failure from that address, which a guesser, whose
+attempts are nearly all failures, meets at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+
+from limits import RateLimitItem, parse
+from limits.storage import Storage
+from limits.strategies import SlidingWindowCounterRateLimiter
+
+from app.errors import ApiError
+
+log = logging.getLogger(__name__)
+
+SCOPE = "auth-failures"
+
+
+def too_many_failures(retry_after_ms: int) -> ApiError:
+    """The 429 for an address over its failed-attempt limit."""
+    return ApiError(
+        429,
+        "rate_limited",
+        "Too many failed key attempts from this address; retry after the delay given.",
+        retry_after_ms=retry_after_ms,
+    )
+
+
+class FailureThrottle:
+    """Counts failed key attempts per address and blocks an address over its limit."""
+
+    def __init__(self, storage: Storage, limit: str, key_prefix: str) -> None:
+        self._item: RateLimitItem = parse(limit)
+        self._strategy = SlidingWindowCounterRateLimiter(storage)
+        self._prefix = key_prefix
+        self._blocked: dict[str, float] = {}  # address -> time.time() the block ends
+        self._lock = threading.Lock()
+
+    def check(self, address: str) -> None:
+        """Raise the 429 when ``address`` is blocked in this worker."""
+        if not self._blocked:
+            return
+        with self._lock:
+            until = self._blocked.get(address)
+            if until is None:
+                return
+            left = until - time.time()
+            if left <= 0:
+                del self._blocked[address]
+                return
+        raise too_many_failures(math.ceil(left * 1000))
+
+    def failed(self, address: str) -> ApiError | None:
+        """Count a failed attempt from ``address``; the 429 to answer instead when it was
+        already over the limit (the address is then blocked here too)."""
+        identifiers = (self._prefix, SCOPE, address)
+        counted = self._strategy.hit(self._item, *identifiers)
+        stats = self._strategy.get_window_stats(self._item, *identifiers)
+        if counted and stats.remaining > 0:
+            return None
+        with self._lock:
+            self._blocked[address] = stats.reset_time
+            self._forget_ended()
+        log.info("failed key attempts from %s exceeded %s", address, self._item)
+        if counted:
+            return None  # the attempt that reached the limit is answered as it was
+        return too_many_failures(max(1, math.ceil((stats.reset_time - time.time()) * 1000)))
+
+    def _forget_ended(self) -> None:
+        now = time.time()
+        for address in [a for a, until in self._blocked.items() if until <= now]:
+            del self._blocked[address]
