@@ -1,7 +1,10 @@
-"""The one place for rate limits: flask-limiter with its counters in Redis (or memory).
+"""The one place for rate limits, with their counters in Redis (or memory).
 
-- ``/api/probboard/latest``: guests by client address (``GUEST_RATE_LIMIT``), accounts by
-  account with their plan's limit (``USER_RATE_LIMIT``, ``VIP_PRO_RATE_LIMIT``); ``admin``,
+- ``/api/probboard/latest`` for guests: flask-limiter, by client address
+  (``GUEST_RATE_LIMIT``), every request counted in Redis.
+- ``/latest`` for accounts: by account with their plan's limit (``USER_RATE_LIMIT``,
+  ``VIP_PRO_RATE_LIMIT``; ``accounts.py``): counted in the same Redis windows, with slots
+  reserved several at a time for callers that call many times a second. ``admin``,
   ``/api/health`` and OPTIONS are never limited.
 - Failed key attempts per client address (``AUTH_FAILURE_LIMIT``, ``failures.py``): a request
   that presents a key counts only when answered 401; over the limit, requests presenting a
@@ -25,8 +28,9 @@ import logging
 import math
 import time
 
-from flask import Flask, Response, current_app, request
+from flask import Flask, Response, current_app, g, request
 from flask_limiter import Limiter, RateLimitExceeded
+from limits import parse_many
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app.auth import credentials_failed, peek_identity
@@ -35,12 +39,15 @@ from app.config import Settings
 from app.errors import api_error_response, error_response
 from app.extensions import settings_of
 from app.limits import failover
+from app.limits.accounts import AccountLimits, Quota
 from app.limits.failures import FailureThrottle
-from app.plans import ADMIN, USER, VIP_PRO
+from app.plans import USER, VIP_PRO
 
 log = logging.getLogger(__name__)
 
 LIMITED_METHODS = ["get", "head"]
+KEY_PREFIX = "probboard"
+LIMITER_KEY = "probboard.limiter"
 
 
 def client_address() -> str:
@@ -48,37 +55,15 @@ def client_address() -> str:
     return request.remote_addr or "unknown"
 
 
-def caller_key() -> str:
-    """Accounts are counted per account, guests per address; never raises, never empty."""
-    identity = peek_identity()
-    if identity is not None:
-        return f"account:{identity.account_id}"
+def guest_key() -> str:
+    """Guests are counted per address; never raises, never empty."""
     return f"address:{client_address()}"
 
 
-def _plan_limit(settings: Settings, plan: str | None) -> str:
-    if plan == USER:
-        return settings.user_rate_limit
-    if plan == VIP_PRO:
-        return settings.vip_pro_rate_limit
-    return settings.guest_rate_limit
-
-
-def board_limit() -> str:
-    """The limit for the current caller's plan."""
-    identity = peek_identity()
-    return _plan_limit(settings_of(current_app), identity.plan if identity else None)
-
-
-def _exempt_from_board_limit() -> bool:
-    # Refused credentials are counted by the failed-attempt limit instead.
-    if credentials_failed():
-        return True
-    identity = peek_identity()
-    return identity is not None and identity.plan == ADMIN
-
-
-LIMITER_KEY = "probboard.limiter"
+def _not_a_guest() -> bool:
+    # Accounts have limits of their own (accounts.py); refused credentials are counted by
+    # the failed-attempt limit. Checked first by flask-limiter, before any of its work.
+    return peek_identity() is not None or credentials_failed()
 
 
 def limiter_of(app: Flask) -> Limiter:
@@ -87,16 +72,26 @@ def limiter_of(app: Flask) -> Limiter:
     return limiter
 
 
-def _apply_limits(limiter: Limiter) -> None:
-    """Attach the board limit to the ``/latest`` blueprint (one blueprint per endpoint)."""
+def _guest_limit(limiter: Limiter, settings: Settings) -> None:
+    """Attach the guests' limit to the ``/latest`` blueprint (one blueprint per endpoint)."""
     from app.api import latest
 
-    limiter.limit(
-        board_limit,
-        key_func=caller_key,
-        exempt_when=_exempt_from_board_limit,
-        methods=LIMITED_METHODS,
-    )(latest.bp)
+    limiter.request_filter(_not_a_guest)
+    limiter.limit(settings.guest_rate_limit, key_func=guest_key, methods=LIMITED_METHODS)(latest.bp)
+
+
+def _account_hooks(app: Flask, accounts: AccountLimits) -> None:
+    """Count an account's ``/latest`` reads against its plan; say where it stands."""
+    from app.api import latest
+
+    def admit_account() -> None:
+        identity = peek_identity()
+        if identity is None or request.blueprint != latest.bp.name:
+            return
+        if request.method in ("GET", "HEAD") and not credentials_failed():
+            g.account_quota = accounts.admit(identity.account_id, identity.plan)
+
+    app.before_request(admit_account)
 
 
 def _failure_hooks(app: Flask, throttle: FailureThrottle) -> None:
@@ -122,7 +117,7 @@ def _failure_hooks(app: Flask, throttle: FailureThrottle) -> None:
 
 
 def retry_after_ms() -> int:
-    """Milliseconds until the breached limit of this request has room again (at least 1)."""
+    """Milliseconds until the breached guest limit of this request has room (at least 1)."""
     current = limiter_of(current_app).current_limit
     if current is None:
         return 1000
@@ -140,21 +135,38 @@ def _too_many(error: RateLimitExceeded) -> Response:
 
 
 def _rate_limit_headers(response: Response) -> Response:
-    current = limiter_of(current_app).current_limit
-    if current is None:
-        return response
-    try:
-        reset_at, remaining = current.window
-    except Exception:  # storage trouble: the answer matters more than its headers
-        return response
-    response.headers["X-RateLimit-Limit"] = str(current.limit.amount)
+    quota: Quota | None = g.get("account_quota")
+    if quota is not None:
+        limit, remaining, reset_at = quota.limit, quota.remaining, quota.reset_at
+    else:
+        current = limiter_of(current_app).current_limit
+        if current is None:
+            return response
+        try:
+            reset_at, remaining = current.window
+        except Exception:  # storage trouble: the answer matters more than its headers
+            return response
+        limit = current.limit.amount
+    response.headers["X-RateLimit-Limit"] = str(limit)
     response.headers["X-RateLimit-Remaining"] = str(max(0, remaining))
     response.headers["X-RateLimit-Reset"] = str(math.ceil(reset_at))
     return response
 
 
+def _storage_uri(settings: Settings) -> str:
+    if not settings.uses_redis:
+        return "memory://"
+    uri = f"{failover.SCHEME}://" + settings.redis_url.split("://", 1)[1]
+    if settings.redis_url.startswith("rediss://"):
+        uri = uri.replace(failover.SCHEME, failover.SCHEME + "s", 1)
+    # Short timeouts, so a hung Redis cannot hold requests long (redis-py reads them
+    # from the URL as floats).
+    separator = "&" if "?" in uri else "?"
+    return uri + f"{separator}socket_connect_timeout=0.25&socket_timeout=0.5"
+
+
 def init_app(app: Flask) -> None:
-    """Give ``app`` its limiter: counters on ``REDIS_URL``, ProxyFix for trusted hops.
+    """Give ``app`` its limits: counters on ``REDIS_URL``, ProxyFix for trusted hops.
 
     Called after the blueprints are registered (the limits attach to them) and after the
     authenticator (whose hook must run before the limiter's: limits depend on the plan).
@@ -163,27 +175,27 @@ def init_app(app: Flask) -> None:
     if settings.trusted_proxies:
         hops = settings.trusted_proxies
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
-    storage_uri = "memory://"
-    if settings.uses_redis:
-        storage_uri = f"{failover.SCHEME}://" + settings.redis_url.split("://", 1)[1]
-        if settings.redis_url.startswith("rediss://"):
-            storage_uri = storage_uri.replace(failover.SCHEME, failover.SCHEME + "s", 1)
-        # Short timeouts, so a hung Redis cannot hold requests long (redis-py reads them
-        # from the URL as floats).
-        separator = "&" if "?" in storage_uri else "?"
-        storage_uri += f"{separator}socket_connect_timeout=0.25&socket_timeout=0.5"
     limiter = Limiter(
         key_func=client_address,
         headers_enabled=False,
-        storage_uri=storage_uri,
+        storage_uri=_storage_uri(settings),
         strategy="sliding-window-counter",
-        key_prefix="probboard",
+        key_prefix=KEY_PREFIX,
     )
     limiter.init_app(app)
     app.extensions[LIMITER_KEY] = limiter
-    _apply_limits(limiter)
+    _guest_limit(limiter, settings)
+    plans = {USER: settings.user_rate_limit, VIP_PRO: settings.vip_pro_rate_limit}
+    workers = settings.web_concurrency if settings.uses_redis else 1
+    accounts = AccountLimits(
+        limiter.storage,
+        {plan: list(parse_many(limit)) for plan, limit in plans.items()},
+        workers=workers,
+        key_prefix=KEY_PREFIX,
+    )
+    _account_hooks(app, accounts)
     _failure_hooks(
-        app, FailureThrottle(limiter.storage, settings.auth_failure_limit, key_prefix="probboard")
+        app, FailureThrottle(limiter.storage, settings.auth_failure_limit, key_prefix=KEY_PREFIX)
     )
     app.register_error_handler(RateLimitExceeded, _too_many)
     app.after_request(_rate_limit_headers)

@@ -19,7 +19,7 @@ import math
 import threading
 import time
 
-from limits import RateLimitItem, parse
+from limits import RateLimitItem, parse_many
 from limits.storage import Storage
 from limits.strategies import SlidingWindowCounterRateLimiter
 
@@ -44,9 +44,10 @@ class FailureThrottle:
     """Counts failed key attempts per address and blocks an address over its limit."""
 
     def __init__(self, storage: Storage, limit: str, key_prefix: str) -> None:
-        self._item: RateLimitItem = parse(limit)
+        self._items: list[RateLimitItem] = sorted(parse_many(limit))
         self._strategy = SlidingWindowCounterRateLimiter(storage)
         self._prefix = key_prefix
+        self._limit_text = limit
         self._blocked: dict[str, float] = {}  # address -> time.time() the block ends
         self._lock = threading.Lock()
 
@@ -68,17 +69,23 @@ class FailureThrottle:
         """Count a failed attempt from ``address``; the 429 to answer instead when it was
         already over the limit (the address is then blocked here too)."""
         identifiers = (self._prefix, SCOPE, address)
-        counted = self._strategy.hit(self._item, *identifiers)
-        stats = self._strategy.get_window_stats(self._item, *identifiers)
-        if counted and stats.remaining > 0:
+        refused = False
+        full_until: float | None = None
+        for item in self._items:
+            counted = self._strategy.hit(item, *identifiers)
+            stats = self._strategy.get_window_stats(item, *identifiers)
+            refused = refused or not counted
+            if not counted or stats.remaining <= 0:
+                full_until = max(full_until or 0.0, stats.reset_time)
+        if full_until is None:
             return None
         with self._lock:
-            self._blocked[address] = stats.reset_time
+            self._blocked[address] = full_until
             self._forget_ended()
-        log.info("failed key attempts from %s exceeded %s", address, self._item)
-        if counted:
+        log.info("failed key attempts from %s exceeded %s", address, self._limit_text)
+        if not refused:
             return None  # the attempt that reached the limit is answered as it was
-        return too_many_failures(max(1, math.ceil((stats.reset_time - time.time()) * 1000)))
+        return too_many_failures(max(1, math.ceil((full_until - time.time()) * 1000)))
 
     def _forget_ended(self) -> None:
         now = time.time()

@@ -1,0 +1,259 @@
+"""Per-account limits on ``/latest`` (``USER_RATE_LIMIT``, ``VIP_PRO_RATE_LIMIT``): exact, and
+almost free for the callers who call most.
+
+Every request served is counted in the shared sliding window (Redis, through the limiter's
+storage) before it is served, so an account never gets more than its limit, whichever
+workers and machines serve it. What changes with the caller's pace is how many slots one
+round trip takes:
+
+- a caller polling at its plan's ``refreshMs`` takes one slot per request: one round
+  trip, batched with the other requests of the moment (``batching.py``);
+- a caller sending many requests makes its worker reserve several slots at once (enough
+  for its pace over the next ``AHEAD_S``, at most a tenth of the room left in its window
+  shared among the workers) and hand them out locally; the next reservation is made
+  while a third of the slots are still left, so nobody waits for one.
+
+A reserved slot is counted when it is reserved, so reserving never admits more than the
+limit; slots not handed out within ``HOLD_S`` are dropped (counted, never served). Only a
+caller sending more than one request per ``PACE_S`` per worker ever reserves, and when its
+burst stops it loses at most ``AHEAD_S`` of its pace.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import dataclass, field
+
+from limits import RateLimitItem
+from limits.storage import Storage
+from limits.storage.base import SlidingWindowCounterSupport
+
+from app.errors import ApiError
+
+# A caller's pace is measured over PACE_S; a reservation covers AHEAD_S of it (long next
+# to a round trip on a busy worker, short next to any window); held slots last HOLD_S.
+PACE_S = 0.1
+AHEAD_S = 0.3
+HOLD_S = 1.0
+# A request finding a reservation in flight waits for it (at most this long, this often).
+IN_FLIGHT_WAIT_S = 1.0
+WAITS = 3
+# Past this many accounts in a worker's table, those idle for a while are forgotten.
+TABLE_SIZE = 4096
+
+
+@dataclass(frozen=True)
+class Quota:
+    """What the X-RateLimit headers say after a request was admitted."""
+
+    limit: int
+    remaining: int
+    reset_at: float
+
+
+@dataclass
+class _Account:
+    keys: list[str]
+    held: int = 0
+    held_until: float = 0.0
+    in_flight: threading.Event | None = None  # set when a reservation comes back
+    low_water: int = 0  # below this many held slots, the next request reserves more
+    pace_since: float = 0.0
+    pace_count: int = 0
+    last_pace: int = 0
+    # Per limit of the plan, at the last reservation: the window's weighted count and
+    # when it next has room.
+    counted: list[int] = field(default_factory=list)
+    reset_at: list[float] = field(default_factory=list)
+
+
+def too_many(item: RateLimitItem, retry_after_ms: int) -> ApiError:
+    """The 429 for an account over its plan's limit (worded as the guests' one)."""
+    return ApiError(
+        429,
+        "rate_limited",
+        f"Too many requests ({item}); retry after the delay given.",
+        retry_after_ms=retry_after_ms,
+    )
+
+
+class AccountLimits:
+    """Admits or refuses an account's requests against its plan's limits."""
+
+    def __init__(
+        self,
+        storage: Storage,
+        limits: dict[str, list[RateLimitItem]],
+        workers: int,
+        key_prefix: str,
+    ) -> None:
+        if not isinstance(storage, SlidingWindowCounterSupport):
+            raise TypeError(f"{type(storage).__name__} has no sliding window counters")
+        self._storage: SlidingWindowCounterSupport = storage
+        self._limits = {plan: sorted(items) for plan, items in limits.items() if items}
+        self._workers = max(1, workers)
+        self._prefix = key_prefix
+        self._accounts: dict[tuple[int, str], _Account] = {}
+        self._lock = threading.Lock()
+
+    def admit(self, account_id: int, plan: str) -> Quota | None:
+        """Count one request of the account; raises the 429 when it is over its plan's limit.
+
+        None for a plan without limits (admin).
+        """
+        items = self._limits.get(plan)
+        if items is None:
+            return None
+        now = time.time()
+        with self._lock:
+            account = self._account(account_id, plan, items, now)
+            self._measure_pace(account, now)
+        for _ in range(WAITS):
+            served: Quota | None = None
+            refill = 0
+            in_flight: threading.Event | None = None
+            with self._lock:
+                if now >= account.held_until:
+                    account.held = 0
+                if account.held > 0:
+                    account.held -= 1
+                    served = self._quota(items, account)
+                    if account.in_flight is None and account.held < account.low_water:
+                        # Running low: reserve more now, before anyone has to wait for it.
+                        refill = self._reservation_size(items, account)
+                        if refill > 1:
+                            account.in_flight = threading.Event()
+                else:
+                    full = self._full(items, account, now)
+                    if full is not None:
+                        # Over the limit until then: no round trip could say otherwise.
+                        raise self._refusal(items, account, full, now)
+                    in_flight = account.in_flight
+                    if in_flight is None:
+                        want = self._reservation_size(items, account)
+                        if want > 1:
+                            account.in_flight = threading.Event()
+                        break
+            if served is not None:
+                if refill > 1:
+                    self._reserve(account, items, refill, for_self=False)
+                return served
+            if in_flight is not None:
+                # Another request is reserving for this account: share what it brings.
+                in_flight.wait(IN_FLIGHT_WAIT_S)
+            now = time.time()
+        else:
+            want = 1  # still nothing for us: take our own slot
+        if self._reserve(account, items, want, for_self=True):
+            with self._lock:
+                return self._quota(items, account)
+        raise self._refusal(items, account, self._full(items, account, now) or 0, now)
+
+    def _reservation_size(self, items: list[RateLimitItem], account: _Account) -> int:
+        """How many slots to take at once: the caller's recent pace, within a fair share."""
+        room = min(i.amount - c for i, c in zip(items, account.counted, strict=True))
+        ahead = math.ceil(account.last_pace * AHEAD_S / PACE_S)
+        return max(1, min(ahead, room // (10 * self._workers)))
+
+    def _reserve(
+        self, account: _Account, items: list[RateLimitItem], want: int, for_self: bool
+    ) -> bool:
+        """Take ``want`` slots (one for this request when ``for_self``); True when taken."""
+        owns_flight = want > 1
+        try:
+            taken, windows = self._take(account, items, want)
+            if not taken and want > 1 and for_self:
+                taken, windows = self._take(account, items, 1)
+                want = 1
+            now = time.time()
+            with self._lock:
+                summaries = [_summary(i, w, now) for i, w in zip(items, windows, strict=True)]
+                account.counted = [counted for counted, _ in summaries]
+                account.reset_at = [reset_at for _, reset_at in summaries]
+                if taken:
+                    account.held += want - 1 if for_self else want
+                    account.held_until = now + HOLD_S
+                    account.low_water = want // 3
+            return taken
+        finally:
+            if owns_flight:
+                with self._lock:
+                    in_flight, account.in_flight = account.in_flight, None
+                if in_flight is not None:
+                    in_flight.set()
+
+    @staticmethod
+    def _full(items: list[RateLimitItem], account: _Account, now: float) -> int | None:
+        """The first limit with no room left until its reset, if any."""
+        for i, item in enumerate(items):
+            if account.counted[i] >= item.amount and now < account.reset_at[i]:
+                return i
+        return None
+
+    @staticmethod
+    def _refusal(items: list[RateLimitItem], account: _Account, full: int, now: float) -> ApiError:
+        retry_ms = max(1, math.ceil((account.reset_at[full] - now) * 1000))
+        return too_many(items[full], retry_ms)
+
+    def _account(
+        self, account_id: int, plan: str, items: list[RateLimitItem], now: float
+    ) -> _Account:
+        account = self._accounts.get((account_id, plan))
+        if account is None:
+            if len(self._accounts) >= TABLE_SIZE:
+                self._forget_idle(now)
+            keys = [i.key_for(self._prefix, f"account:{account_id}", "latest") for i in items]
+            account = _Account(keys, counted=[0] * len(items), reset_at=[now] * len(items))
+            self._accounts[(account_id, plan)] = account
+        return account
+
+    @staticmethod
+    def _measure_pace(account: _Account, now: float) -> None:
+        elapsed = now - account.pace_since
+        if elapsed >= PACE_S or elapsed < 0:
+            account.last_pace = account.pace_count if elapsed < 2 * PACE_S else 0
+            account.pace_since = now
+            account.pace_count = 0
+        account.pace_count += 1
+
+    def _take(
+        self, account: _Account, items: list[RateLimitItem], amount: int
+    ) -> tuple[bool, list[_Window]]:
+        """Take ``amount`` from every limit (as flask-limiter does: each one it reaches)."""
+        taken = True
+        windows = []
+        for key, item in zip(account.keys, items, strict=True):
+            expiry = item.get_expiry()
+            if taken:
+                taken = self._storage.acquire_sliding_window_entry(key, item.amount, expiry, amount)
+            windows.append(self._storage.get_sliding_window(key, expiry))
+        return taken, windows
+
+    @staticmethod
+    def _quota(items: list[RateLimitItem], account: _Account) -> Quota:
+        tightest = min(range(len(items)), key=lambda i: items[i].amount - account.counted[i])
+        item = items[tightest]
+        remaining = max(0, item.amount - account.counted[tightest]) + account.held
+        return Quota(item.amount, min(item.amount, remaining), account.reset_at[tightest])
+
+    def _forget_idle(self, now: float) -> None:
+        idle = [k for k, a in self._accounts.items() if now - a.pace_since > 1.0]
+        for k in idle:
+            del self._accounts[k]
+
+
+_Window = tuple[int, float, int, float]
+
+
+def _summary(item: RateLimitItem, window: _Window, now: float) -> tuple[int, float]:
+    """The window's weighted count and when it next has room (as limits computes them)."""
+    previous, previous_ttl, current, current_ttl = window
+    expiry = item.get_expiry()
+    counted = math.floor(previous * previous_ttl / expiry + current)
+    if not (previous or current):
+        return counted, now
+    previous_reset_in = previous_ttl % (expiry / previous) if previous else math.inf
+    current_reset_in = current_ttl % expiry if current else math.inf
+    return counted, now + min(previous_reset_in, current_reset_in)
