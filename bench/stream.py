@@ -5,7 +5,8 @@ gunicorn (gevent workers, the project's gunicorn.conf.py), then runs bench.strea
 with N clients from this machine and reports publish-to-receive latency (p50, p99, max),
 delivery (boards received / boards published), errors, stalled clients and the server's
 memory per stream (RSS of the workers with N streams minus idle, divided by N). The
-baseline of the same run is the latency with a single client.
+baseline of the same run is the latency with a single client. Each size runs against a
+freshly started gunicorn (same Redis, refresher and key).
 
     python -m bench.stream [--clients 10000] [--seconds 20] [--workers 2]
 """
@@ -110,6 +111,23 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def start_web(env: dict[str, str], log: Path) -> tuple[Process, int]:
+    """gunicorn with the project's settings on a free port, answering and settled."""
+    port = free_port()
+    web = Process(
+        [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "-b", f"127.0.0.1:{port}",
+         "wsgi:app"], env, log,
+    )  # fmt: skip
+    for _ in range(100):
+        try:
+            if get(f"http://127.0.0.1:{port}/api/health", timeout=1)[0] == 200:
+                break
+        except OSError:
+            time.sleep(0.2)
+    time.sleep(2)  # both workers up and subscribed
+    return web, port
+
+
 def main() -> int:
     """Run the benchmark and print the table."""
     parser = argparse.ArgumentParser(description=__doc__)
@@ -140,33 +158,27 @@ def main() -> int:
                                  check=True, capture_output=True, text=True)  # fmt: skip
         key = created.stdout.split()[-1]
         refresher = Process([*flask, "refresher"], env, workdir / "refresher.log")
-        port = free_port()
-        web = Process(
-            [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "-b", f"127.0.0.1:{port}",
-             "wsgi:app"], env, workdir / "gunicorn.log",
-        )  # fmt: skip
+        web: Process | None = None
         try:
-            for _ in range(100):
-                try:
-                    if get(f"http://127.0.0.1:{port}/api/health", timeout=1)[0] == 200:
-                        break
-                except OSError:
-                    time.sleep(0.2)
-            time.sleep(2)
             for clients in [1, *args.clients]:
+                # A fresh server per size: one run's closed streams, heap and sockets do
+                # not weigh on the next, and the idle memory is a clean baseline.
+                web, port = start_web(env, workdir / f"gunicorn-{clients}.log")
                 idle = worker_rss_kb(web.pid)
                 procs = min(args.client_procs, clients)
                 row = run_clients(port, key, clients, args.seconds, web.pid, procs)
                 row["rss_idle_kb"] = idle
                 row["kb_per_stream"] = (row["rss_loaded_kb"] - idle) / max(1, row["connected"])
                 rows.append(row)
-                time.sleep(3)  # let the server drop the closed streams
+                if row["errors"]:
+                    print(f"gunicorn log (tail), for the errors:\n{web.output()[-3000:]}")
+                web.stop()
+                web = None
         finally:
-            web.stop()
+            if web is not None:
+                web.stop()
             refresher.stop()
             redis.stop()
-            if any(row["errors"] for row in rows):
-                print("gunicorn log (tail), for the errors:\n" + web.output()[-3000:])
 
     print(f"{'clients':>8} {'conn':>6} {'err':>5} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>8} "
           f"{'deliv':>6} {'stall':>5} {'KB/strm':>8}")  # fmt: skip
