@@ -49,3 +49,15 @@ def worker_exit(server: Any, worker: Any) -> None:
 # gunicorn 24+ opens a control socket at a fixed path by default; two services on one
 # machine (or a test run beside a deployment) would fight over it, and we do not use it.
 control_socket_disable = True
+
+
+def post_request(worker: Any, req: Any, environ: Any, resp: Any) -> None:
+    """After each request: let the worker's other connections have their turn.
+
+    A keep-alive client whose next request is already waiting would otherwise be served
+    again and again without a switch (nothing on a cached path blocks), while the other
+    connections of the worker wait: fair turns keep tail latency close to the median.
+    """
+    import gevent
+
+    gevent.sleep(0)

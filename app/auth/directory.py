@@ -67,6 +67,8 @@ class SessionRecord:
 
 
 _MISSING = object()
+# How long a request waits for another one loading the same record before it loads too.
+LOAD_WAIT_S = 2.0
 
 
 class Directory:
@@ -81,6 +83,7 @@ class Directory:
         self._keys: TTLCache[str, KeyRecord | None] = TTLCache(CACHE_SIZE, ttl)
         self._sessions: TTLCache[str, SessionRecord | None] = TTLCache(CACHE_SIZE, ttl)
         self._lock = threading.Lock()
+        self._loading: dict[str, threading.Event] = {}
         self._enabled = ttl_ms > 0
 
     def key(self, clear: str) -> KeyRecord | None:
@@ -116,26 +119,46 @@ class Directory:
     def _cached(
         self, cache: TTLCache[str, R | None], digest: str, load: Callable[[str], R | None]
     ) -> R | None:
-        if self._enabled:
+        if not self._enabled:
+            return load(digest)
+        for _ in range(2):
             with self._lock:
                 hit = cache.get(digest, _MISSING)
-            if hit is not _MISSING:
-                return hit  # type: ignore[return-value]
-        record = load(digest)
-        if self._enabled:
+                if hit is not _MISSING:
+                    return hit  # type: ignore[return-value]
+                loading = self._loading.get(digest)
+                if loading is None:
+                    loading = self._loading[digest] = threading.Event()
+                    break
+            # Another request is loading this record (an entry just expired under a busy
+            # caller): wait for its answer rather than send the same query again.
+            loading.wait(LOAD_WAIT_S)
+        else:
+            return load(digest)  # the other load failed or hangs: try our own
+        try:
+            record = load(digest)
             with self._lock:
                 cache[digest] = record
-        return record
+            return record
+        finally:
+            with self._lock:
+                del self._loading[digest]
+            loading.set()
 
     def _load_key(self, digest: str) -> KeyRecord | None:
         db = self._session()
         row = db.execute(
             select(ApiKey, Account).join(Account).where(ApiKey.key_hash == digest)
         ).first()
-        db.rollback()  # end the read transaction: nothing is held between requests
-        if row is None:
-            return None
-        key, account = row
+        try:
+            return None if row is None else self._key_record(*row)
+        finally:
+            # End the read transaction (nothing is held between requests), after the
+            # record is built: a rollback expires the rows, and reading them would query again.
+            db.rollback()
+
+    @staticmethod
+    def _key_record(key: ApiKey, account: Account) -> KeyRecord:
         return KeyRecord(
             key_id=key.id,
             key_hash=key.key_hash,
@@ -154,10 +177,13 @@ class Directory:
         row = db.execute(
             select(Session, Account).join(Account).where(Session.token_hash == digest)
         ).first()
-        db.rollback()
-        if row is None:
-            return None
-        session, account = row
+        try:
+            return None if row is None else self._session_record(*row)
+        finally:
+            db.rollback()  # after the record is built, as for keys
+
+    @staticmethod
+    def _session_record(session: Session, account: Account) -> SessionRecord:
         return SessionRecord(
             token_hash=session.token_hash,
             account_id=account.id,

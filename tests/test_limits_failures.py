@@ -1,0 +1,74 @@
+"""Failed key attempts across workers: two apps on one Redis stand for two gunicorn workers.
+
+Only failures are counted in Redis; each worker keeps its own table of blocked addresses.
+A worker that has not yet seen a failure from a blocked address learns of the block at the
+first one, and from then on refuses that address's good keys too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from app import create_app
+from app.extensions import db
+from tests.conftest import BASE_CONFIG
+from tests.support.contract import validated
+from tests.support.processes import RedisServer
+
+VERIFY = "/api/keys/verify"
+UNKNOWN_KEY = "pbk_" + "A" * 43
+
+
+@pytest.fixture
+def workers(fresh_redis: RedisServer, database_url: str) -> Iterator[list[Flask]]:
+    config = {
+        **BASE_CONFIG,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": fresh_redis.url,
+        "AUTH_FAILURE_LIMIT": "4 per minute",
+    }
+    apps = [create_app(config), create_app(config)]
+    yield apps
+    for app in apps:
+        with app.app_context():
+            db.session.remove()
+            db.engine.dispose()
+
+
+def key_of(app: Flask) -> str:
+    runner = app.test_cli_runner()
+    created = runner.invoke(args=["users", "create", "alice", "--plan", "vip_pro"])
+    assert created.exit_code == 0, created.output
+    made = runner.invoke(args=["keys", "create", "alice"])
+    assert made.exit_code == 0, made.output
+    return str(made.stdout).splitlines()[-1]
+
+
+def status(client: FlaskClient, key: str, address: str = "198.51.100.9") -> tuple[int, str]:
+    response = client.get(VERIFY, headers={"X-API-Key": key}, environ_base={"REMOTE_ADDR": address})
+    if response.status_code == 200:
+        body = response.get_json()
+        assert body["ok"] is True and body["plan"] == "vip_pro", body
+        return 200, "ok"
+    return response.status_code, str(validated("error", response.get_data())["code"])
+
+
+def test_a_block_reaches_the_other_worker_at_its_first_failure(workers: list[Flask]) -> None:
+    first, second = (app.test_client() for app in workers)
+    key = key_of(workers[0])
+
+    # Four failures on the first worker fill the address's window there.
+    assert [status(first, UNKNOWN_KEY) for _ in range(4)] == [(401, "invalid_key")] * 4
+    assert status(first, key) == (429, "rate_limited")  # blocked: even the good key
+    # The second worker has seen no failure yet: a good key is served there...
+    assert status(second, key) == (200, "ok")
+    # ...until its first failure from that address, which the shared count refuses.
+    assert status(second, UNKNOWN_KEY) == (429, "rate_limited")
+    assert status(second, key) == (429, "rate_limited")
+    # Other addresses are not affected, on either worker.
+    assert status(first, key, address="198.51.100.10") == (200, "ok")
+    assert status(second, key, address="198.51.100.10") == (200, "ok")
