@@ -6,7 +6,7 @@ with N clients from this machine and reports publish-to-receive latency (p50, p9
 delivery (boards received / boards published), errors, stalled clients and the server's
 memory per stream (RSS of the workers with N streams minus idle, divided by N). The
 baseline of the same run is the latency with a single client. Each size runs against a
-freshly started gunicorn (same Redis, refresher and key).
+freshly started gunicorn (same Redis, refresher and key), warmed up by a few streams.
 
     python -m bench.stream [--clients 10000] [--seconds 20] [--workers 2]
 """
@@ -164,6 +164,10 @@ def main() -> int:
                 # A fresh server per size: one run's closed streams, heap and sockets do
                 # not weigh on the next, and the idle memory is a clean baseline.
                 web, port = start_web(env, workdir / f"gunicorn-{clients}.log")
+                # A short warm-up, so "idle" is a worker that has served streams before (its
+                # first stream's one-time allocations are not charged to every stream).
+                run_clients(port, key, min(clients, 100), 2, web.pid, 1)
+                time.sleep(1)
                 idle = worker_rss_kb(web.pid)
                 procs = min(args.client_procs, clients)
                 row = run_clients(port, key, clients, args.seconds, web.pid, procs)

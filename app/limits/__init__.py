@@ -86,12 +86,12 @@ def _account_hooks(app: Flask, accounts: AccountLimits) -> None:
 
     def admit_account() -> None:
         identity = peek_identity()
-        if identity is None or request.blueprint != latest.bp.name:
-            return
-        if request.method in ("GET", "HEAD") and not credentials_failed():
+        if identity is not None and request.method in ("GET", "HEAD"):
             g.account_quota = accounts.admit(identity.account_id, identity.plan)
 
-    app.before_request(admit_account)
+    # A hook of this app for the /latest blueprint only (after the app-wide hooks, so the
+    # caller is identified); refused credentials leave no identity.
+    app.before_request_funcs.setdefault(latest.bp.name, []).append(admit_account)
 
 
 def _failure_hooks(app: Flask, throttle: FailureThrottle) -> None:
@@ -101,7 +101,8 @@ def _failure_hooks(app: Flask, throttle: FailureThrottle) -> None:
     guarded = {bp.name for bp in (latest.bp, keys_verify.bp, stream.bp)}
 
     def refuse_blocked() -> None:
-        if request.blueprint in guarded and presents_key(request):
+        # Nearly always nobody is blocked: answer that before looking at the request.
+        if throttle.blocking and request.blueprint in guarded and presents_key(request):
             throttle.check(client_address())
 
     def count_failure(response: Response) -> Response:

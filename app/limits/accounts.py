@@ -233,10 +233,12 @@ class AccountLimits:
 
     @staticmethod
     def _quota(items: list[RateLimitItem], account: _Account) -> Quota:
-        tightest = min(range(len(items)), key=lambda i: items[i].amount - account.counted[i])
-        item = items[tightest]
-        remaining = max(0, item.amount - account.counted[tightest]) + account.held
-        return Quota(item.amount, min(item.amount, remaining), account.reset_at[tightest])
+        tightest = 0
+        if len(items) > 1:
+            tightest = min(range(len(items)), key=lambda i: items[i].amount - account.counted[i])
+        amount = items[tightest].amount
+        remaining = max(0, amount - account.counted[tightest]) + account.held
+        return Quota(amount, min(amount, remaining), account.reset_at[tightest])
 
     def _forget_idle(self, now: float) -> None:
         idle = [k for k, a in self._accounts.items() if now - a.pace_since > 1.0]

@@ -51,6 +51,11 @@ class FailureThrottle:
         self._blocked: dict[str, float] = {}  # address -> time.time() the block ends
         self._lock = threading.Lock()
 
+    @property
+    def blocking(self) -> bool:
+        """True when this worker blocks any address (ended blocks linger until checked)."""
+        return bool(self._blocked)
+
     def check(self, address: str) -> None:
         """Raise the 429 when ``address`` is blocked in this worker."""
         if not self._blocked:
