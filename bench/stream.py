@@ -178,6 +178,7 @@ def main() -> int:
                     print(f"gunicorn log (tail), for the errors:\n{web.output()[-3000:]}")
                 web.stop()
                 web = None
+                time.sleep(5)  # let the closed connections of this size settle
         finally:
             if web is not None:
                 web.stop()
