@@ -8,28 +8,15 @@ real engine (SQLite, then PostgreSQL).
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-import pytest
 from flask import Flask
 from sqlalchemy import event
 
-from app import create_app
 from app.auth import authenticator
 from app.auth.directory import KeyRecord
 from app.extensions import db
-from tests.conftest import BASE_CONFIG
-
-
-@pytest.fixture
-def accounts_app(database_url: str) -> Iterator[Flask]:
-    app = create_app({**BASE_CONFIG, "DATABASE_URL": database_url})
-    yield app
-    with app.app_context():
-        db.session.remove()
-        db.engine.dispose()
 
 
 def test_concurrent_misses_on_one_key_send_one_query(accounts_app: Flask) -> None:

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import TypeVar
 
 from cachetools import TTLCache
-from sqlalchemy import select
+from sqlalchemy import Select, select
 from sqlalchemy.orm import Session as DbSession
 
 from app.accounts import tokens
@@ -23,6 +23,7 @@ from app.accounts.models import Account, ApiKey, Session
 
 CACHE_SIZE = 10_000
 R = TypeVar("R")
+M = TypeVar("M", ApiKey, Session)
 
 
 @dataclass(frozen=True)
@@ -146,12 +147,17 @@ class Directory:
             loading.set()
 
     def _load_key(self, digest: str) -> KeyRecord | None:
+        statement = select(ApiKey, Account).join(Account).where(ApiKey.key_hash == digest)
+        return self._load_one(statement, self._key_record)
+
+    def _load_one(
+        self, statement: Select[M, Account], build: Callable[[M, Account], R]
+    ) -> R | None:
+        """The record built from the statement's one row, or None."""
         db = self._session()
-        row = db.execute(
-            select(ApiKey, Account).join(Account).where(ApiKey.key_hash == digest)
-        ).first()
+        row = db.execute(statement).first()
         try:
-            return None if row is None else self._key_record(*row)
+            return None if row is None else build(row[0], row[1])
         finally:
             # End the read transaction (nothing is held between requests), after the
             # record is built: a rollback expires the rows, and reading them would query again.
@@ -173,14 +179,8 @@ class Directory:
         )
 
     def _load_session(self, digest: str) -> SessionRecord | None:
-        db = self._session()
-        row = db.execute(
-            select(Session, Account).join(Account).where(Session.token_hash == digest)
-        ).first()
-        try:
-            return None if row is None else self._session_record(*row)
-        finally:
-            db.rollback()  # after the record is built, as for keys
+        statement = select(Session, Account).join(Account).where(Session.token_hash == digest)
+        return self._load_one(statement, self._session_record)
 
     @staticmethod
     def _session_record(session: Session, account: Account) -> SessionRecord:
