@@ -76,7 +76,7 @@ def read_credentials(request: Request) -> Presented:
             "conflicting_credentials", "X-API-Key and Authorization carry different keys; send one."
         )
     key = keys.pop() if keys else None
-    token = request.cookies.get(SESSION_COOKIE) or None if "HTTP_COOKIE" in environ else None
+    token = (request.cookies.get(SESSION_COOKIE) or None) if "HTTP_COOKIE" in environ else None
     return Presented(api_key=key, session_token=token)
 
 

@@ -28,7 +28,8 @@ from dataclasses import dataclass, field
 
 from limits import RateLimitItem
 from limits.storage import Storage
-from limits.storage.base import SlidingWindowCounterSupport
+from limits.strategies import SlidingWindowCounterRateLimiter
+from limits.util import WindowStats
 
 from app.errors import ApiError
 
@@ -55,7 +56,7 @@ class Quota:
 
 @dataclass
 class _Account:
-    keys: list[str]
+    identifiers: tuple[str, ...]
     held: int = 0
     held_until: float = 0.0
     in_flight: threading.Event | None = None  # set when a reservation comes back
@@ -63,8 +64,8 @@ class _Account:
     pace_since: float = 0.0
     pace_count: int = 0
     last_pace: int = 0
-    # Per limit of the plan, at the last reservation: the window's weighted count and
-    # when it next has room.
+    # Per limit of the plan, at the last reservation: the window's weighted count (as far as
+    # the limit; more is never needed) and when it next has room.
     counted: list[int] = field(default_factory=list)
     reset_at: list[float] = field(default_factory=list)
 
@@ -89,9 +90,7 @@ class AccountLimits:
         workers: int,
         key_prefix: str,
     ) -> None:
-        if not isinstance(storage, SlidingWindowCounterSupport):
-            raise TypeError(f"{type(storage).__name__} has no sliding window counters")
-        self._storage: SlidingWindowCounterSupport = storage
+        self._strategy = SlidingWindowCounterRateLimiter(storage)
         self._limits = {plan: sorted(items) for plan, items in limits.items() if items}
         self._workers = max(1, workers)
         self._prefix = key_prefix
@@ -163,15 +162,15 @@ class AccountLimits:
         """Take ``want`` slots (one for this request when ``for_self``); True when taken."""
         owns_flight = want > 1
         try:
-            taken, windows = self._take(account, items, want)
+            taken, stats = self._take(account, items, want)
             if not taken and want > 1 and for_self:
-                taken, windows = self._take(account, items, 1)
+                taken, stats = self._take(account, items, 1)
                 want = 1
             now = time.time()
             with self._lock:
-                summaries = [_summary(i, w, now) for i, w in zip(items, windows, strict=True)]
-                account.counted = [counted for counted, _ in summaries]
-                account.reset_at = [reset_at for _, reset_at in summaries]
+                pairs = zip(items, stats, strict=True)
+                account.counted = [item.amount - window.remaining for item, window in pairs]
+                account.reset_at = [s.reset_time for s in stats]
                 if taken:
                     account.held += want - 1 if for_self else want
                     account.held_until = now + HOLD_S
@@ -204,8 +203,8 @@ class AccountLimits:
         if account is None:
             if len(self._accounts) >= TABLE_SIZE:
                 self._forget_idle(now)
-            keys = [i.key_for(self._prefix, f"account:{account_id}", "latest") for i in items]
-            account = _Account(keys, counted=[0] * len(items), reset_at=[now] * len(items))
+            identifiers = (self._prefix, f"account:{account_id}", "latest")
+            account = _Account(identifiers, counted=[0] * len(items), reset_at=[now] * len(items))
             self._accounts[(account_id, plan)] = account
         return account
 
@@ -220,16 +219,18 @@ class AccountLimits:
 
     def _take(
         self, account: _Account, items: list[RateLimitItem], amount: int
-    ) -> tuple[bool, list[_Window]]:
-        """Take ``amount`` from every limit (as flask-limiter does: each one it reaches)."""
+    ) -> tuple[bool, list[WindowStats]]:
+        """Take ``amount`` from every limit (as flask-limiter does: each one it reaches).
+
+        The window read after a hit is the one the hit reported (failover.py): no round trip.
+        """
         taken = True
-        windows = []
-        for key, item in zip(account.keys, items, strict=True):
-            expiry = item.get_expiry()
+        stats = []
+        for item in items:
             if taken:
-                taken = self._storage.acquire_sliding_window_entry(key, item.amount, expiry, amount)
-            windows.append(self._storage.get_sliding_window(key, expiry))
-        return taken, windows
+                taken = self._strategy.hit(item, *account.identifiers, cost=amount)
+            stats.append(self._strategy.get_window_stats(item, *account.identifiers))
+        return taken, stats
 
     @staticmethod
     def _quota(items: list[RateLimitItem], account: _Account) -> Quota:
@@ -244,18 +245,3 @@ class AccountLimits:
         idle = [k for k, a in self._accounts.items() if now - a.pace_since > 1.0]
         for k in idle:
             del self._accounts[k]
-
-
-_Window = tuple[int, float, int, float]
-
-
-def _summary(item: RateLimitItem, window: _Window, now: float) -> tuple[int, float]:
-    """The window's weighted count and when it next has room (as limits computes them)."""
-    previous, previous_ttl, current, current_ttl = window
-    expiry = item.get_expiry()
-    counted = math.floor(previous * previous_ttl / expiry + current)
-    if not (previous or current):
-        return counted, now
-    previous_reset_in = previous_ttl % (expiry / previous) if previous else math.inf
-    current_reset_in = current_ttl % expiry if current else math.inf
-    return counted, now + min(previous_reset_in, current_reset_in)
