@@ -16,10 +16,18 @@ from app.refresher.model import (
     percentages,
     probability_up,
     remaining_variance,
+    settlement_centre,
 )
 
 SIGMA = 0.5 / math.sqrt(365 * 24 * 3600)  # about 50% a year, per sqrt-second
 RULES = (SPOT, TWAP)
+
+
+def _p(s: float, k: float, tau: float, sigma: float, rule: str = SPOT) -> float:
+    """P(up) with the spot as the centre: a 60-second TWAP whose observed mean equals S."""
+    if rule == TWAP:
+        return probability_up(s, k, tau, sigma, TWAP, 60.0, known_mean=s)
+    return probability_up(s, k, tau, sigma, rule)
 
 
 # -- percentages ------------------------------------------------------------------------------
@@ -96,26 +104,26 @@ def _cases() -> list[tuple[float, float, float, float]]:
 @pytest.mark.parametrize("rule", RULES)
 def test_price_above_the_price_to_beat_means_up_is_more_likely(rule: str) -> None:
     for s, k, tau, sigma in _cases():
-        p = probability_up(s, k, tau, sigma, rule)
+        p = _p(s, k, tau, sigma, rule)
         assert 0.0 <= p <= 1.0
         if s > k:
             assert p > 0.5, (s, k, tau, sigma)
         else:
             assert p < 0.5, (s, k, tau, sigma)
         # Mirror image: swapping S and K swaps up and down.
-        assert probability_up(k, s, tau, sigma, rule) == pytest.approx(1.0 - p, abs=1e-12)
+        assert _p(k, s, tau, sigma, rule) == pytest.approx(1.0 - p, abs=1e-12)
 
 
 @pytest.mark.parametrize("rule", RULES)
 def test_at_the_money_is_even(rule: str) -> None:
     for tau in (0.5, 10.0, 60.0, 120.0, 300.0):
-        assert probability_up(95_000.0, 95_000.0, tau, SIGMA, rule) == 0.5
+        assert _p(95_000.0, 95_000.0, tau, SIGMA, rule) == 0.5
 
 
 @pytest.mark.parametrize("rule", RULES)
 def test_probability_grows_with_the_price(rule: str) -> None:
     prices = [94_000 + 10 * i for i in range(201)]
-    values = [probability_up(s, 95_000.0, 120.0, SIGMA, rule) for s in prices]
+    values = [_p(s, 95_000.0, 120.0, SIGMA, rule) for s in prices]
     assert values == sorted(values)
     assert values[0] < 0.01 and values[-1] > 0.99
 
@@ -123,30 +131,30 @@ def test_probability_grows_with_the_price(rule: str) -> None:
 def test_probability_matches_the_formula() -> None:
     s, k, tau, sigma = 95_100.0, 95_000.0, 100.0, SIGMA
     expected = NormalDist().cdf(math.log(s / k) / (sigma * math.sqrt(tau)))
-    assert probability_up(s, k, tau, sigma, SPOT) == pytest.approx(expected, abs=1e-12)
+    assert _p(s, k, tau, sigma, SPOT) == pytest.approx(expected, abs=1e-12)
     twap = NormalDist().cdf(math.log(s / k) / (sigma * math.sqrt(tau - 40)))
-    assert probability_up(s, k, tau, sigma, TWAP) == pytest.approx(twap, abs=1e-12)
+    assert _p(s, k, tau, sigma, TWAP) == pytest.approx(twap, abs=1e-12)
 
 
 @pytest.mark.parametrize("rule", RULES)
 @pytest.mark.parametrize("tau", [0.0, -0.001, -5.0])
 def test_a_finished_window_is_decided(rule: str, tau: float) -> None:
-    assert probability_up(95_000.01, 95_000.0, tau, SIGMA, rule) == 1.0
-    assert probability_up(95_000.0, 95_000.0, tau, SIGMA, rule) == 1.0  # ties resolve UP
-    assert probability_up(94_999.99, 95_000.0, tau, SIGMA, rule) == 0.0
-    assert percentages(probability_up(95_000.0, 95_000.0, tau, SIGMA, rule)) == (100.0, 0.0)
+    assert _p(95_000.01, 95_000.0, tau, SIGMA, rule) == 1.0
+    assert _p(95_000.0, 95_000.0, tau, SIGMA, rule) == 1.0  # ties resolve UP
+    assert _p(94_999.99, 95_000.0, tau, SIGMA, rule) == 0.0
+    assert percentages(_p(95_000.0, 95_000.0, tau, SIGMA, rule)) == (100.0, 0.0)
 
 
 def test_zero_volatility_is_decided_too() -> None:
-    assert probability_up(101.0, 100.0, 120.0, 0.0) == 1.0
-    assert probability_up(100.0, 100.0, 120.0, 0.0) == 1.0
-    assert probability_up(99.0, 100.0, 120.0, 0.0) == 0.0
+    assert _p(101.0, 100.0, 120.0, 0.0) == 1.0
+    assert _p(100.0, 100.0, 120.0, 0.0) == 1.0
+    assert _p(99.0, 100.0, 120.0, 0.0) == 0.0
 
 
 @pytest.mark.parametrize(("price", "price_to_beat"), [(0.0, 1.0), (1.0, 0.0), (-5.0, 1.0)])
 def test_non_positive_prices_are_refused(price: float, price_to_beat: float) -> None:
     with pytest.raises(ValueError, match="positive"):
-        probability_up(price, price_to_beat, 60.0, SIGMA)
+        _p(price, price_to_beat, 60.0, SIGMA)
 
 
 # -- remaining variance ----------------------------------------------------------------------
@@ -155,24 +163,26 @@ def test_non_positive_prices_are_refused(price: float, price_to_beat: float) -> 
 @pytest.mark.parametrize("tau", [60.001, 61.0, 100.0, 180.5, 299.0, 300.0, 1000.0])
 def test_twap_variance_more_than_a_minute_before_the_end(tau: float) -> None:
     sigma = 3e-4
-    assert remaining_variance(sigma, tau, TWAP) == pytest.approx(sigma**2 * (tau - 40), rel=1e-12)
+    assert remaining_variance(sigma, tau, TWAP, 60.0) == pytest.approx(
+        sigma**2 * (tau - 40), rel=1e-12
+    )
 
 
 @pytest.mark.parametrize("tau", [0.001, 1.0, 15.0, 30.0, 45.5, 59.999, 60.0])
 def test_twap_variance_inside_the_last_minute(tau: float) -> None:
     sigma = 3e-4
     expected = sigma**2 * tau**3 / (3 * 3600)
-    assert remaining_variance(sigma, tau, TWAP) == pytest.approx(expected, rel=1e-12)
+    assert remaining_variance(sigma, tau, TWAP, 60.0) == pytest.approx(expected, rel=1e-12)
 
 
 def test_twap_variance_known_values_and_continuity() -> None:
     sigma = 1e-3
-    assert remaining_variance(sigma, 300.0, TWAP) == pytest.approx(260e-6, rel=1e-12)
-    assert remaining_variance(sigma, 30.0, TWAP) == pytest.approx(2.5e-6, rel=1e-12)
-    assert remaining_variance(sigma, 60.0, TWAP) == pytest.approx(20e-6, rel=1e-12)
+    assert remaining_variance(sigma, 300.0, TWAP, 60.0) == pytest.approx(260e-6, rel=1e-12)
+    assert remaining_variance(sigma, 30.0, TWAP, 60.0) == pytest.approx(2.5e-6, rel=1e-12)
+    assert remaining_variance(sigma, 60.0, TWAP, 60.0) == pytest.approx(20e-6, rel=1e-12)
     # The two branches meet at 60 s: no jump in P(up) when the last minute starts.
-    just_above = remaining_variance(sigma, 60.0 + 1e-9, TWAP)
-    assert just_above == pytest.approx(remaining_variance(sigma, 60.0, TWAP), rel=1e-6)
+    just_above = remaining_variance(sigma, 60.0 + 1e-9, TWAP, 60.0)
+    assert just_above == pytest.approx(remaining_variance(sigma, 60.0, TWAP, 60.0), rel=1e-6)
 
 
 def test_spot_variance_and_twap_is_never_larger() -> None:
@@ -181,13 +191,119 @@ def test_spot_variance_and_twap_is_never_larger() -> None:
         tau = i / 10
         spot = remaining_variance(sigma, tau, SPOT)
         assert spot == pytest.approx(sigma**2 * tau, rel=1e-12)
-        assert remaining_variance(sigma, tau, TWAP) <= spot
+        assert remaining_variance(sigma, tau, TWAP, 60.0) <= spot
 
 
 @pytest.mark.parametrize("rule", RULES)
 def test_variance_is_zero_at_or_after_the_end(rule: str) -> None:
-    assert remaining_variance(1e-3, 0.0, rule) == 0.0
-    assert remaining_variance(1e-3, -10.0, rule) == 0.0
+    assert remaining_variance(1e-3, 0.0, rule, 60.0) == 0.0
+    assert remaining_variance(1e-3, -10.0, rule, 60.0) == 0.0
+
+
+@pytest.mark.parametrize("lookback", [30.0, 60.0])
+def test_twap_variance_follows_the_markets_lookback(lookback: float) -> None:
+    sigma = 1e-3
+    assert remaining_variance(sigma, 200.0, TWAP, lookback) == pytest.approx(
+        sigma**2 * (200.0 - 2 * lookback / 3), rel=1e-12
+    )
+    assert remaining_variance(sigma, 20.0, TWAP, lookback) == pytest.approx(
+        sigma**2 * 20.0**3 / (3 * lookback**2), rel=1e-12
+    )
+    # Continuous where the two branches meet, whatever the lookback.
+    assert remaining_variance(sigma, lookback + 1e-9, TWAP, lookback) == pytest.approx(
+        remaining_variance(sigma, lookback, TWAP, lookback), rel=1e-6
+    )
+
+
+@pytest.mark.parametrize("lookback", [None, 0.0, -60.0, math.nan])
+def test_a_twap_without_a_lookback_is_refused(lookback: float | None) -> None:
+    """The lookback is never assumed: markets have settled on 30 s and on 60 s."""
+    with pytest.raises(ValueError, match="lookback"):
+        remaining_variance(1e-4, 100.0, TWAP, lookback)
+
+
+def test_inside_the_lookback_the_centre_blends_the_known_mean_and_the_spot() -> None:
+    # 45 of 60 seconds averaged at 100, spot now 104: centre = 0.75 * 100 + 0.25 * 104.
+    assert settlement_centre(104.0, 15.0, TWAP, 60.0, 100.0) == pytest.approx(101.0)
+    assert settlement_centre(104.0, 60.0, TWAP, 60.0, 100.0) == 104.0  # nothing averaged yet
+    assert settlement_centre(104.0, 0.0, TWAP, 60.0, 100.0) == pytest.approx(100.0)
+    assert settlement_centre(104.0, 15.0, SPOT, None, 100.0) == 104.0
+    with pytest.raises(ValueError, match="mean"):
+        settlement_centre(104.0, 15.0, TWAP, 60.0, None)
+    # The spot above K but the known average far below it: DOWN is likely with 10 s left.
+    p = probability_up(100_050.0, 100_000.0, 10.0, 1.2e-4, TWAP, 60.0, known_mean=99_900.0)
+    assert p < 0.01
+
+
+def _settles_up(
+    rng: random.Random,
+    s: float,
+    k: float,
+    tau: float,
+    sigma: float,
+    rule: str,
+    lookback: float,
+    known_mean: float,
+    dt: float,
+) -> bool:
+    """One continuation of a Brownian log price on a fine grid, settled by the rule."""
+    steps = round(tau / dt)
+    x = math.log(s)
+    step_sd = sigma * math.sqrt(dt)
+    if rule == SPOT:
+        return x + rng.gauss(0.0, step_sd * math.sqrt(steps)) >= math.log(k)
+    averaged_before = max(0.0, lookback - tau)  # seconds of the average already known
+    total = known_mean * averaged_before
+    for i in range(1, steps + 1):
+        x += rng.gauss(0.0, step_sd)
+        if tau - i * dt < lookback:
+            total += math.exp(x) * dt
+    return total / lookback >= k
+
+
+@pytest.mark.parametrize(
+    ("rule", "lookback", "tau", "moneyness", "known"),
+    [
+        (SPOT, 60.0, 240.0, 1.0005, 0.0),
+        (SPOT, 60.0, 20.0, 0.9998, 0.0),
+        (TWAP, 60.0, 290.0, 1.0006, 0.0),
+        (TWAP, 60.0, 120.0, 0.9995, 0.0),
+        (TWAP, 60.0, 45.0, 1.0001, -0.0003),
+        (TWAP, 60.0, 10.0, 1.0001, -0.00001),
+        (TWAP, 30.0, 200.0, 0.9994, 0.0),
+        (TWAP, 30.0, 25.0, 1.0002, 0.0001),
+    ],
+)
+def test_probability_is_the_frequency_of_up_on_simulated_paths(
+    rule: str, lookback: float, tau: float, moneyness: float, known: float
+) -> None:
+    """Exact answers by simulation: the model's P(up) against the share of Brownian
+    continuations (0.25 s steps, sigma known) that settle UP under the rule."""
+    sigma, k = 1.2e-4, 100_000.0
+    s = k * moneyness
+    known_mean = k * (1.0 + known) if tau < lookback else s
+    model = probability_up(s, k, tau, sigma, rule, lookback, known_mean=known_mean)
+    assert 0.05 < model < 0.95  # a case that tests something, not a decided window
+    rng = random.Random(f"{rule}{lookback}{tau}")
+    n = 4000
+    ups = sum(
+        _settles_up(rng, s, k, tau, sigma, rule, lookback, known_mean, 0.25) for _ in range(n)
+    )
+    # Four standard errors of the simulated frequency (at most 0.8 point each).
+    assert ups / n == pytest.approx(model, abs=4 * math.sqrt(0.25 / n))
+
+
+def test_the_twap_rule_is_not_the_spot_rule_on_simulated_paths() -> None:
+    """The same state under both rules gives different answers, and the simulation sees it:
+    with 20 s left and the minute's average below K, the spot rule would say UP."""
+    sigma, k, s, tau = 1.2e-4, 100_000.0, 100_030.0, 20.0
+    twap = probability_up(s, k, tau, sigma, TWAP, 60.0, known_mean=99_970.0)
+    spot = probability_up(s, k, tau, sigma, SPOT)
+    assert spot > 0.7 and twap < 0.3
+    rng = random.Random(99)
+    n = 2000
+    ups = sum(_settles_up(rng, s, k, tau, sigma, TWAP, 60.0, 99_970.0, 0.25) for _ in range(n))
+    assert ups / n == pytest.approx(twap, abs=4 * math.sqrt(0.25 / n))
 
 
 # -- realized volatility ----------------------------------------------------------------------

@@ -1,9 +1,14 @@
-"""The zero-drift digital-option model of P(up) for a 5-minute window.
+"""The zero-drift digital-option model of P(up) for a 5-minute window, by settlement rule.
 
-``P(up) = Phi(ln(S / K) / sqrt(V))`` where ``V`` is the variance of the log price still to
-come before settlement: ``sigma^2 * tau`` for a spot-settled window; for a window settled on
-a 60-second TWAP, ``sigma^2 * (tau - 40)`` with more than a minute left and
-``sigma^2 * tau^3 / (3 * 60^2)`` inside the last minute (part of the average is known).
+``P(up) = Phi(ln(C / K) / sqrt(V))``: ``C`` the expected settlement value, ``K`` the price to
+beat, ``V`` the variance of the settlement's log still to come, ``sigma`` the SPOT's
+volatility per sqrt-second, ``tau`` the seconds left (counted from the spot's own timestamp).
+
+- Spot-settled window: ``C = S`` (the spot now), ``V = sigma^2 * tau``.
+- TWAP-settled window with lookback ``L`` (the settlement is the mean spot over the last ``L``
+  seconds): with ``tau > L`` left, ``C = S`` and ``V = sigma^2 * (tau - 2L/3)``; inside the last
+  ``L`` seconds the elapsed part of the average is known: ``C = w * A + (1 - w) * S`` with ``A``
+  the mean spot since ``T - L`` and ``w = (L - tau) / L``, and ``V = sigma^2 * tau^3 / (3 L^2)``.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from collections import deque
 
 SPOT = "spot"
 TWAP = "twap"
-TWAP_LOOKBACK_S = 60.0
+RULES = (SPOT, TWAP)
 
 
 def normal_cdf(x: float) -> float:
@@ -21,27 +26,61 @@ def normal_cdf(x: float) -> float:
     return 0.5 * (1.0 + math.erf(x / math.sqrt(2.0)))
 
 
-def remaining_variance(sigma: float, tau_s: float, rule: str = SPOT) -> float:
+def remaining_variance(
+    sigma: float, tau_s: float, rule: str = SPOT, lookback_s: float | None = None
+) -> float:
     """Variance of the settlement log price still to come, ``tau_s`` seconds before the end."""
     if tau_s <= 0:
         return 0.0
     if rule == TWAP:
-        if tau_s > TWAP_LOOKBACK_S:
-            return sigma * sigma * (tau_s - 40.0)
-        return sigma * sigma * tau_s**3 / (3.0 * TWAP_LOOKBACK_S**2)
+        lookback = _lookback(lookback_s)
+        if tau_s > lookback:
+            return sigma * sigma * (tau_s - 2.0 * lookback / 3.0)
+        return sigma * sigma * tau_s**3 / (3.0 * lookback * lookback)
     return sigma * sigma * tau_s
 
 
-def probability_up(
-    price: float, price_to_beat: float, tau_s: float, sigma: float, rule: str = SPOT
+def settlement_centre(
+    spot: float,
+    tau_s: float,
+    rule: str = SPOT,
+    lookback_s: float | None = None,
+    known_mean: float | None = None,
 ) -> float:
-    """P(settlement >= price to beat); ties resolve UP, so a decided window is 0 or 1."""
-    if price <= 0 or price_to_beat <= 0:
+    """The expected settlement value: the spot, or inside a TWAP's lookback the blend of the
+    mean already observed (``known_mean``, the spot's mean since ``T - L``) and the spot."""
+    if rule != TWAP:
+        return spot
+    lookback = _lookback(lookback_s)
+    if tau_s >= lookback:
+        return spot
+    if known_mean is None:
+        raise ValueError("inside the TWAP lookback the mean spot since T - L is needed")
+    elapsed = (lookback - max(tau_s, 0.0)) / lookback
+    return elapsed * known_mean + (1.0 - elapsed) * spot
+
+
+def probability_up(
+    price: float,
+    price_to_beat: float,
+    tau_s: float,
+    sigma: float,
+    rule: str = SPOT,
+    lookback_s: float | None = None,
+    known_mean: float | None = None,
+) -> float:
+    """P(settlement >= price to beat); ties resolve UP, so a decided window is 0 or 1.
+
+    ``price`` is the spot now; for a TWAP window inside its last ``lookback_s`` seconds,
+    ``known_mean`` is the mean spot since ``T - lookback_s``.
+    """
+    if price <= 0 or price_to_beat <= 0 or (known_mean is not None and known_mean <= 0):
         raise ValueError("prices must be positive")
-    variance = remaining_variance(sigma, tau_s, rule)
+    centre = settlement_centre(price, tau_s, rule, lookback_s, known_mean)
+    variance = remaining_variance(sigma, tau_s, rule, lookback_s)
     if variance <= 0:
-        return 1.0 if price >= price_to_beat else 0.0
-    return normal_cdf(math.log(price / price_to_beat) / math.sqrt(variance))
+        return 1.0 if centre >= price_to_beat else 0.0
+    return normal_cdf(math.log(centre / price_to_beat) / math.sqrt(variance))
 
 
 def percentages(p_up: float) -> tuple[float, float]:
@@ -50,8 +89,16 @@ def percentages(p_up: float) -> tuple[float, float]:
     return up, round(100.0 - up, 2)
 
 
+def _lookback(lookback_s: float | None) -> float:
+    # Never assume a lookback: markets have used 30 s and 60 s, and each says which.
+    if lookback_s is None or not math.isfinite(lookback_s) or lookback_s <= 0:
+        raise ValueError("a TWAP rule needs its lookback in seconds")
+    return float(lookback_s)
+
+
 class RealizedVolatility:
-    """Volatility per sqrt-second from the squared log returns of 1-second samples."""
+    """Volatility per sqrt-second from the squared log returns of 1-second samples, fed in
+    time order (the simulated source's estimate; the live source uses ``volatility``)."""
 
     def __init__(self, window: int = 900, scale: float = 1.0, fallback: float = 1e-4) -> None:
         self._returns: deque[float] = deque(maxlen=window)

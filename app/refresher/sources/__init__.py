@@ -40,6 +40,7 @@ def create_source(settings: Settings) -> Source:
                 clob_ws=settings.polymarket_clob_ws_url,
                 rtds=settings.polymarket_rtds_url,
                 site=settings.polymarket_site_url,
-            )
+            ),
+            stale_after_ms=settings.stale_threshold_ms,
         )
     raise ValueError(f"unknown board source {settings.board_source!r}")

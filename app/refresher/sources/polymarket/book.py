@@ -1,8 +1,15 @@
-"""Best bid and ask per outcome token, from CLOB book snapshots and updates.
+"""Best bid and ask per outcome token: the upstream's own top of book, checked by a level book.
 
-Prices and sizes are decimal strings. The order of the arrays is not to be trusted (bids
-ascending, asks descending in practice, the docs disagree): best bid = max bid price, best
-ask = min ask price. An empty side is None, never 0 or 1.
+The CLOB tells its own top of book twice: every ``price_change`` entry carries the asset's
+new ``best_bid``/``best_ask``, and ``best_bid_ask`` messages carry nothing else. That top
+wins: there are no sequence numbers, so one lost ``price_change`` leaves a locally rebuilt
+level book wrong until the next snapshot. The level book (from ``book`` snapshots and
+``price_change`` levels) is kept to check the top: when the two disagree, or the top is
+crossed, the asset is marked for a fresh REST snapshot (``wanted_snapshots``).
+
+Prices and sizes are decimal strings; the arrays' order is not to be trusted: best bid = max
+bid price, best ask = min ask price. An empty side is None, never 0 or 1 (the top's
+``best_bid`` "0" and ``best_ask`` "1" mean empty, and so does an absent field).
 """
 
 from __future__ import annotations
@@ -43,6 +50,17 @@ def _levels(levels: Any) -> dict[float, float]:
     return book
 
 
+def top_side(value: Any, empty: float) -> tuple[bool, float | None]:
+    """(usable, price) of one side of an upstream top: ``empty`` ("0" for a bid, "1" for an
+    ask) and an absent field mean no order on that side; garbage is not usable."""
+    if value is None:
+        return True, None
+    price = _price(value)
+    if price is None:
+        return False, None
+    return True, (None if price == empty else price)
+
+
 @dataclass(frozen=True)
 class Quote:
     """Best bid and ask of one token, and when they were last confirmed (monotonic s)."""
@@ -52,62 +70,128 @@ class Quote:
     at: float
     via: str
 
+    @property
+    def crossed(self) -> bool:
+        """A bid at or above the ask: not a market anyone can trade, so never fresh."""
+        return self.bid is not None and self.ask is not None and self.bid >= self.ask
+
 
 class Books:
-    """Order books of the tokens being watched; thread-safe."""
+    """Tops and level books of the tokens being watched; thread-safe."""
 
     def __init__(self) -> None:
         self._bids: dict[str, dict[float, float]] = {}
         self._asks: dict[str, dict[float, float]] = {}
         self._quotes: dict[str, Quote] = {}
+        self._top_at: dict[str, float] = {}  # when the upstream last told its own top
+        self._wanted: set[str] = set()
         self._lock = threading.Lock()
 
-    def _publish(self, asset: str, via: str) -> None:
-        bids, asks = self._bids.get(asset, {}), self._asks.get(asset, {})
-        self._quotes[asset] = Quote(
-            bid=max(bids) if bids else None,
-            ask=min(asks) if asks else None,
-            at=time.monotonic(),
-            via=via,
-        )
+    # -- writers (the socket's thread and the upkeep thread) ------------------------------
+    def snapshot(
+        self, asset: str, bids: Any, asks: Any, via: str, requested_at: float | None = None
+    ) -> None:
+        """Replace a token's level book with a full snapshot.
 
-    def snapshot(self, asset: str, bids: Any, asks: Any, via: str) -> None:
-        """Replace a token's book with a full snapshot."""
+        ``requested_at`` (monotonic) is when a REST request was sent: a top the socket told
+        after that is newer than the snapshot and stays the quote.
+        """
         with self._lock:
             self._bids[asset] = _levels(bids)
             self._asks[asset] = _levels(asks)
-            self._publish(asset, via)
+            level_top = self._level_top(asset)
+            quote = self._quotes.get(asset)
+            newer_top = requested_at is not None and self._top_at.get(asset, -math.inf) > (
+                requested_at
+            )
+            if newer_top and quote is not None:
+                self._check(asset, (quote.bid, quote.ask))
+                return
+            if (
+                requested_at is not None
+                and quote is not None
+                and (quote.bid, quote.ask) == (level_top)
+            ):
+                via = quote.via  # REST confirms what the socket said: the origin stays
+            self._set(asset, level_top, via)
+            self._wanted.discard(asset)
+            if self._quotes[asset].crossed:
+                self._wanted.add(asset)
 
-    def change(self, asset: str, side: str, price: Any, size: Any, via: str) -> None:
-        """Apply one level change (size 0 removes the level)."""
+    def change(
+        self,
+        asset: str,
+        side: str,
+        price: Any,
+        size: Any,
+        via: str,
+        top: tuple[Any, Any] | None = None,
+    ) -> None:
+        """Apply one level change (size 0 removes the level), then the upstream's top that
+        came with it (``top`` = the entry's raw ``(best_bid, best_ask)``), if any."""
         level_price, level_size = _price(price), _size(size)
         wanted = side.upper()
-        if level_price is None or level_size is None or asset not in self._bids:
-            return
-        if wanted not in ("BUY", "SELL"):
-            return  # an unknown side changes nothing rather than the wrong side
         with self._lock:
-            book = self._bids[asset] if wanted == "BUY" else self._asks[asset]
-            if level_size == 0:
-                book.pop(level_price, None)
-            else:
-                book[level_price] = level_size
-            self._publish(asset, via)
+            has_levels = asset in self._bids
+            # An unknown side changes nothing (rather than the wrong side).
+            known = wanted in ("BUY", "SELL") and level_price is not None
+            if has_levels and known and level_price is not None and level_size is not None:
+                book = self._bids[asset] if wanted == "BUY" else self._asks[asset]
+                if level_size == 0:
+                    book.pop(level_price, None)
+                else:
+                    book[level_price] = level_size
+            if top is not None and self._apply_top(asset, top, via):
+                return
+            if has_levels:
+                self._set(asset, self._level_top(asset), via)
+                if self._quotes[asset].crossed:
+                    self._wanted.add(asset)
 
-    def touch(self, asset: str, via: str) -> None:
-        """The book is confirmed unchanged (a message that carries no level change)."""
+    def top(self, asset: str, best_bid: Any, best_ask: Any, via: str) -> None:
+        """The upstream's own top of book (a ``best_bid_ask`` message)."""
         with self._lock:
-            if asset in self._bids:
-                self._publish(asset, via)
-
-    def quote(self, asset: str) -> Quote | None:
-        """The newest best bid/ask of ``asset``."""
-        return self._quotes.get(asset)
+            self._apply_top(asset, (best_bid, best_ask), via)
 
     def forget(self, keep: set[str]) -> None:
         """Drop the books of tokens no longer watched."""
         with self._lock:
-            for table in (self._bids, self._asks, self._quotes):
-                for asset in list(table):
-                    if asset not in keep:
-                        del table[asset]
+            for table in (self._bids, self._asks, self._quotes, self._top_at):
+                for asset in [a for a in table if a not in keep]:
+                    del table[asset]
+            self._wanted &= keep
+
+    # -- readers ----------------------------------------------------------------------
+    def quote(self, asset: str) -> Quote | None:
+        """The newest best bid/ask of ``asset``."""
+        return self._quotes.get(asset)
+
+    def wanted_snapshots(self) -> set[str]:
+        """Tokens whose level book disagrees with the upstream's top, or whose top is crossed."""
+        with self._lock:
+            return set(self._wanted)
+
+    # -- inside the lock --------------------------------------------------------------
+    def _apply_top(self, asset: str, top: tuple[Any, Any], via: str) -> bool:
+        bid_ok, bid = top_side(top[0], 0.0)
+        ask_ok, ask = top_side(top[1], 1.0)
+        if not (bid_ok and ask_ok) or (top[0] is None and top[1] is None):
+            return False  # garbage, or no top at all: the level book decides
+        self._top_at[asset] = time.monotonic()
+        self._set(asset, (bid, ask), via)
+        self._check(asset, (bid, ask))
+        return True
+
+    def _check(self, asset: str, top: tuple[float | None, float | None]) -> None:
+        crossed = top[0] is not None and top[1] is not None and top[0] >= top[1]
+        if crossed or asset not in self._bids or self._level_top(asset) != top:
+            self._wanted.add(asset)
+        else:
+            self._wanted.discard(asset)
+
+    def _level_top(self, asset: str) -> tuple[float | None, float | None]:
+        bids, asks = self._bids.get(asset, {}), self._asks.get(asset, {})
+        return (max(bids) if bids else None, min(asks) if asks else None)
+
+    def _set(self, asset: str, top: tuple[float | None, float | None], via: str) -> None:
+        self._quotes[asset] = Quote(bid=top[0], ask=top[1], at=time.monotonic(), via=via)

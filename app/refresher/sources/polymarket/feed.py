@@ -36,6 +36,7 @@ class Feed(threading.Thread):
         self.connected = False
         self.messages = 0
         self._generation = 0  # bumped to force a resubscription
+        self._ws: ClientConnection | None = None  # the connection being read
 
     def subscription(self) -> list[str] | None:
         """Text frames to send after connecting; None while there is nothing to watch."""
@@ -46,11 +47,31 @@ class Feed(threading.Thread):
         raise NotImplementedError
 
     def on_connect(self) -> None:
-        """Hook: a new connection is up (state from an old one must be rebuilt)."""
+        """Hook: a new connection is up and subscribed."""
+
+    def on_text(self, text: str) -> None:
+        """Hook: a text frame that is not JSON (other than PING/PONG)."""
+        log.debug("%s: ignored a frame that is not JSON: %.60s", self.name_for_logs, text)
+
+    def pending(self) -> list[str]:
+        """Hook: frames to send on the open connection now (called between reads)."""
+        return []
+
+    def wants_new_connection(self) -> bool:
+        """Hook: True to open a new connection (subscribed afresh) before closing this one."""
+        return False
 
     def resubscribe(self) -> None:
-        """Reconnect with a fresh subscription (the watched assets changed)."""
+        """Reconnect with a fresh subscription."""
         self._generation += 1
+
+    def _open(self) -> ClientConnection:
+        connection = connect(
+            self.url, open_timeout=5, close_timeout=1, ping_interval=None, max_size=2**23
+        )
+        # Entered by hand: a connection can outlive the block that opened it (it is
+        # replaced make-before-break), and each is closed explicitly.
+        return connection.__enter__()
 
     def run(self) -> None:
         """Connect and reconnect until the stop event is set."""
@@ -62,10 +83,7 @@ class Feed(threading.Thread):
                 self.stop_event.wait(0.2)
                 continue
             try:
-                with connect(
-                    self.url, open_timeout=5, close_timeout=1, ping_interval=None, max_size=2**23
-                ) as ws:
-                    self._session(ws, frames)
+                self._session(self._open(), frames)
                 backoff = BACKOFF_FIRST_S
             except Exception as exc:  # any failure: reconnect later
                 if not failing:
@@ -80,6 +98,15 @@ class Feed(threading.Thread):
             backoff = min(BACKOFF_MAX_S, backoff * 2)
 
     def _session(self, ws: ClientConnection, frames: list[str]) -> None:
+        self._ws = ws
+        try:
+            self._serve(ws, frames)
+        finally:
+            if self._ws is not None:
+                self._ws.close()
+            self._ws = None
+
+    def _serve(self, ws: ClientConnection, frames: list[str]) -> None:
         generation = self._generation
         for frame in frames:
             ws.send(frame)
@@ -88,6 +115,11 @@ class Feed(threading.Thread):
         log.info("%s: connected to %s", self.name_for_logs, self.url)
         last_ping = last_heard = time.monotonic()
         while not self.stop_event.is_set() and generation == self._generation:
+            for frame in self.pending():
+                ws.send(frame)
+            if self.wants_new_connection():
+                ws = self._replace(ws)
+                last_ping = last_heard = time.monotonic()
             now = time.monotonic()
             if now - last_ping >= self.ping_every_s:
                 ws.send("PING")
@@ -95,24 +127,51 @@ class Feed(threading.Thread):
             if now - last_heard > SILENCE_S:
                 raise TimeoutError(f"silent for {SILENCE_S:.0f} s")
             try:
-                raw = ws.recv(timeout=0.5)
+                raw = ws.recv(timeout=0.1)
             except TimeoutError:
                 continue
             if isinstance(raw, bytes):
                 raw = raw.decode("utf-8", errors="replace")
-            if raw.strip().upper() in ("PONG", "PING", ""):
+            text = raw.strip()
+            if text.upper() in ("PONG", "PING", ""):
                 continue  # a socket that only answers pings has still stopped sending data
             last_heard = time.monotonic()
             try:
                 message = json.loads(raw)
             except ValueError:
-                log.debug("%s: ignored a frame that is not JSON", self.name_for_logs)
+                self.on_text(text)
                 continue
             self.messages += 1
             try:
                 self.handle(message)
             except Exception:
                 log.exception("%s: could not handle a message", self.name_for_logs)
+
+    def _replace(self, old: ClientConnection) -> ClientConnection:
+        """Make before break: open and subscribe a new connection, then close the old one.
+        If the new one cannot be had, the old one stays (the subclass asks again later)."""
+        frames = self.subscription()
+        if not frames:
+            return old
+        try:
+            fresh = self._open()
+        except Exception as exc:
+            log.warning("%s: no new connection (%s); keeping the old one", self.name_for_logs, exc)
+            return old
+        try:
+            for frame in frames:
+                fresh.send(frame)
+        except Exception as exc:
+            fresh.close()
+            log.warning(
+                "%s: the new connection failed (%s); keeping the old one", self.name_for_logs, exc
+            )
+            return old
+        self._ws = fresh
+        old.close()
+        self.on_connect()
+        log.info("%s: moved to a new connection (new subscription)", self.name_for_logs)
+        return fresh
 
 
 def each(message: Any) -> list[dict[str, Any]]:

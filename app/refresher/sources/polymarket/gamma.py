@@ -18,6 +18,8 @@ import httpx
 from app.refresher.model import SPOT, TWAP
 
 TOKEN_ID = re.compile(r"[0-9]{1,78}")
+TWAP_STREAM = re.compile(r"twap-([0-9]{1,3})s")
+MAX_LOOKBACK_S = 300
 
 
 class UpstreamError(Exception):
@@ -33,6 +35,7 @@ class WindowMarket:
     up_token_id: str
     down_token_id: str
     rule: str  # spot or twap
+    lookback_s: int | None  # a TWAP's lookback (twapLookbackSeconds); None for spot or unknown
     condition_id: str | None
     price_to_beat: float | None  # Gamma's eventMetadata.priceToBeat, when present
 
@@ -54,14 +57,30 @@ def _json_list(value: Any, field: str) -> list[Any]:
 
 
 def settlement_rule(market: dict[str, Any]) -> str:
-    """``twap`` when the market settles on the 60-second TWAP, else ``spot``."""
+    """``twap`` when the market settles on a TWAP, else ``spot``."""
+    return settlement(market)[0]
+
+
+def settlement(market: dict[str, Any]) -> tuple[str, int | None]:
+    """(rule, TWAP lookback in seconds) as the market states them.
+
+    ``cryptoMarketConfig.twapLookbackSeconds`` gives the lookback; failing that, the
+    ``...-twap-<N>s-...`` stream named in ``resolutionSource``. It is never assumed: a TWAP
+    market that states no lookback gets None (and the board no probability for it).
+    """
     config = market.get("cryptoMarketConfig")
-    if isinstance(config, dict) and config.get("twapEnabled") is True:
-        return TWAP
+    config = config if isinstance(config, dict) else {}
     source = market.get("resolutionSource")
-    if isinstance(source, str) and "twap" in source.lower():
-        return TWAP
-    return SPOT
+    source = source.lower() if isinstance(source, str) else ""
+    if config.get("twapEnabled") is not True and "twap" not in source:
+        return SPOT, None
+    stated = config.get("twapLookbackSeconds")
+    if isinstance(stated, int) and not isinstance(stated, bool) and 0 < stated <= MAX_LOOKBACK_S:
+        return TWAP, stated
+    named = TWAP_STREAM.search(source)
+    if named and 0 < int(named.group(1)) <= MAX_LOOKBACK_S:
+        return TWAP, int(named.group(1))
+    return TWAP, None
 
 
 def parse_event(event: Any, window_start: int) -> WindowMarket:
@@ -90,12 +109,14 @@ def parse_event(event: Any, window_start: int) -> WindowMarket:
             except ValueError:
                 price_to_beat = None
     condition = market.get("conditionId")
+    rule, lookback = settlement(market)
     return WindowMarket(
         window_start=window_start,
         slug=slug_for(window_start),
         up_token_id=by_label["up"],
         down_token_id=by_label["down"],
-        rule=settlement_rule(market),
+        rule=rule,
+        lookback_s=lookback,
         condition_id=condition if isinstance(condition, str) else None,
         price_to_beat=price_to_beat,
     )

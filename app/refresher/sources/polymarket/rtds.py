@@ -1,42 +1,51 @@
-"""The real-time data socket: Chainlink BTC/USD, spot and 60-second TWAP.
+"""The real-time data socket: Chainlink BTC/USD spot and its 60- and 30-second TWAP reports.
 
-Both topics are subscribed; the market's rule picks which one settles it. Updates carry
-``payload: {symbol, timestamp (ms), value}``; the TWAP topic adds ``full_accuracy_value``,
-a decimal string scaled by 1e18 (preferred: exact). The first message after subscribing
-may instead carry ``payload.data: [{timestamp, value}, ...]``.
+The spot topic (``crypto_prices_chainlink``) is the model's price and its volatility; a TWAP
+topic only gives a TWAP market its price to beat. Updates carry ``payload: {symbol,
+timestamp (ms), value}``; the TWAP topics add ``full_accuracy_value`` (a decimal string scaled
+by 1e18 today, announced to become a plain decimal: it is cross-checked against ``value``).
+After subscribing, a history snapshot arrives (``type: "subscribe"``, ``payload.data:
+[{timestamp, value}, ...]``); the spot's comes under the topic ``crypto_prices``, possibly
+after live points. Every point is merged into its series in time order, so a back-fill after
+a reconnect repairs the history (and the latch at T0). Error frames
+(``{statusCode, body: {message}}``) are logged once per kind.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
+import logging
 import math
 import threading
 import time
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.refresher.model import SPOT, TWAP, RealizedVolatility
+from app.refresher import volatility
 from app.refresher.sources.polymarket.feed import Feed, each
 
-TOPICS = {SPOT: "crypto_prices_chainlink", TWAP: "crypto_prices_twap_sixty"}
-HISTORY_S = 1800
-# Public studies scale 1-second realised variance up for 5-minute windows (microstructure).
-VARIANCE_SCALE = 1.75
-FALLBACK_SIGMA = 0.5 / math.sqrt(365 * 24 * 3600)
+log = logging.getLogger(__name__)
+
+SPOT_KEY = "spot"
+# Series keys by TWAP lookback (seconds): the markets say which lookback settles them.
+TWAP_KEYS = {60: "twap60", 30: "twap30"}
+TOPICS = {
+    SPOT_KEY: "crypto_prices_chainlink",
+    "twap60": "crypto_prices_twap_sixty",
+    "twap30": "crypto_prices_twap_thirty",
+}
+SPOT_HISTORY_TOPIC = "crypto_prices"  # where the spot's history snapshot has been seen
+SYMBOL = "btc/usd"
+FILTERS = json.dumps({"symbol": SYMBOL}, separators=(",", ":"))  # compact, as documented
+SPOT_HISTORY_S = 4 * 3600  # hours of spot: the volatility's horizon scale is measured on it
+TWAP_HISTORY_S = 1800
+SCALE_EVERY_S = 60.0  # the scale is about hours of data: recomputing it once a minute is plenty
+EXACT_TOLERANCE = 0.01  # full_accuracy_value may differ from value by rounding, not by 1 %
+SCALE = Decimal(10**18)
 
 
-def _value(point: dict[str, Any]) -> float | None:
-    exact = point.get("full_accuracy_value")
-    if isinstance(exact, str):
-        try:
-            scaled = Decimal(exact)
-            if scaled.is_finite() and scaled > 0:
-                return float(scaled / Decimal(10**18))
-        except (InvalidOperation, ValueError):
-            pass
-        return None  # a garbage exact value is never a price, whatever "value" says
-    raw = point.get("value")
+def _number(raw: Any) -> float | None:
     if isinstance(raw, bool) or not isinstance(raw, int | float | str):
         return None
     try:
@@ -46,28 +55,58 @@ def _value(point: dict[str, Any]) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
-class PriceSeries:
-    """Recent points of one topic: the latest, a history for latching, a volatility."""
+def point_value(point: dict[str, Any]) -> float | None:
+    """The price of one point: ``full_accuracy_value`` when it agrees with ``value``
+    (read as scaled by 1e18 or as a plain decimal, whichever agrees), else ``value``;
+    None when they disagree by more than 1 % (a garbage exact value is never a price)."""
+    value = _number(point.get("value"))
+    exact = point.get("full_accuracy_value")
+    if exact is None:
+        return value
+    if value is None or not isinstance(exact, str):
+        return None
+    try:
+        raw = Decimal(exact)
+    except (InvalidOperation, ValueError):
+        return None
+    if not raw.is_finite() or raw <= 0:
+        return None
+    for candidate in (float(raw / SCALE), float(raw)):
+        if abs(candidate - value) <= EXACT_TOLERANCE * value:
+            return candidate
+    return None
 
-    def __init__(self) -> None:
+
+class PriceSeries:
+    """Recent points of one topic, in time order: latest, history, means, volatility."""
+
+    def __init__(self, history_s: int = TWAP_HISTORY_S) -> None:
         self._times: list[int] = []
         self._values: list[float] = []
-        self.received_at = 0.0  # monotonic time of the newest point
-        self.vol = RealizedVolatility(window=900, scale=VARIANCE_SCALE, fallback=FALLBACK_SIGMA)
+        self._history_ms = history_s * 1000
+        self.received_at = 0.0  # monotonic time of the newest point received
+        self._version = 0
+        self._vol_version = -1
+        self._vol: volatility.Volatility | None = None
+        self._scale: tuple[float, int] = (1.0, 0)
+        self._scale_at = -math.inf
         self._lock = threading.Lock()
 
     def add(self, ts_ms: int, value: float) -> None:
-        """Record a point (out-of-order and duplicate timestamps are ignored)."""
+        """Merge a point in time order (a duplicate timestamp keeps the first value)."""
         with self._lock:
-            if self._times and ts_ms <= self._times[-1]:
+            i = bisect.bisect_left(self._times, ts_ms)
+            if i < len(self._times) and self._times[i] == ts_ms:
                 return
-            self._times.append(ts_ms)
-            self._values.append(value)
+            if self._times and ts_ms < self._times[-1] - self._history_ms:
+                return  # older than the history kept
+            self._times.insert(i, ts_ms)
+            self._values.insert(i, value)
             self.received_at = time.monotonic()
-            cut = bisect.bisect_left(self._times, ts_ms - HISTORY_S * 1000)
+            self._version += 1
+            cut = bisect.bisect_left(self._times, self._times[-1] - self._history_ms)
             if cut:
                 del self._times[:cut], self._values[:cut]
-        self.vol.add(ts_ms / 1000.0, value)
 
     def latest(self) -> tuple[int, float] | None:
         """The newest (ts_ms, value)."""
@@ -85,38 +124,113 @@ class PriceSeries:
                 return self._values[i]
             return None
 
+    def around(self, ts_ms: int) -> tuple[tuple[int, float] | None, tuple[int, float] | None]:
+        """(the last point at or before ``ts_ms``, the first point after it)."""
+        with self._lock:
+            i = bisect.bisect_right(self._times, ts_ms)
+            before = (self._times[i - 1], self._values[i - 1]) if i else None
+            after = (self._times[i], self._values[i]) if i < len(self._times) else None
+            return before, after
+
+    def covered(self, start_ms: int, end_ms: int, max_gap_ms: int) -> bool:
+        """True when the points leave no gap longer than ``max_gap_ms`` from ``start_ms`` up to a
+        point at or after ``end_ms`` (so no point in between can still be missing)."""
+        with self._lock:
+            i = bisect.bisect_right(self._times, start_ms - max_gap_ms)
+            if i == len(self._times) or self._times[i] > start_ms + max_gap_ms:
+                return False
+            previous = self._times[i]
+            for t in self._times[i:]:
+                if t - previous > max_gap_ms:
+                    return False
+                if t >= end_ms:
+                    return True
+                previous = t
+            return False
+
+    def mean(self, after_ms: int, until_ms: int) -> float | None:
+        """The mean of the points with ``after_ms < ts <= until_ms`` (None when there are none)."""
+        with self._lock:
+            i = bisect.bisect_right(self._times, after_ms)
+            j = bisect.bisect_right(self._times, until_ms)
+            if j <= i:
+                return None
+            return math.fsum(self._values[i:j]) / (j - i)
+
+    def volatility(self) -> volatility.Volatility | None:
+        """The volatility estimate of this series (cached until a point arrives; the horizon
+        scale is recomputed at most every ``SCALE_EVERY_S``)."""
+        with self._lock:
+            if self._vol_version == self._version:
+                return self._vol
+            version = self._version
+            recompute_scale = time.monotonic() - self._scale_at >= SCALE_EVERY_S
+            if recompute_scale:
+                times, values = list(self._times), list(self._values)
+            else:  # the last SIGMA_WINDOW_S seconds (and the point in force before them)
+                newest = self._times[-1] if self._times else 0
+                edge = newest - (volatility.SIGMA_WINDOW_S + 2) * 1000
+                start = max(0, bisect.bisect_left(self._times, edge) - 1)
+                times, values = self._times[start:], self._values[start:]
+        if recompute_scale:
+            self._scale = volatility.horizon_scale(times, values)
+            self._scale_at = time.monotonic()
+        estimate = volatility.estimate(times, values, self._scale)
+        with self._lock:
+            self._vol, self._vol_version = estimate, version
+        return estimate
+
 
 class RtdsFeed(Feed):
-    """Subscribes to the spot and TWAP topics for btc/usd."""
+    """Subscribes to the spot and both TWAP topics for btc/usd."""
 
     name_for_logs = "rtds"
     ping_every_s = 5.0
 
     def __init__(self, url: str, stop: threading.Event) -> None:
         super().__init__(url, stop)
-        self.series = {SPOT: PriceSeries(), TWAP: PriceSeries()}
-        self._by_topic = {topic: self.series[rule] for rule, topic in TOPICS.items()}
+        self.series = {
+            key: PriceSeries(SPOT_HISTORY_S if key == SPOT_KEY else TWAP_HISTORY_S)
+            for key in TOPICS
+        }
+        self._by_topic = {topic: self.series[key] for key, topic in TOPICS.items()}
+        self._by_topic[SPOT_HISTORY_TOPIC] = self.series[SPOT_KEY]
+        self._errors_seen: set[str] = set()
 
     def subscription(self) -> list[str] | None:
-        """One subscribe message for both topics."""
-        filters = json.dumps({"symbol": "btc/usd"})
+        """One subscribe message for every topic, with the documented compact filter."""
         subscriptions = [
-            {"topic": topic, "type": "*", "filters": filters} for topic in TOPICS.values()
+            {"topic": topic, "type": "*", "filters": FILTERS} for topic in TOPICS.values()
         ]
         return [json.dumps({"action": "subscribe", "subscriptions": subscriptions})]
 
     def handle(self, message: Any) -> None:
-        """Record the points of an update, or of a first message's ``data`` list."""
+        """Merge the points of an update or a history snapshot; log an error frame once."""
         for item in each(message):
+            if "statusCode" in item and "topic" not in item:
+                self._error(item)
+                continue
             series = self._by_topic.get(str(item.get("topic", "")))
             payload = item.get("payload")
             if series is None or not isinstance(payload, dict):
                 continue
             symbol = payload.get("symbol")
-            if isinstance(symbol, str) and symbol.lower() != "btc/usd":
+            if isinstance(symbol, str) and symbol.lower() != SYMBOL:
                 continue
-            points = payload.get("data") if isinstance(payload.get("data"), list) else [payload]
-            for point in each(points):
-                ts, value = point.get("timestamp"), _value(point)
-                if isinstance(ts, int | float) and not isinstance(ts, bool) and value:
+            data = payload.get("data")
+            for point in each(data if isinstance(data, list) else [payload]):
+                ts, value = _number(point.get("timestamp")), point_value(point)
+                if (
+                    ts is not None
+                    and value is not None
+                    and not isinstance(point.get("timestamp"), str)
+                ):
                     series.add(int(ts), value)
+
+    def _error(self, item: dict[str, Any]) -> None:
+        body = item.get("body")
+        message = body.get("message") if isinstance(body, dict) else body
+        kind = f"{item.get('statusCode')}: {str(message)[:200]}"
+        if kind not in self._errors_seen:
+            self._errors_seen.add(kind)
+            log.warning("rtds: the upstream answered an error: %s", kind)

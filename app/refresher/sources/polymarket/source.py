@@ -7,7 +7,12 @@ a hanging upstream can never hold the refresher's tick.
 Every number says where it came from (``sources``) and how old it is (``inputAgesMs``);
 the row's ``ts`` is the time of its OLDEST input that matters (both books and the price),
 so the row goes stale when any of them goes silent. A missing input leaves its fields null
-and the row stale: nothing is invented.
+and the row stale: its age counts from when it was first asked for, and is never under the
+stale threshold. A crossed book is shown but stale. Nothing is invented.
+
+The model follows each market's settlement rule (``app.refresher.model``): the centre is the
+Chainlink SPOT (never the TWAP, which trails it), the volatility is the spot's, and the time
+left is counted from the spot's own timestamp.
 """
 
 from __future__ import annotations
@@ -18,7 +23,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
 
 import httpx
 
@@ -27,18 +31,26 @@ from app.refresher.sources import WINDOW_S, window_start
 from app.refresher.sources.polymarket.book import Books, Quote
 from app.refresher.sources.polymarket.clob import REST, ClobFeed, fetch_books
 from app.refresher.sources.polymarket.gamma import GammaClient, UpstreamError, WindowMarket
-from app.refresher.sources.polymarket.rtds import TOPICS, RtdsFeed
+from app.refresher.sources.polymarket.rtds import (
+    SPOT_KEY,
+    TOPICS,
+    TWAP_KEYS,
+    PriceSeries,
+    RtdsFeed,
+)
 
 log = logging.getLogger(__name__)
 
 PREFETCH_S = 60  # look up the next window this long before the roll
 UPKEEP_S = 0.25
 DISCOVERY_RETRY_S = 2.0
-BOOK_FRESH_S = 5.0  # a WebSocket quote older than this is refreshed over REST
+BOOK_FRESH_S = 2.0  # a quote not confirmed for this long is re-read over REST
 REST_MIN_INTERVAL_S = 1.0  # /books: 500 requests per 10 s allowed; we stay far below
-CROSS_CHECK_S = 30.0
+CROSS_CHECK_S = 30.0  # the level books are replaced from REST this often anyway
 SITE_RETRY_S = 10.0
-LATCH_TOLERANCE_MS = 5000
+FALLBACK_AFTER_S = 5.0  # no settlement point at T0 this long after it: try the fallbacks
+MAX_GAP_MS = 3000  # consecutive Chainlink points (about 1 Hz) further apart: a hole
+SPOT_MEAN = "mean"
 
 
 @dataclass(frozen=True)
@@ -58,6 +70,7 @@ class _Window:
     looked_up_at: float = 0.0
     price_to_beat: float | None = None
     price_to_beat_via: str | None = None
+    final: bool = False  # the settlement's own report: nothing may replace it
     site_tried_at: float = 0.0
     fetched_at_ms: int = 0
     errors: list[str] = field(default_factory=list)
@@ -73,9 +86,12 @@ class PolymarketSource:
         upstreams: Upstreams,
         http: httpx.Client | None = None,
         clock: Callable[[], float] = time.time,
+        stale_after_ms: int = 3000,
     ) -> None:
         self.upstreams = upstreams
         self._clock = clock
+        self._stale_after_ms = stale_after_ms
+        self._asked_at: dict[str, float] = {}  # token -> when it was first watched (clock s)
         self.http = http or httpx.Client(
             timeout=httpx.Timeout(3.0, connect=2.0),
             headers={"User-Agent": "probboard/0.1"},
@@ -115,9 +131,11 @@ class PolymarketSource:
         self.start()
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            row = self.rows(self._clock())[0]
-            has_book = row["up_bid"] is not None or row["up_ask"] is not None
-            if has_book and row["price"] is not None:
+            now = self._clock()
+            self.rows(now)
+            market = self._window(window_start(now)).market
+            has_book = market is not None and self.books.quote(market.up_token_id) is not None
+            if has_book and self.rtds.series[SPOT_KEY].latest() is not None:
                 return
             time.sleep(0.2)
 
@@ -154,44 +172,82 @@ class PolymarketSource:
     def _upkeep(self, now: float) -> None:
         t0 = window_start(now)
         self._lookup(t0)
+        upcoming = None
         if t0 + WINDOW_S - now <= PREFETCH_S:
             self._lookup(t0 + WINDOW_S)
+            upcoming = self._window(t0 + WINDOW_S).market
         window = self._window(t0)
         market = window.market
+        markets = [m for m in (market, upcoming) if m is not None]
+        if markets:
+            self._refresh_books([t for m in markets for t in (m.up_token_id, m.down_token_id)])
         if market is not None:
-            self._refresh_books(market)
-            self._fallback_price_to_beat(window, t0, market.rule, now)
+            self._fallback_price_to_beat(window, t0, market, now)
 
     # -- the price to beat ---------------------------------------------------------------
-    def _latch(self, window: _Window, t0: int, rule: str) -> None:
-        if window.price_to_beat is not None:
-            return
-        series = self.rtds.series[rule]
-        latest = series.latest()
-        # Latch only once a point at or after T0 has arrived: then the value in force at T0
-        # is known (the feed lags the exchanges by about 2 s).
-        if latest is not None and latest[0] >= t0 * 1000:
-            latched = series.at(t0 * 1000, LATCH_TOLERANCE_MS)
-            if latched is not None:
-                window.price_to_beat, window.price_to_beat_via = latched, f"rtds:{TOPICS[rule]}"
+    def _twap_series(self, market: WindowMarket) -> PriceSeries | None:
+        key = TWAP_KEYS.get(market.lookback_s or 0)
+        return self.rtds.series[key] if key else None
 
-    def _fallback_price_to_beat(self, window: _Window, t0: int, rule: str, now: float) -> None:
-        self._latch(window, t0, rule)
+    def _latch(self, window: _Window, t0: int, market: WindowMarket, now: float) -> None:
+        """Latch the price to beat from the settlement stream once it is known for sure:
+        the points around T0 have arrived with no hole between them (a back-fill after a
+        reconnect counts), so a point missed in a gap can never be latched past."""
+        if window.final:
+            return
+        t0_ms = t0 * 1000
+        spot = self.rtds.series[SPOT_KEY]
+        if market.rule != TWAP:
+            before, after = spot.around(t0_ms)
+            if before is not None and (
+                before[0] == t0_ms or (after is not None and after[0] - before[0] <= MAX_GAP_MS)
+            ):
+                self._set_price_to_beat(window, before[1], f"rtds:{TOPICS[SPOT_KEY]}", True)
+            return
+        lookback = market.lookback_s
+        if lookback is None:
+            return
+        series = self._twap_series(market)
+        if series is not None:
+            before, after = series.around(t0_ms - 1)  # after: the first report at or after T0
+            if after is not None and (
+                after[0] == t0_ms or (before is not None and after[0] - before[0] <= MAX_GAP_MS)
+            ):
+                key = TWAP_KEYS[lookback]
+                self._set_price_to_beat(window, after[1], f"rtds:{TOPICS[key]}", True)
+                return
+        # The TWAP topic is silent (or has a hole at T0): the same average from the spot.
+        if window.price_to_beat is None and now - t0 >= FALLBACK_AFTER_S:
+            start_ms = t0_ms - lookback * 1000
+            if spot.covered(start_ms, t0_ms, MAX_GAP_MS):
+                mean = spot.mean(start_ms, t0_ms)
+                if mean is not None:
+                    via = f"rtds:{TOPICS[SPOT_KEY]}:{SPOT_MEAN}{lookback}s"
+                    self._set_price_to_beat(window, mean, via, False)
+
+    def _set_price_to_beat(self, window: _Window, value: float, via: str, final: bool) -> None:
+        if window.price_to_beat_via != via:
+            log.info("price to beat %.2f from %s", value, via)
+        window.price_to_beat, window.price_to_beat_via, window.final = value, via, final
+
+    def _fallback_price_to_beat(
+        self, window: _Window, t0: int, market: WindowMarket, now: float
+    ) -> None:
+        self._latch(window, t0, market, now)
         if window.price_to_beat is not None:
             return
-        if now - t0 > LATCH_TOLERANCE_MS / 1000 and (
+        if now - t0 > FALLBACK_AFTER_S and (
             time.monotonic() - window.site_tried_at >= SITE_RETRY_S
         ):
             window.site_tried_at = time.monotonic()
-            opened = self._site_open_price(t0, rule)
+            opened = self._site_open_price(t0, market)
             if opened is not None:
-                window.price_to_beat, window.price_to_beat_via = opened, "site:crypto-price"
+                self._set_price_to_beat(window, opened, "site:crypto-price", False)
                 return
-        market = window.market
-        if market is not None and market.price_to_beat is not None:
-            window.price_to_beat, window.price_to_beat_via = market.price_to_beat, "gamma"
+        if market.price_to_beat is not None:
+            self._set_price_to_beat(window, market.price_to_beat, "gamma", False)
 
-    def _site_open_price(self, t0: int, rule: str) -> float | None:
+    def _site_open_price(self, t0: int, market: WindowMarket) -> float | None:
         def iso(t: int) -> str:
             return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -201,8 +257,10 @@ class PolymarketSource:
             "variant": "fiveminute",
             "endDate": iso(t0 + WINDOW_S),
         }
-        if rule == TWAP:
-            params |= {"twapEnabled": "true", "twapLookbackSeconds": "60"}
+        if market.rule == TWAP:
+            if market.lookback_s is None:
+                return None
+            params |= {"twapEnabled": "true", "twapLookbackSeconds": str(market.lookback_s)}
         try:
             response = self.http.get(
                 f"{self.upstreams.site.rstrip('/')}/api/crypto/crypto-price", params=params
@@ -217,83 +275,118 @@ class PolymarketSource:
         return None
 
     # -- books ------------------------------------------------------------------------
-    def _refresh_books(self, market: WindowMarket) -> None:
-        up, down = self.books.quote(market.up_token_id), self.books.quote(market.down_token_id)
+    def _refresh_books(self, assets: list[str]) -> None:
+        """Re-read books over REST when a quote is missing or unconfirmed for a while, when
+        the level book disagrees with the upstream's top (or is crossed), and every
+        ``CROSS_CHECK_S``; the snapshot replaces the level book (at most once a second)."""
         now = time.monotonic()
-        stale = [q is None or now - q.at > BOOK_FRESH_S for q in (up, down)]
+        quotes = [self.books.quote(asset) for asset in assets]
+        unconfirmed = any(q is None or now - q.at > BOOK_FRESH_S for q in quotes)
+        disputed = bool(self.books.wanted_snapshots() & set(assets))
         cross_check = now - self._checked_at >= CROSS_CHECK_S
-        if (any(stale) or cross_check) and now - self._rest_at >= REST_MIN_INTERVAL_S:
-            self._rest_at = now
-            assets = [market.up_token_id, market.down_token_id]
-            try:
-                books = fetch_books(self.http, self.upstreams.clob, assets)
-            except (httpx.HTTPError, UpstreamError) as exc:
-                log.warning("clob /books failed: %s", exc)
-                return
-            if cross_check:
-                self._checked_at = now
-            for asset, was_stale, quote in zip(assets, stale, (up, down), strict=True):
-                book = books.get(asset)
-                if book is None:
-                    continue
-                if was_stale:
-                    self.books.snapshot(asset, book.get("bids"), book.get("asks"), REST)
-                elif quote is not None:
-                    self._compare(asset, quote, book)
-
-    def _compare(self, asset: str, quote: Quote, book: dict[str, Any]) -> None:
-        probe = Books()
-        probe.snapshot(asset, book.get("bids"), book.get("asks"), REST)
-        rest = probe.quote(asset)
-        if rest is not None and (rest.bid, rest.ask) != (quote.bid, quote.ask):
-            log.info(
-                "cross-check: token …%s socket %s/%s, REST %s/%s",
-                asset[-6:], quote.bid, quote.ask, rest.bid, rest.ask,
-            )  # fmt: skip
+        if (
+            not (unconfirmed or disputed or cross_check)
+            or now - self._rest_at < REST_MIN_INTERVAL_S
+        ):
+            return
+        self._rest_at = now
+        try:
+            books = fetch_books(self.http, self.upstreams.clob, assets)
+        except (httpx.HTTPError, UpstreamError) as exc:
+            log.warning("clob /books failed: %s", exc)
+            return
+        if cross_check:
+            self._checked_at = now
+        for asset in assets:
+            book = books.get(asset)
+            if book is not None:
+                self.books.snapshot(asset, book.get("bids"), book.get("asks"), REST, now)
 
     # -- the row ----------------------------------------------------------------------
+    def _watch(self, tokens: tuple[str, ...], now: float) -> None:
+        for token in tokens:
+            self._asked_at.setdefault(token, now)
+        for token in [t for t in self._asked_at if t not in tokens]:
+            del self._asked_at[token]
+        self.clob.watch(tokens)
+
+    def _model(
+        self, market: WindowMarket | None, k: float | None, spot: PriceSeries
+    ) -> tuple[float | None, float | None, float | None, float | None]:
+        """(P(up) in percent, P(down) in percent, sigma used, variance scale), or Nones."""
+        vol = spot.volatility()
+        sigma = vol.sigma if vol else None
+        scale = vol.scale if vol else None
+        latest = spot.latest()
+        if market is None or k is None or latest is None or vol is None:
+            return None, None, sigma, scale
+        ts_ms, price = latest
+        end_ms = (market.window_start + WINDOW_S) * 1000
+        tau = max(0.0, (end_ms - ts_ms) / 1000.0)  # from the price's own time, not ours
+        known_mean = None
+        if market.rule == TWAP:
+            if market.lookback_s is None:
+                return None, None, sigma, scale
+            lookback = market.lookback_s
+            if tau < lookback:
+                start_ms = end_ms - lookback * 1000
+                if not spot.covered(start_ms, ts_ms, MAX_GAP_MS):
+                    return None, None, sigma, scale  # a hole in the part already averaged
+                known_mean = spot.mean(start_ms, ts_ms) or price
+        p_up = probability_up(price, k, tau, vol.sigma, market.rule, market.lookback_s, known_mean)
+        up, down = percentages(p_up)
+        return up, down, sigma, scale
+
     def rows(self, now: float) -> list[dict[str, object]]:
         """The BTC row at ``now``."""
         self.start()
         t0 = window_start(now)
         window = self._window(t0)
         market = window.market
-        # Shortly before the roll, the next window's market is looked up and its books
-        # watched too, so the board switches on the boundary with warm books.
+        # From PREFETCH_S before the roll the next window's tokens are watched too, on the
+        # same socket, so the board switches on the boundary with warm books.
         near_roll = t0 + WINDOW_S - now <= PREFETCH_S
         upcoming = self._window(t0 + WINDOW_S).market if near_roll else None
         watched = [m for m in (market, upcoming) if m is not None]
-        self.clob.watch(tuple(t for m in watched for t in (m.up_token_id, m.down_token_id)))
+        self._watch(tuple(t for m in watched for t in (m.up_token_id, m.down_token_id)), now)
 
         now_ms = int(now * 1000)
         mono = time.monotonic()
-        rule = market.rule if market is not None else "spot"
         up = down = None
         if market is not None:
             up = self.books.quote(market.up_token_id)
             down = self.books.quote(market.down_token_id)
-            self._latch(window, t0, rule)
-        series = self.rtds.series[rule]
-        latest = series.latest()
+            self._latch(window, t0, market, now)
+        spot = self.rtds.series[SPOT_KEY]
+        latest = spot.latest()
         price = latest[1] if latest else None
-
-        def quote_ms(q: Quote | None) -> int | None:
-            return None if q is None else now_ms - int((mono - q.at) * 1000)
-
-        input_times = {
-            "upBook": quote_ms(up),
-            "downBook": quote_ms(down),
-            "price": latest[0] if latest else None,
-        }
-        # The row is as old as its oldest input; a missing one counts from when we began
-        # waiting for it, so the row is stale, never fresh with invented numbers.
-        waiting_since = int(max(self._created, t0) * 1000)
-        oldest = min(t if t is not None else waiting_since for t in input_times.values())
-        rem = max(0.0, t0 + WINDOW_S - now)
-        p_up = p_down = None
         k = window.price_to_beat
-        if price is not None and k is not None:
-            p_up, p_down = percentages(probability_up(price, k, rem, series.vol.sigma(), rule))
+        p_up, p_down, sigma, scale = self._model(market, k, spot)
+
+        # A missing (or crossed) input is as old as the time since it was first asked for,
+        # and never younger than the stale threshold: the row is stale while it lacks one.
+        never_fresh = now_ms - self._stale_after_ms - 1
+
+        def waiting(token: str | None) -> int:
+            asked = self._asked_at.get(token, self._created) if token else self._created
+            return min(int(asked * 1000), never_fresh)
+
+        def quote_ms(q: Quote | None, token: str | None) -> int:
+            if q is None:
+                return waiting(token)
+            confirmed = now_ms - int((mono - q.at) * 1000)
+            return min(confirmed, never_fresh) if q.crossed else confirmed
+
+        up_token = market.up_token_id if market else None
+        down_token = market.down_token_id if market else None
+        input_times = {
+            "upBook": quote_ms(up, up_token),
+            "downBook": quote_ms(down, down_token),
+            "price": latest[0] if latest else min(int(self._created * 1000), never_fresh),
+        }
+        present = {"upBook": up is not None, "downBook": down is not None, "price": bool(latest)}
+        rem = max(0.0, t0 + WINDOW_S - now)
+        rule = market.rule if market is not None else None
         return [
             {
                 "symbol": "BTC",
@@ -304,28 +397,30 @@ class PolymarketSource:
                 "up_ask": up.ask if up else None,
                 "down_bid": down.bid if down else None,
                 "down_ask": down.ask if down else None,
-                "up_token_id": market.up_token_id if market else None,
-                "down_token_id": market.down_token_id if market else None,
+                "up_token_id": up_token,
+                "down_token_id": down_token,
                 "rem_secs": round(rem, 3),
-                "ts": min(oldest, now_ms),
+                "ts": min(min(input_times.values()), now_ms),
                 "windowStart": t0,
                 "windowEnd": t0 + WINDOW_S,
                 "price": price,
                 "priceToBeat": k,
-                "sigma": series.vol.sigma(),
+                "sigma": sigma,
+                "sigmaScale": scale,
                 "settlement": rule,
+                "twapLookbackS": market.lookback_s if market else None,
                 "source": self.name,
                 "slug": market.slug if market else None,
                 "sources": {
                     "market": "gamma" if market else None,
                     "upBook": up.via if up else None,
                     "downBook": down.via if down else None,
-                    "price": f"rtds:{TOPICS[rule]}" if latest else None,
+                    "price": f"rtds:{TOPICS[SPOT_KEY]}" if latest else None,
                     "priceToBeat": window.price_to_beat_via,
-                    "model": "digital-option" if p_up is not None else None,
+                    "model": f"digital-option:{rule}" if p_up is not None else None,
                 },
                 "inputAgesMs": {
-                    name: (None if t is None else max(0, now_ms - t))
+                    name: (max(0, now_ms - t) if present[name] else None)
                     for name, t in input_times.items()
                 },
             }
