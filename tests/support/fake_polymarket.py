@@ -1,6 +1,6 @@
 """Fake Polymarket upstreams on 127.0.0.1 (free ports), for the tests and for benchmarks.
 
-``FakePolymarket`` starts five servers that serve the documented shapes, awkward parts
+``FakePolymarket`` starts five servers that serve today's documented shapes, awkward parts
 included (see ../shared/upstream.md):
 
 - ``gamma`` (HTTP): ``GET /events/slug/btc-updown-5m-<T0>`` answers an event whose
@@ -9,11 +9,40 @@ included (see ../shared/upstream.md):
 - ``clob`` (HTTP): ``POST /books`` (and ``GET /book``) with prices and sizes as decimal
   strings, bids ASCENDING and asks DESCENDING (the best levels are the last elements).
 - ``site`` (HTTP): ``GET /api/crypto/crypto-price`` (the price-to-beat fallback).
-- ``clob_ws`` (WebSocket): the market channel. The first frame after a subscription is a
-  JSON ARRAY of ``book`` snapshots; then ``price_change`` messages driven by the test.
-- ``rtds`` (WebSocket): the real-time data socket. The first message of a topic carries
-  ``payload.data`` (a list of points); then ``update`` messages; the TWAP topic carries
-  ``full_accuracy_value`` scaled by 1e18.
+- ``clob_ws`` (WebSocket): the market channel.
+
+  - The first ``{"assets_ids": [...], "type": "market", ...}`` frame of a connection
+    subscribes; the reply is a JSON ARRAY of ``book`` snapshots. A second ``type: "market"``
+    frame on the same connection is refused: text ``INVALID OPERATION``, nothing changes
+    (``refused``).
+  - ``{"assets_ids": [...], "operation": "subscribe" | "unsubscribe", ...}`` changes the
+    assets of an open connection (``operations``): a subscribe answers a JSON array of
+    snapshots of the assets it added, or the text ``NO NEW ASSETS``; an unsubscribe answers
+    nothing. ``refuse_operations = True`` answers every operation ``INVALID OPERATION``.
+  - ``snapshot_delay_s > 0`` sends every snapshot reply that late, from a thread (a slow
+    snapshot); the assets join the connection only then, so nothing about them comes first.
+  - Then ``price_change`` messages driven by the test (``FakePolymarket.set_level`` /
+    ``set_levels``; ``send=False`` loses the message on purpose), each entry carrying its
+    asset's new ``best_bid`` / ``best_ask`` (``"0"`` / ``"1"`` for an empty side) as decimal
+    strings; ``best_bid_ask`` (``send_best_bid_ask``, ``keep_alive``) and
+    ``market_resolved`` (``send_market_resolved``).
+- ``rtds`` (WebSocket): the real-time data socket.
+
+  - Topics ``crypto_prices_chainlink`` (spot), ``crypto_prices_twap_sixty`` and
+    ``crypto_prices_twap_thirty``; any other topic answers ``{"statusCode": 400, "body":
+    {"message": "Invalid topic: <topic>"}}``.
+  - ``filters`` must be exactly the compact string ``{"symbol":"btc/usd"}``: the real filter
+    is a string match, so ``{"symbol": "btc/usd"}`` (with a space) matches nothing
+    (``bad_subscriptions``).
+  - After subscribing to the spot topic, the history snapshot arrives under the topic
+    ``crypto_prices`` (``type: "subscribe"``, ``payload.data``), ``history_delay_s`` late if
+    set (live updates may come first). The TWAP topics have none unless ``twap_history``.
+  - ``update`` messages; the TWAP topics add ``full_accuracy_value`` (scaled by 1e18, or a
+    plain decimal string with ``plain_full_accuracy``, the announced successor) and
+    ``window_s``. ``paused = True`` keeps recording pushes into the history without
+    delivering them (a gap to repair from the snapshot); ``send_error`` sends an error frame.
+  - ``BrownianPath`` is a seeded 1-second spot path with its exact TWAPs;
+    ``FakeRtds.play`` pushes it up to a (virtual) time, ``seed_path`` puts it in the history.
 
 Every HTTP fake can be switched to answer 500 (``mode = "error"``) or never to answer
 (``mode = "hang"``: longer than the client's 3 s timeout). Every WebSocket fake answers the
@@ -25,16 +54,18 @@ close), refuse new ones (``refuse = True``: HTTP 503 at the handshake), go silen
 
 from __future__ import annotations
 
+import bisect
 import contextlib
 import hashlib
 import json
 import math
+import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -48,8 +79,15 @@ WINDOW_S = 300
 SPOT = "spot"
 TWAP = "twap"
 SPOT_TOPIC = "crypto_prices_chainlink"
-TWAP_TOPIC = "crypto_prices_twap_sixty"
+TWAP_TOPIC = "crypto_prices_twap_sixty"  # the 60-second TWAP, today's settlement
+TWAP30_TOPIC = "crypto_prices_twap_thirty"
+SPOT_HISTORY_TOPIC = "crypto_prices"  # the spot's history snapshot arrives under this name
 TOPICS = {SPOT: SPOT_TOPIC, TWAP: TWAP_TOPIC}
+TWAP_TOPICS = {60: TWAP_TOPIC, 30: TWAP30_TOPIC}  # lookback seconds -> topic
+WINDOW_S_OF_TOPIC = {topic: lookback for lookback, topic in TWAP_TOPICS.items()}
+SPOT_FILTERS = '{"symbol":"btc/usd"}'  # compact, as documented: the server matches the string
+INVALID_OPERATION = "INVALID OPERATION"
+NO_NEW_ASSETS = "NO NEW ASSETS"
 SPOT_RESOLUTION_SOURCE = "https://data.chain.link/streams/btc-usd"
 TWAP_RESOLUTION_SOURCE = "https://data.chain.link/streams/btc-usd-twap-60s-streams"
 SCALE = 10**18
@@ -91,6 +129,22 @@ def exact(value: Decimal | str | float) -> float:
     return float(Decimal(scaled(value)) / Decimal(SCALE))
 
 
+def plain(value: Decimal | str | float) -> str:
+    """``full_accuracy_value`` in the announced successor format: a plain decimal string.
+
+    The same 18-decimal truncation as ``scaled``, so both formats carry the same number.
+    """
+    # scaleb is exact, where a division would round to the context's precision.
+    exact_value = Decimal(scaled(value)).scaleb(-18)
+    return format(exact_value.normalize(), "f")
+
+
+def price_text(price: Decimal | str | float) -> str:
+    """A price as the CLOB writes it: ``"0.53"``, ``"0.5"``, never ``"0.53000001"``."""
+    # Through str() so a float is read as its shortest repr, not its binary expansion.
+    return format(Decimal(str(price)).normalize(), "f")
+
+
 def now_ms() -> int:
     """Wall-clock epoch milliseconds."""
     return int(time.time() * 1000)
@@ -106,6 +160,7 @@ class FakeMarket:
     window_start: int
     outcomes: tuple[str, ...] = ("Up", "Down")
     rule: str = SPOT
+    lookback: int = 60  # twapLookbackSeconds of a TWAP market (30 on some older ones)
     with_config: bool = True  # cryptoMarketConfig present (markets since 2026-08-07)
     price_to_beat: float | None = None  # eventMetadata.priceToBeat (undocumented, late)
     up_token: str = ""
@@ -137,7 +192,11 @@ class FakeMarket:
             "question": "Bitcoin Up or Down - (US Eastern title, never parsed)",
             "conditionId": self.condition,
             "slug": self.slug,
-            "resolutionSource": TWAP_RESOLUTION_SOURCE if twap else SPOT_RESOLUTION_SOURCE,
+            "resolutionSource": (
+                TWAP_RESOLUTION_SOURCE.replace("60s", f"{self.lookback}s")
+                if twap
+                else SPOT_RESOLUTION_SOURCE
+            ),
             "startDate": iso(t0 - 86400),  # the listing time: NOT the window start
             "eventStartTime": iso(t0),
             "endDate": iso(t0 + WINDOW_S),
@@ -159,7 +218,7 @@ class FakeMarket:
                 "asset": "BTC",
                 "duration": "5m",
                 "twapEnabled": twap,
-                "twapLookbackSeconds": 60 if twap else 0,
+                "twapLookbackSeconds": self.lookback if twap else 0,
             }
         event: dict[str, Any] = {
             "id": market["id"],
@@ -187,10 +246,12 @@ class FakeBook:
     def set(self, side: str, price: str, size: str) -> None:
         """Set a level (``side`` BUY = bid, SELL = ask); size ``"0"`` removes it."""
         levels = self.bids if side.upper() == "BUY" else self.asks
+        # "0.5" and "0.50" are one level: reuse the key the book already has for that price.
+        key = next((p for p in levels if Decimal(p) == Decimal(price)), price)
         if Decimal(size) == 0:
-            levels.pop(price, None)
+            levels.pop(key, None)
         else:
-            levels[price] = size
+            levels[key] = size
 
     @property
     def best_bid(self) -> float | None:
@@ -201,6 +262,27 @@ class FakeBook:
     def best_ask(self) -> float | None:
         """The lowest ask price."""
         return min((float(p) for p in self.asks), default=None)
+
+    @property
+    def best_bid_text(self) -> str:
+        """The best bid as the market channel writes it; ``"0"`` when there is no bid."""
+        best = max(self.bids, key=Decimal, default=None)
+        return price_text(best) if best is not None else "0"
+
+    @property
+    def best_ask_text(self) -> str:
+        """The best ask as the market channel writes it; ``"1"`` when there is no ask."""
+        best = min(self.asks, key=Decimal, default=None)
+        return price_text(best) if best is not None else "1"
+
+    def spread_text(self) -> str:
+        """``best_ask - best_bid`` (an empty side counting as 1 / 0), a decimal string."""
+        return price_text(Decimal(self.best_ask_text) - Decimal(self.best_bid_text))
+
+    def hash(self) -> str:
+        """A digest of the levels (the ``hash`` of snapshots and of ``price_change`` entries)."""
+        levels = json.dumps([self.bids, self.asks], sort_keys=True).encode()
+        return hashlib.sha1(levels, usedforsecurity=False).hexdigest()
 
     def as_json(self, asset_id: str, market: str, timestamp_ms: int) -> dict[str, Any]:
         """The CLOB book object: bids ascending, asks descending (the documented trap)."""
@@ -213,9 +295,7 @@ class FakeBook:
             "market": market,
             "asset_id": asset_id,
             "timestamp": str(timestamp_ms),
-            "hash": hashlib.sha1(
-                json.dumps([self.bids, self.asks], sort_keys=True).encode()
-            ).hexdigest(),
+            "hash": self.hash(),
             "bids": ordered(self.bids, descending=False),
             "asks": ordered(self.asks, descending=True),
             "min_order_size": "5",
@@ -245,9 +325,11 @@ class _Handler(BaseHTTPRequestHandler):
     fake: _HttpFake
 
     def do_GET(self) -> None:
+        """Hand the request to the fake."""
         self.fake.serve(self, "GET")
 
     def do_POST(self) -> None:
+        """Hand the request to the fake."""
         self.fake.serve(self, "POST")
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -307,6 +389,7 @@ class _HttpFake:
         return [hit for hit in list(self.hits) if hit.path.startswith(path_prefix)]
 
     def serve(self, handler: BaseHTTPRequestHandler, method: str) -> None:
+        """Record the request, then answer it as ``mode`` says (or never, when hung)."""
         parts = urlsplit(handler.path)
         length = int(handler.headers.get("Content-Length") or 0)
         raw = handler.rfile.read(length) if length else b""
@@ -337,6 +420,7 @@ class _HttpFake:
             handler.wfile.write(data)
 
     def route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
+        """(status, JSON payload) for a request; each fake its own routes."""
         raise NotImplementedError
 
 
@@ -362,6 +446,7 @@ class FakeGamma(_HttpFake):
         return self.world.market(int(slug[len(SLUG_PREFIX) :]))
 
     def route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
+        """The Gamma routes; 404 for an unknown or unlisted slug."""
         not_found = {"type": "not found error", "error": "id not found"}
         if method == "GET" and path.startswith("/events/slug/"):
             market = self._market(path.rsplit("/", 1)[-1])
@@ -383,6 +468,7 @@ class FakeClobRest(_HttpFake):
         self.world = world
 
     def route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
+        """The book routes (and ``/time``); 404 with the CLOB's message when there is no book."""
         if method == "POST" and path == "/books":
             if not isinstance(body, list):
                 return 400, {"error": "Invalid payload"}
@@ -407,6 +493,7 @@ class FakeSite(_HttpFake):
         self.open_prices: dict[int, float | None] = {}
 
     def route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
+        """The crypto-price route; 400 without ``eventStartTime``."""
         if method != "GET" or path != "/api/crypto/crypto-price":
             return 404, {"error": "not found"}
         try:
@@ -433,11 +520,14 @@ class _Client:
     def __init__(self, connection: ServerConnection) -> None:
         self.connection = connection
         self.frozen = False  # PONG answered, no data
-        self.assets: set[str] = set()
+        self.assets: set[str] = set()  # CLOB: the assets this connection receives
+        self.pending: set[str] = set()  # CLOB: subscribed, waiting for a slow snapshot
+        self.market_subscribed = False  # CLOB: its one ``type: "market"`` frame was taken
         self.topics: set[str] = set()
         self._lock = threading.Lock()
 
     def send(self, text: str) -> None:
+        """Send a text frame; a connection that has gone is no error here."""
         with self._lock, contextlib.suppress(ConnectionClosed, OSError, RuntimeError):
             self.connection.send(text)
 
@@ -489,7 +579,7 @@ class _WsFake:
     def stop(self) -> None:
         """Drop every connection and stop listening."""
         self._stopping.set()
-        for ticker in self._tickers:
+        for ticker in list(self._tickers):
             ticker.join(5)
         self.drop()
         if self._server is not None:
@@ -502,6 +592,11 @@ class _WsFake:
         """The open connections."""
         with self._lock:
             return list(self._clients)
+
+    def is_open(self, client: _Client) -> bool:
+        """Whether ``client`` is still connected (a delayed reply must not outlive it)."""
+        with self._lock:
+            return client in self._clients
 
     def drop(self) -> None:
         """Drop every open connection (the sockets close; no close frame)."""
@@ -528,8 +623,7 @@ class _WsFake:
                 text = raw if isinstance(raw, str) else raw.decode(errors="replace")
                 if text.strip() == "PING":
                     self.pings += 1
-                    if not self.silent:
-                        client.send("PONG")
+                    self.reply(client, "PONG")
                     continue
                 try:
                     message = json.loads(text)
@@ -546,8 +640,22 @@ class _WsFake:
         """Whether data may be sent to ``client`` now."""
         return not self.silent and not client.frozen
 
+    def reply(self, client: _Client, text: str) -> None:
+        """A control reply (``PONG``, ``INVALID OPERATION``...): frozen connections still get
+        it, as they still get ``PONG``; a silent fake sends nothing at all."""
+        if not self.silent:
+            client.send(text)
+
     def on_message(self, client: _Client, message: Any) -> None:
+        """Handle one parsed JSON message from ``client`` (each fake its own protocol)."""
         raise NotImplementedError
+
+    def send_raw(self, message: Any) -> None:
+        """Send anything to every connection (tests of garbage handling)."""
+        text = message if isinstance(message, str) else json.dumps(message)
+        for client in self.clients:
+            if self.deliverable(client):
+                client.send(text)
 
     def every(self, period_s: float, action: Callable[[], None]) -> None:
         """Run ``action`` every ``period_s`` in a thread until the fake stops."""
@@ -556,92 +664,229 @@ class _WsFake:
             while not self._stopping.wait(period_s):
                 action()
 
-        ticker = threading.Thread(target=loop, daemon=True)
-        self._tickers.append(ticker)
-        ticker.start()
+        self._spawn(loop)
+
+    def later(self, delay_s: float, action: Callable[[], None]) -> None:
+        """Run ``action`` once, ``delay_s`` from now, in a thread (not if the fake stops)."""
+
+        def once() -> None:
+            if not self._stopping.wait(delay_s):
+                action()
+
+        self._spawn(once)
+
+    def _spawn(self, target: Callable[[], None]) -> None:
+        thread = threading.Thread(target=target, daemon=True)
+        with self._lock:
+            # Finished one-shot threads are forgotten so the list does not grow for ever.
+            self._tickers = [t for t in self._tickers if t.is_alive()]
+            self._tickers.append(thread)
+        thread.start()
+
+
+PriceChange = tuple[str, str, str, str]  # (asset id, side BUY/SELL, price, size)
 
 
 class FakeClobWs(_WsFake):
-    """The CLOB market channel."""
+    """The CLOB market channel: one ``type: "market"`` frame per connection, then
+    ``operation`` frames to change the assets; snapshots, ``price_change``,
+    ``best_bid_ask`` and ``market_resolved`` messages."""
 
     path = "/ws/market"
 
     def __init__(self, world: FakePolymarket) -> None:
         super().__init__()
         self.world = world
-        self.snapshots_sent: list[list[str]] = []  # asset ids of each first frame
+        self.snapshots_sent: list[list[str]] = []  # asset ids of each snapshot reply sent
+        self.operations: list[Any] = []  # every ``operation`` frame received, parsed
+        self.refused: list[Any] = []  # every frame answered ``INVALID OPERATION``
+        self.refuse_operations = False  # answer every operation ``INVALID OPERATION``
+        self.snapshot_delay_s = 0.0  # > 0: slow snapshots, sent that late from a thread
+        # Held while a connection's assets change and while anything is sent, so a message
+        # about an asset never overtakes the snapshot that brings the asset in.
+        self._send_lock = threading.RLock()
 
     def subscribed_assets(self) -> set[str]:
-        """The assets of the newest subscription (empty before any)."""
+        """The assets of the newest ``type: "market"`` subscription (empty before any)."""
         for message in reversed(self.subscriptions):
             if isinstance(message, dict) and isinstance(message.get("assets_ids"), list):
                 return {str(a) for a in message["assets_ids"]}
         return set()
 
+    def assets_of_connections(self) -> list[set[str]]:
+        """Each open connection's current assets (after operations; slow snapshots not yet
+        sent are not counted), in the order the connections were accepted."""
+        with self._send_lock:
+            return [set(client.assets) for client in self.clients]
+
     def on_message(self, client: _Client, message: Any) -> None:
-        if not isinstance(message, dict) or message.get("type") != "market":
+        """``type: "market"`` (once per connection) or an ``operation`` frame."""
+        if not isinstance(message, dict):
             return
-        assets = message.get("assets_ids")
-        if not isinstance(assets, list):
+        if "operation" in message:
+            self._operation(client, message)
             return
+        if message.get("type") != "market" or not isinstance(message.get("assets_ids"), list):
+            return
+        if client.market_subscribed:
+            # The real server takes one initial subscription per connection.
+            self._refuse(client, message)
+            return
+        client.market_subscribed = True
         self.subscriptions.append(message)
-        client.assets = {str(a) for a in assets}
-        if not self.deliverable(client):
+        self._subscribe(client, [str(a) for a in message["assets_ids"]])
+
+    def _refuse(self, client: _Client, message: Any) -> None:
+        self.refused.append(message)
+        self.reply(client, INVALID_OPERATION)
+
+    def _operation(self, client: _Client, message: dict[str, Any]) -> None:
+        self.operations.append(message)
+        operation = message.get("operation")
+        assets = message.get("assets_ids")
+        if (
+            self.refuse_operations
+            or operation not in ("subscribe", "unsubscribe")
+            or not isinstance(assets, list)
+        ):
+            self._refuse(client, message)
             return
-        books = [self.world.book_json(str(a)) for a in assets]
-        frame = [b | {"event_type": "book"} for b in books if b is not None]
-        client.send(json.dumps(frame))  # the first frame: a JSON ARRAY of snapshots
-        self.snapshots_sent.append([b["asset_id"] for b in frame])
+        requested = list(dict.fromkeys(str(a) for a in assets))
+        with self._send_lock:
+            if operation == "unsubscribe":
+                client.assets.difference_update(requested)
+                client.pending.difference_update(requested)  # its slow snapshot is off too
+                return
+            new = [a for a in requested if a not in client.assets and a not in client.pending]
+        if new:
+            self._subscribe(client, new)
+        else:
+            self.reply(client, NO_NEW_ASSETS)
+
+    def _subscribe(self, client: _Client, assets: list[str]) -> None:
+        assets = list(dict.fromkeys(assets))
+        if self.snapshot_delay_s <= 0:
+            self._snapshot(client, assets)
+            return
+        with self._send_lock:
+            client.pending.update(assets)
+
+        def slow() -> None:
+            with self._send_lock:
+                due = [a for a in assets if a in client.pending]  # not unsubscribed since
+                client.pending.difference_update(due)
+                self._snapshot(client, due)
+
+        self.later(self.snapshot_delay_s, slow)
+
+    def _snapshot(self, client: _Client, assets: list[str]) -> None:
+        """Add ``assets`` to the connection and send their books as one JSON array."""
+        with self._send_lock:
+            client.assets.update(assets)
+            if not self.deliverable(client) or not self.is_open(client):
+                return
+            books = [self.world.book_json(a) for a in assets]
+            frame = [b | {"event_type": "book"} for b in books if b is not None]
+            client.send(json.dumps(frame))  # a JSON ARRAY of snapshots ("[]" happens)
+            self.snapshots_sent.append([b["asset_id"] for b in frame])
 
     def broadcast(self, asset: str, message: dict[str, Any]) -> None:
         """Send ``message`` to every connection subscribed to ``asset``."""
         text = json.dumps(message)
-        for client in self.clients:
-            if asset in client.assets and self.deliverable(client):
-                client.send(text)
+        with self._send_lock:
+            for client in self.clients:
+                if asset in client.assets and self.deliverable(client):
+                    client.send(text)
 
     def send_price_change(self, asset: str, side: str, price: str, size: str) -> None:
         """The ``price_change`` message for a level the world has just changed."""
-        book = self.world.books[asset]
-        market = self.world.condition_of(asset)
-        change = {
-            "asset_id": asset,
-            "price": price,
-            "size": size,
-            "side": side,
-            "hash": hashlib.sha1(f"{asset}{price}{size}".encode()).hexdigest(),
-            "best_bid": str(book.best_bid) if book.best_bid is not None else "0",
-            "best_ask": str(book.best_ask) if book.best_ask is not None else "1",
-        }
-        message = {
-            "event_type": "price_change",
-            "market": market,
-            "timestamp": str(now_ms()),
-            "price_changes": [change],
-        }
-        self.broadcast(asset, message)
+        self.send_price_changes([(asset, side, price, size)])
 
-    def send_best_bid_ask(self) -> None:
-        """A ``best_bid_ask`` message per subscribed asset (confirms the books unchanged)."""
-        for client in self.clients:
-            for asset in list(client.assets):
-                book = self.world.books.get(asset)
-                if book is None or not self.deliverable(client):
+    def send_price_changes(self, changes: Sequence[PriceChange]) -> None:
+        """ONE ``price_change`` message with an entry per (asset, side, price, size) the world
+        has just applied; each entry carries its asset's best bid/ask after all of them.
+
+        A connection gets the entries of the assets it watches (the message is not sent to
+        a connection that watches none of them).
+        """
+        if not changes:
+            return
+        quotes: dict[str, tuple[str, str, str]] = {}
+        for asset, _, _, _ in changes:
+            if asset not in quotes:
+                quotes[asset] = self.world.quote_texts(asset)
+        entries = []
+        for asset, side, price, size in changes:
+            best_bid, best_ask, book_hash = quotes[asset]
+            entries.append(
+                {
+                    "asset_id": asset,
+                    "price": price,
+                    "size": size,
+                    "side": side,
+                    "hash": book_hash,
+                    "best_bid": best_bid,
+                    "best_ask": best_ask,
+                }
+            )
+        market = self.world.condition_of(changes[0][0])
+        timestamp = str(now_ms())
+        with self._send_lock:
+            for client in self.clients:
+                mine = [e for e in entries if e["asset_id"] in client.assets]
+                if not mine or not self.deliverable(client):
                     continue
-                bid, ask = book.best_bid, book.best_ask
-                client.send(
-                    json.dumps(
-                        {
-                            "event_type": "best_bid_ask",
-                            "market": self.world.condition_of(asset),
-                            "asset_id": asset,
-                            "best_bid": str(bid) if bid is not None else "0",
-                            "best_ask": str(ask) if ask is not None else "1",
-                            "spread": str(round((ask or 1) - (bid or 0), 4)),
-                            "timestamp": str(now_ms()),
-                        }
-                    )
-                )
+                message = {
+                    "event_type": "price_change",
+                    "market": market,
+                    "timestamp": timestamp,
+                    "price_changes": mine,
+                }
+                client.send(json.dumps(message))
+
+    def send_best_bid_ask(self, asset: str | None = None) -> None:
+        """A ``best_bid_ask`` message per subscribed asset (confirms the books unchanged);
+        only for ``asset`` when given."""
+        with self._send_lock:
+            for client in self.clients:
+                for watched in list(client.assets):
+                    if asset is not None and watched != asset:
+                        continue
+                    book = self.world.books.get(watched)
+                    if book is None or not self.deliverable(client):
+                        continue
+                    best_bid, best_ask, _ = self.world.quote_texts(watched)
+                    message = {
+                        "event_type": "best_bid_ask",
+                        "market": self.world.condition_of(watched),
+                        "asset_id": watched,
+                        "best_bid": best_bid,
+                        "best_ask": best_ask,
+                        "spread": price_text(Decimal(best_ask) - Decimal(best_bid)),
+                        "timestamp": str(now_ms()),
+                    }
+                    client.send(json.dumps(message))
+
+    def send_market_resolved(self, market: FakeMarket, winner: str) -> None:
+        """``market_resolved`` to the connections watching either token; ``winner`` is
+        ``"Up"`` / ``"Down"`` (any case) or the winning token id."""
+        labels = {"up": "Up", "down": "Down", market.up_token: "Up", market.down_token: "Down"}
+        outcome = labels.get(winner.lower()) or labels.get(winner)
+        if outcome is None:
+            raise ValueError(f"winner must be Up, Down or one of the tokens, not {winner!r}")
+        message = {
+            "event_type": "market_resolved",
+            "market": market.condition,
+            "assets_ids": [market.up_token, market.down_token],
+            "winning_asset_id": market.up_token if outcome == "Up" else market.down_token,
+            "winning_outcome": outcome,
+            "timestamp": str(now_ms()),
+        }
+        text = json.dumps(message)
+        with self._send_lock:
+            for client in self.clients:
+                if client.assets & set(market.tokens) and self.deliverable(client):
+                    client.send(text)
 
     def keep_alive(self, period_s: float = 0.1) -> None:
         """Send ``best_bid_ask`` every ``period_s`` (a busy market: the books stay fresh)."""
@@ -649,25 +894,51 @@ class FakeClobWs(_WsFake):
 
 
 class FakeRtds(_WsFake):
-    """The real-time data socket: ``crypto_prices_chainlink`` and ``crypto_prices_twap_sixty``."""
+    """The real-time data socket: ``crypto_prices_chainlink`` (spot) and the TWAP topics
+    ``crypto_prices_twap_sixty`` / ``crypto_prices_twap_thirty``."""
 
     path = ""
 
     def __init__(self) -> None:
         super().__init__()
-        self.history: dict[str, list[tuple[int, Decimal]]] = {SPOT_TOPIC: [], TWAP_TOPIC: []}
-        self.history_limit = 1000
+        self.history: dict[str, list[tuple[int, Decimal]]] = {
+            SPOT_TOPIC: [],
+            TWAP_TOPIC: [],
+            TWAP30_TOPIC: [],
+        }
+        self.history_limit = 10_800  # 3 h of 1-second points: room for 2 h of volatility
         self.bad_subscriptions: list[Any] = []
+        self.unsubscriptions: list[Any] = []
+        self.errors_sent: list[dict[str, Any]] = []  # every error frame sent
+        self.twap_history = False  # the TWAP topics get a history snapshot too
+        self.history_delay_s = 0.0  # > 0: the snapshot comes that long after the subscription
+        self.plain_full_accuracy = False  # the successor format: a plain decimal string
+        self.paused = False  # pushes go into the history but are not delivered (a gap)
+        self._cursors: dict[int, tuple[BrownianPath, int]] = {}  # id(path) -> next second
+
+    @staticmethod
+    def served(subscription: Any) -> bool:
+        """Whether one entry of ``subscriptions`` is served: a known topic and exactly the
+        compact filter string."""
+        return (
+            isinstance(subscription, dict)
+            and subscription.get("topic") in (SPOT_TOPIC, TWAP_TOPIC, TWAP30_TOPIC)
+            and subscription.get("filters") == SPOT_FILTERS
+        )
 
     def subscribed_topics(self) -> set[str]:
-        """Topics of every valid subscription received."""
+        """Topics of every valid (served) subscription entry received."""
         topics: set[str] = set()
         for message in self.subscriptions:
-            topics |= {s["topic"] for s in message["subscriptions"]}
+            topics |= {s["topic"] for s in message["subscriptions"] if self.served(s)}
         return topics
 
     def on_message(self, client: _Client, message: Any) -> None:
-        if not isinstance(message, dict) or message.get("action") != "subscribe":
+        """``{"action": "subscribe" | "unsubscribe", "subscriptions": [...]}``."""
+        if not isinstance(message, dict) or message.get("action") not in (
+            "subscribe",
+            "unsubscribe",
+        ):
             return
         subscriptions = message.get("subscriptions")
         if not isinstance(subscriptions, list) or not all(
@@ -675,29 +946,68 @@ class FakeRtds(_WsFake):
         ):
             self.bad_subscriptions.append(message)
             return
-        topics = []
-        for sub in subscriptions:
-            try:
-                filters = json.loads(sub["filters"]) if sub["filters"] else {}
-            except ValueError:
-                self.bad_subscriptions.append(message)
-                return
-            if filters.get("symbol") == "btc/usd" and sub.get("topic") in self.history:
-                topics.append(str(sub["topic"]))
-        self.subscriptions.append(message)
-        client.topics |= set(topics)
-        if not self.deliverable(client):
+        if message["action"] == "unsubscribe":
+            self.unsubscriptions.append(message)
+            client.topics -= {s["topic"] for s in subscriptions if self.served(s)}
             return
+        self.subscriptions.append(message)
+        invalid: list[str] = []
+        misfiltered = False
+        topics: list[str] = []
+        for sub in subscriptions:
+            topic = sub.get("topic")
+            if not isinstance(topic, str) or topic not in self.history:
+                if str(topic) not in invalid:
+                    invalid.append(str(topic))
+            elif self.served(sub):
+                if topic not in topics:
+                    topics.append(topic)
+            else:
+                misfiltered |= self._misfiltered(sub["filters"])
+        if misfiltered:
+            self.bad_subscriptions.append(message)
+        for topic in invalid:
+            self._error(client, 400, f"Invalid topic: {topic}")
+        client.topics |= set(topics)
         for topic in topics:
-            points = list(self.history[topic])
-            if points:
-                client.send(json.dumps(self.first_message(topic, points)))
+            if topic == SPOT_TOPIC or self.twap_history:
+                self._history_to(client, topic)
 
     @staticmethod
-    def first_message(topic: str, points: list[tuple[int, Decimal]]) -> dict[str, Any]:
-        """The message right after subscribing: the recent points as ``payload.data``."""
+    def _misfiltered(filters: str) -> bool:
+        """A filter that is not JSON, or that means btc/usd but is not the compact string
+        (the server compares strings: it matches nothing). Another symbol is not an error."""
+        try:
+            parsed = json.loads(filters) if filters else None
+        except ValueError:
+            return True
+        return bool(parsed == json.loads(SPOT_FILTERS))
+
+    def _history_to(self, client: _Client, topic: str) -> None:
+        """The history snapshot of ``topic`` (the spot's under ``crypto_prices``)."""
+
+        def send() -> None:
+            if not self.deliverable(client) or not self.is_open(client):
+                return
+            with self._lock:
+                points = list(self.history[topic])  # taken when sent: later points included
+            if points:
+                wire = SPOT_HISTORY_TOPIC if topic == SPOT_TOPIC else None
+                client.send(json.dumps(self.first_message(topic, points, wire_topic=wire)))
+
+        if self.history_delay_s > 0:
+            self.later(self.history_delay_s, send)
+        else:
+            send()
+
+    @staticmethod
+    def first_message(
+        topic: str, points: list[tuple[int, Decimal]], wire_topic: str | None = None
+    ) -> dict[str, Any]:
+        """The history snapshot: the recent points as ``payload.data``, under ``wire_topic``
+        (``crypto_prices`` for the spot, as the server sends it) or else ``topic``."""
         return {
-            "topic": topic,
+            "topic": wire_topic or topic,
             "type": "subscribe",
             "timestamp": now_ms(),
             "payload": {
@@ -707,44 +1017,89 @@ class FakeRtds(_WsFake):
         }
 
     @staticmethod
-    def update(topic: str, ts_ms: int, value: Decimal) -> dict[str, Any]:
-        """An ``update`` message; the TWAP topic adds ``full_accuracy_value`` and ``window_s``.
+    def update(
+        topic: str, ts_ms: int, value: Decimal, *, plain_full_accuracy: bool = False
+    ) -> dict[str, Any]:
+        """An ``update`` message; the TWAP topics add ``full_accuracy_value`` (scaled by 1e18,
+        or a plain decimal string with ``plain_full_accuracy``) and ``window_s``.
 
         ``value`` is rounded to cents there, so a reader that ignores the exact value is seen.
         """
         payload: dict[str, Any] = {"symbol": "btc/usd", "timestamp": ts_ms, "value": float(value)}
-        if topic == TWAP_TOPIC:
+        window_s = WINDOW_S_OF_TOPIC.get(topic)
+        if window_s is not None:
             payload["value"] = float(round(value, 2))
-            payload["full_accuracy_value"] = scaled(value)
-            payload["window_s"] = 60
+            payload["full_accuracy_value"] = plain(value) if plain_full_accuracy else scaled(value)
+            payload["window_s"] = window_s
         return {"topic": topic, "type": "update", "timestamp": now_ms(), "payload": payload}
 
     def seed(self, topic: str, points: list[tuple[int, Decimal | str | float]]) -> None:
-        """Points the first message of ``topic`` will carry (in time order)."""
+        """Points the history snapshot of ``topic`` will carry (kept in time order)."""
         for ts, value in points:
             self._record(topic, ts, Decimal(str(value)))
 
     def _record(self, topic: str, ts_ms: int, value: Decimal) -> None:
         with self._lock:
             series = self.history[topic]
-            series.append((ts_ms, value))
+            # Time order whatever the order of seeding and pushing: the snapshot is a series.
+            bisect.insort_right(series, (ts_ms, value), key=lambda point: point[0])
             del series[: max(0, len(series) - self.history_limit)]
 
     def push(self, topic: str, ts_ms: int, value: Decimal | str | float) -> None:
-        """Record a point and send it as an ``update`` to the connections on ``topic``."""
+        """Record a point and send it as an ``update`` to the connections on ``topic``
+        (only recorded while ``paused``)."""
         amount = Decimal(str(value))
         self._record(topic, ts_ms, amount)
-        text = json.dumps(self.update(topic, ts_ms, amount))
+        if self.paused:
+            return
+        message = self.update(topic, ts_ms, amount, plain_full_accuracy=self.plain_full_accuracy)
+        text = json.dumps(message)
         for client in self.clients:
             if topic in client.topics and self.deliverable(client):
                 client.send(text)
 
-    def send_raw(self, message: Any) -> None:
-        """Send anything to every connection (tests of garbage handling)."""
-        text = message if isinstance(message, str) else json.dumps(message)
+    def send_error(self, status: int, message: str) -> None:
+        """An error frame ``{statusCode, body: {message}}`` to every connection."""
         for client in self.clients:
-            if self.deliverable(client):
-                client.send(text)
+            self._error(client, status, message)
+
+    def _error(self, client: _Client, status: int, message: str) -> None:
+        frame = {"statusCode": status, "body": {"message": message}}
+        if self.deliverable(client):
+            self.errors_sent.append(frame)
+            client.send(json.dumps(frame))
+
+    def play(self, path: BrownianPath, until_s: int, lookbacks: Sequence[int] = (60, 30)) -> None:
+        """Push ``path`` as updates, in time order, up to and including second ``until_s``:
+        per second the spot, then the TWAP of each lookback (60 and 30 have topics) once the
+        path has that many seconds. Continues where the last ``play`` or ``seed_path`` of this
+        path stopped, so a test on a virtual clock can step through time."""
+        topics = [(lookback, twap_topic(lookback)) for lookback in lookbacks]
+        cursor = self._cursor(path)
+        last = min(until_s, path.end_s)  # past the path's end there is nothing to play
+        for t in range(cursor, last + 1):
+            self.push(SPOT_TOPIC, t * 1000, path.value(t))
+            for lookback, topic in topics:
+                if path.has_twap(t, lookback):
+                    self.push(topic, t * 1000, path.twap(t, lookback))
+        self._cursors[id(path)] = (path, max(cursor, last + 1))
+
+    def seed_path(
+        self, path: BrownianPath, a: int, b: int, lookbacks: Sequence[int] = (60, 30)
+    ) -> None:
+        """Record the spot and TWAP points of seconds [a, b] into the history without sending
+        them; a later ``play`` of this path starts after ``b``."""
+        topics = [(lookback, twap_topic(lookback)) for lookback in lookbacks]
+        for ts, value in path.spot_points(a, b):
+            self._record(SPOT_TOPIC, ts, value)
+        for lookback, topic in topics:
+            for ts, value in path.twap_points(a, b, lookback):
+                self._record(topic, ts, value)
+        self._cursors[id(path)] = (path, max(self._cursor(path), b + 1))
+
+    def _cursor(self, path: BrownianPath) -> int:
+        """The next second of ``path`` to play (the path is kept so its id stays its own)."""
+        return self._cursors.get(id(path), (path, path.start_s))[1]
 
     def live(
         self,
@@ -752,22 +1107,48 @@ class FakeRtds(_WsFake):
         twap: Callable[[float], Decimal] | None = None,
         period_s: float = 0.2,
         history_s: int = 600,
-    ) -> None:
-        """Real-time prices: ``history_s`` of 1-second history, then a point every ``period_s``."""
-        spot = spot or wave_price(Decimal("100000"), Decimal("40"), 45.0)
-        twap = twap or wave_price(Decimal("99990"), Decimal("25"), 60.0)
+        *,
+        twap30: Callable[[float], Decimal] | None = None,
+        seed: int = 0,
+        sigma: float = 1.2e-4,
+        s0: float = 100_000.0,
+    ) -> BrownianPath:
+        """Real-time prices: ``history_s`` of 1-second history, then a point on the spot and
+        both TWAP topics every ``period_s``. By default the spot is a Brownian path
+        (``seed``, ``sigma`` per sqrt-second, around ``s0``) and the TWAPs are the true means
+        of its last 60 / 30 seconds. Returns that path (for exact answers)."""
         now = int(time.time())
+        longest = max(TWAP_TOPICS)
+        # Starts early enough for a full TWAP at the oldest history point; a month ahead.
+        path = BrownianPath(seed, sigma, s0, now - history_s - longest, history_s + LIVE_S)
+        series: list[tuple[str, Callable[[float], Decimal]]] = [
+            (SPOT_TOPIC, spot or (lambda t: path.value(int(t)))),
+            (TWAP_TOPIC, twap or (lambda t: path.twap(int(t), 60))),
+            (TWAP30_TOPIC, twap30 or (lambda t: path.twap(int(t), 30))),
+        ]
         for t in range(now - history_s, now + 1):
-            self._record(SPOT_TOPIC, t * 1000, spot(t))
-            self._record(TWAP_TOPIC, t * 1000, twap(t))
+            for topic, price in series:
+                self._record(topic, t * 1000, price(t))
 
         def tick() -> None:
             t = time.time()
             ts = int(t * 1000)
-            self.push(SPOT_TOPIC, ts, spot(t))
-            self.push(TWAP_TOPIC, ts, twap(t))
+            for topic, price in series:
+                self.push(topic, ts, price(t))
 
         self.every(period_s, tick)
+        return path
+
+
+LIVE_S = 30 * 86400  # how long live() can run on its path: generated lazily, so it costs nothing
+
+
+def twap_topic(lookback: int) -> str:
+    """The RTDS topic of a TWAP lookback (60 or 30 seconds)."""
+    try:
+        return TWAP_TOPICS[lookback]
+    except KeyError:
+        raise ValueError(f"no TWAP topic for a {lookback} s lookback") from None
 
 
 def wave_price(base: Decimal, amplitude: Decimal, period_s: float) -> Callable[[float], Decimal]:
@@ -778,6 +1159,85 @@ def wave_price(base: Decimal, amplitude: Decimal, period_s: float) -> Callable[[
         return (base + amplitude * wave).quantize(Decimal("1e-18"))
 
     return price
+
+
+# -- a Brownian spot path for the model tests --------------------------------------------
+
+SPOT_QUANTUM = Decimal("1e-8")
+TWAP_QUANTUM = Decimal("1e-18")
+
+
+class BrownianPath:
+    """A seeded geometric Brownian spot path on whole seconds [start_s, start_s + seconds].
+
+    Log-price increments are N(0, sigma^2) per second (``sigma`` per sqrt-second, e.g.
+    1.2e-4), drawn with ``random.Random(seed).gauss``; values are Decimals quantized to 1e-8.
+    The same arguments give the same path. Seconds are generated on first use (a path can
+    be long and cost only what is read); no threads.
+    """
+
+    def __init__(
+        self, seed: int, sigma: float, s0: float | Decimal | str, start_s: int, seconds: int
+    ) -> None:
+        if seconds < 0:
+            raise ValueError("seconds must be >= 0")
+        self.seed = seed
+        self.sigma = sigma
+        self.s0 = Decimal(str(s0))
+        self.start_s = start_s
+        self.seconds = seconds
+        self._random = random.Random(seed)  # reproducible by design: the seed is the path
+        self._s0 = float(self.s0)
+        self._log = 0.0  # log(value / s0) at the last generated second
+        self._values: list[Decimal] = [self.s0.quantize(SPOT_QUANTUM)]
+        # _sums[i] = the sum of the first i values: a TWAP is a difference of two, exactly.
+        self._sums: list[Decimal] = [Decimal(0), self._values[0]]
+        self._lock = threading.Lock()  # generation is lazy; live() reads from a ticker thread
+
+    @property
+    def end_s(self) -> int:
+        """The last second of the path."""
+        return self.start_s + self.seconds
+
+    def _index(self, t: int) -> int:
+        if not self.start_s <= t <= self.end_s:
+            raise ValueError(f"second {t} is outside the path [{self.start_s}, {self.end_s}]")
+        index = t - self.start_s
+        with self._lock:
+            while len(self._values) <= index:
+                self._log += self._random.gauss(0.0, self.sigma)
+                value = Decimal(self._s0 * math.exp(self._log)).quantize(SPOT_QUANTUM)
+                self._values.append(value)
+                self._sums.append(self._sums[-1] + value)
+        return index
+
+    def value(self, t: int) -> Decimal:
+        """The spot at whole second ``t``."""
+        return self._values[self._index(t)]
+
+    def has_twap(self, t: int, lookback: int) -> bool:
+        """Whether the path has the ``lookback`` seconds up to ``t`` that a TWAP needs."""
+        return lookback >= 1 and self.start_s + lookback - 1 <= t <= self.end_s
+
+    def twap(self, t: int, lookback: int) -> Decimal:
+        """The mean spot of seconds ``t - lookback + 1`` .. ``t``, quantized to 1e-18."""
+        if not self.has_twap(t, lookback):
+            raise ValueError(f"no {lookback} s TWAP at {t}: the path starts at {self.start_s}")
+        end = self._index(t) + 1
+        with localcontext() as context:
+            context.prec = 60  # the mean to 18 decimals without an intermediate rounding
+            mean = (self._sums[end] - self._sums[end - lookback]) / lookback
+            return mean.quantize(TWAP_QUANTUM)
+
+    def spot_points(self, a: int, b: int) -> list[tuple[int, Decimal]]:
+        """(epoch ms, spot) for every whole second in [a, b]."""
+        return [(t * 1000, self.value(t)) for t in range(a, b + 1)]
+
+    def twap_points(self, a: int, b: int, lookback: int) -> list[tuple[int, Decimal]]:
+        """(epoch ms, TWAP) for every whole second in [a, b] that has a full lookback (the
+        first ``lookback - 1`` seconds of the path have none)."""
+        first = max(a, self.start_s + lookback - 1)
+        return [(t * 1000, self.twap(t, lookback)) for t in range(first, b + 1)]
 
 
 # -- all of it --------------------------------------------------------------------------
@@ -792,6 +1252,7 @@ class FakePolymarket:
     """
 
     auto_markets: bool = False
+    auto_rule: str = SPOT  # the settlement rule of markets made up on demand
     markets: dict[int, FakeMarket] = field(default_factory=dict)
     books: dict[str, FakeBook] = field(default_factory=dict)
 
@@ -869,7 +1330,7 @@ class FakePolymarket:
         with self._lock:
             market = self.markets.get(window_start)
             if market is None and self.auto_markets and window_start % WINDOW_S == 0:
-                market = self.list_market(FakeMarket(window_start))
+                market = self.list_market(FakeMarket(window_start, rule=self.auto_rule))
             return market
 
     def condition_of(self, asset: str) -> str:
@@ -894,25 +1355,44 @@ class FakePolymarket:
             book = self.books[asset]
             return book.best_bid, book.best_ask
 
-    def set_level(self, asset: str, side: str, price: str, size: str) -> None:
-        """Change one level of a book (REST sees it at once) and send the ``price_change``."""
+    def quote_texts(self, asset: str) -> tuple[str, str, str]:
+        """(best bid, best ask, book hash) of a token as the market channel writes them:
+        decimal strings, ``"0"`` / ``"1"`` for an empty side."""
+        with self._lock:
+            book = self.books[asset]
+            return book.best_bid_text, book.best_ask_text, book.hash()
+
+    def set_level(self, asset: str, side: str, price: str, size: str, send: bool = True) -> None:
+        """Change one level of a book (REST sees it at once) and send the ``price_change``;
+        with ``send=False`` the message is lost (the socket's book goes wrong)."""
         with self._lock:
             self.books[asset].set(side, price, size)
-        self.clob_ws.send_price_change(asset, side, price, size)
+        if send:
+            self.clob_ws.send_price_change(asset, side, price, size)
+
+    def set_levels(self, changes: Sequence[PriceChange], send: bool = True) -> None:
+        """Apply several (asset, side, price, size) changes, then send them as ONE
+        ``price_change`` message (unless ``send=False``: lost)."""
+        with self._lock:
+            for asset, side, price, size in changes:
+                self.books[asset].set(side, price, size)
+        if send:
+            self.clob_ws.send_price_changes(changes)
 
 
 @contextlib.contextmanager
-def running(auto_markets: bool = False) -> Iterator[FakePolymarket]:
+def running(auto_markets: bool = False, auto_rule: str = SPOT) -> Iterator[FakePolymarket]:
     """All fakes, started and always stopped."""
-    world = FakePolymarket(auto_markets=auto_markets)
+    world = FakePolymarket(auto_markets=auto_markets, auto_rule=auto_rule)
     with world:
         yield world
 
 
 def main() -> None:
     """``python -m tests.support.fake_polymarket``: live fakes until Ctrl-C (manual checks,
-    benchmarks); prints the environment that points the service at them."""
-    with running(auto_markets=True) as world:
+    benchmarks); prints the environment that points the service at them. Every window is
+    listed, settled on the 60-second TWAP as today's markets are."""
+    with running(auto_markets=True, auto_rule=TWAP) as world:
         world.rtds.live()
         world.clob_ws.keep_alive(0.1)
         for name, value in world.env().items():

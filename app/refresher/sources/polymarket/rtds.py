@@ -90,6 +90,7 @@ class PriceSeries:
         self._vol: volatility.Volatility | None = None
         self._scale: tuple[float, int] = (1.0, 0)
         self._scale_at = -math.inf
+        self._scale_points = 0  # how many points the scale was measured on
         self._lock = threading.Lock()
 
     def add(self, ts_ms: int, value: float) -> None:
@@ -164,7 +165,12 @@ class PriceSeries:
             if self._vol_version == self._version:
                 return self._vol
             version = self._version
-            recompute_scale = time.monotonic() - self._scale_at >= SCALE_EVERY_S
+            # Once a minute, or at once when the history has grown a lot (a history
+            # snapshot has just arrived).
+            recompute_scale = (
+                time.monotonic() - self._scale_at >= SCALE_EVERY_S
+                or len(self._times) > 2 * self._scale_points + 60
+            )
             if recompute_scale:
                 times, values = list(self._times), list(self._values)
             else:  # the last SIGMA_WINDOW_S seconds (and the point in force before them)
@@ -174,7 +180,7 @@ class PriceSeries:
                 times, values = self._times[start:], self._values[start:]
         if recompute_scale:
             self._scale = volatility.horizon_scale(times, values)
-            self._scale_at = time.monotonic()
+            self._scale_at, self._scale_points = time.monotonic(), len(times)
         estimate = volatility.estimate(times, values, self._scale)
         with self._lock:
             self._vol, self._vol_version = estimate, version

@@ -1,0 +1,181 @@
+"""Is the live board true? The real source against a moving stand-in market, on the real clock.
+
+Starts the fake Polymarket upstreams (tests/support/fake_polymarket.py) with every window
+listed as a TWAP market (today's rule), a Brownian spot of known sigma with 20 minutes of
+history and its exact 60 s / 30 s TWAP reports, and a market maker that moves each window's
+UP and DOWN books (one tick wide, ``price_change`` messages with best levels) so the UP mid
+follows the exact probability. The real ``PolymarketSource`` builds a row every half
+second; each row's P(up) is compared with the exact value computed from the path with the
+true sigma at the spot's own timestamp. Run it across at least one roll:
+
+    python -m bench.truth [--seconds 420] [--lookback 60]
+
+Reports P(up) error (median, 95th percentile, max, in points), sigma on the board against
+the true one, and how many rows had null books, were stale, or showed a crossed book.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import threading
+import time
+from decimal import Decimal
+from statistics import NormalDist
+from typing import Any
+
+from app.refresher.sources import WINDOW_S, window_start
+from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
+from tests.support.fake_polymarket import TWAP, BrownianPath, FakeBook, FakeMarket, FakePolymarket
+
+SIGMA = 1.2e-4
+STALE_MS = 3000
+TICK = Decimal("0.01")
+
+
+def exact_p_up(path: BrownianPath, ts_ms: int, t0: int, lookback: int) -> float:
+    """P(TWAP at the end >= TWAP at T0), from the path and the true sigma, at ``ts_ms``."""
+    second = ts_ms // 1000
+    k = float(path.twap(t0, lookback))
+    spot = float(path.value(second))
+    end = t0 + WINDOW_S
+    tau = max(0.0, end - ts_ms / 1000)
+    if tau > lookback:
+        centre, variance = spot, SIGMA**2 * (tau - 2 * lookback / 3)
+    else:
+        known = [float(path.value(s)) for s in range(end - lookback + 1, second + 1)] or [spot]
+        w = (lookback - tau) / lookback
+        centre = w * statistics.fmean(known) + (1 - w) * spot
+        variance = SIGMA**2 * tau**3 / (3 * lookback**2)
+    if variance <= 0:
+        return 1.0 if centre >= k else 0.0
+    return NormalDist().cdf(math.log(centre / k) / math.sqrt(variance))
+
+
+def quote_books(world: FakePolymarket, market: FakeMarket, p_up: float) -> None:
+    """Move UP's and DOWN's books to one tick around ``p_up`` (and its complement)."""
+    bid = (Decimal(str(p_up)) / TICK).to_integral_value(rounding="ROUND_FLOOR") * TICK
+    bid = min(Decimal("0.98"), max(Decimal("0.01"), bid))
+    ask = bid + TICK
+    up_token, down_token = market.tokens
+    changes = []
+    for token, (new_bid, new_ask) in ((up_token, (bid, ask)), (down_token, (1 - ask, 1 - bid))):
+        book = world.books[token]
+        for price in list(book.bids):
+            if Decimal(price) != new_bid:
+                changes.append((token, "BUY", price, "0"))
+        for price in list(book.asks):
+            if Decimal(price) != new_ask:
+                changes.append((token, "SELL", price, "0"))
+        changes.append((token, "BUY", str(new_bid), "100"))
+        changes.append((token, "SELL", str(new_ask), "100"))
+    world.set_levels(changes)
+
+
+def main() -> int:
+    """Run the check and print the figures."""
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--seconds", type=float, default=420.0)
+    parser.add_argument("--lookback", type=int, default=60, choices=(30, 60))
+    args = parser.parse_args()
+
+    world = FakePolymarket(auto_markets=True, auto_rule=TWAP).start()
+    stop = threading.Event()
+    source: PolymarketSource | None = None
+    try:
+        path = world.rtds.live(history_s=1200, sigma=SIGMA, seed=7)
+        for t0 in (window_start(time.time()), window_start(time.time()) + WINDOW_S):
+            world.list_market(
+                FakeMarket(t0, rule=TWAP, lookback=args.lookback),
+                (
+                    FakeBook({"0.49": "100"}, {"0.50": "100"}),
+                    FakeBook({"0.50": "100"}, {"0.51": "100"}),
+                ),
+            )
+
+        def make_markets() -> None:
+            while not stop.wait(0.5):
+                now = time.time()
+                t0 = window_start(now)
+                for start in (t0, t0 + WINDOW_S):
+                    if world.markets.get(start) is None:
+                        world.list_market(
+                            FakeMarket(start, rule=TWAP, lookback=args.lookback),
+                            (FakeBook({"0.49": "100"}, {"0.50": "100"}),
+                             FakeBook({"0.50": "100"}, {"0.51": "100"})),
+                        )  # fmt: skip
+                quote_books(
+                    world, world.markets[t0], exact_p_up(path, int(now * 1000), t0, args.lookback)
+                )
+
+        maker = threading.Thread(target=make_markets, daemon=True)
+        maker.start()
+        world.clob_ws.keep_alive(0.5)
+        source = PolymarketSource(
+            Upstreams(
+                gamma=world.gamma.url,
+                clob=world.clob.url,
+                clob_ws=world.clob_ws.url,
+                rtds=world.rtds.url,
+                site=world.site.url,
+            ),
+            stale_after_ms=STALE_MS,
+        )
+        source.warm_up(20)
+        errors: list[float] = []
+        sigmas: list[float] = []
+        counts = {"rows": 0, "null_books": 0, "stale": 0, "crossed": 0, "no_probability": 0}
+        crossed_fresh = null_fresh = 0
+        deadline = time.monotonic() + args.seconds
+        while time.monotonic() < deadline:
+            now = time.time()
+            row: dict[str, Any] = source.rows(now)[0]
+            counts["rows"] += 1
+            stale = int(now * 1000) - row["ts"] > STALE_MS
+            nulls = any(row[k] is None for k in ("up_bid", "up_ask", "down_bid", "down_ask"))
+            crossed = not nulls and (
+                row["up_bid"] >= row["up_ask"] or row["down_bid"] >= row["down_ask"]
+            )
+            counts["stale"] += stale
+            counts["null_books"] += nulls
+            counts["crossed"] += crossed
+            crossed_fresh += crossed and not stale
+            null_fresh += nulls and not stale
+            if row["sigma"] is not None:
+                sigmas.append(row["sigma"])
+            if row["p_up_pct"] is None:
+                counts["no_probability"] += 1
+            else:
+                ts_ms = int(now * 1000) - row["inputAgesMs"]["price"]  # the row's spot time
+                exact = exact_p_up(path, ts_ms, row["windowStart"], args.lookback)
+                errors.append(abs(row["p_up_pct"] - 100 * exact))
+            time.sleep(0.5)
+    finally:
+        stop.set()
+        if source is not None:
+            source.close()
+        world.stop()
+
+    ordered = sorted(errors)
+    figures = {
+        "seconds": args.seconds,
+        "lookback": args.lookback,
+        **counts,
+        "fresh_with_null_books": null_fresh,
+        "fresh_and_crossed": crossed_fresh,
+        "p_up_error_points": {
+            "median": round(statistics.median(ordered), 2) if ordered else None,
+            "p95": round(ordered[int(0.95 * (len(ordered) - 1))], 2) if ordered else None,
+            "max": round(ordered[-1], 2) if ordered else None,
+        },
+        "sigma_board_median": statistics.median(sigmas) if sigmas else None,
+        "sigma_true": SIGMA,
+    }
+    print(json.dumps(figures, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
