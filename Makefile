@@ -49,7 +49,11 @@ bench: bench-latest bench-stream bench-refresher
 bench-latest: $(BIN)/activate
 	$(BIN)/python -m bench.latest
 
-.PHONY: bench-stream bench-refresher
+.PHONY: bench-stream bench-refresher bench-truth
+## bench-truth: the live source against a moving stand-in market: P(up) vs the exact value (7 min)
+bench-truth: $(BIN)/activate
+	$(BIN)/python -m bench.truth --seconds $(or $(TRUTH_SECONDS),420)
+
 ## bench-refresher: time from a (fake) upstream change to the published board
 bench-refresher: $(BIN)/activate
 	$(BIN)/python -m bench.refresher

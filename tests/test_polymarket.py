@@ -31,12 +31,15 @@ from app.refresher.sources.polymarket import feed as feed_module
 from app.refresher.sources.polymarket import gamma
 from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.clob import ClobFeed
-from app.refresher.sources.polymarket.rtds import PriceSeries, RtdsFeed
+from app.refresher.sources.polymarket.rtds import TWAP_KEYS, PriceSeries, RtdsFeed
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
+from app.refresher.volatility import SCALE_BOUNDS, SIGMA_WINDOW_S
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 from tests.support.fake_polymarket import (
+    SPOT_HISTORY_TOPIC,
     SPOT_TOPIC,
+    TWAP30_TOPIC,
     TWAP_TOPIC,
     FakeBook,
     FakeMarket,
@@ -49,10 +52,15 @@ from tests.support.fake_polymarket import (
 )
 from tests.support.processes import wait_until
 
+TWAP60 = TWAP_KEYS[60]
+
 # A window start: 1_800_000_000 is a multiple of 300.
 T0 = 1_800_000_000
 NEXT = T0 + 300
 K = Decimal("100000.00")  # the price in force at T0 in most tests
+WIGGLE = Decimal("5")  # the seeded spot history: +-5 around its level, 1-second returns ~1e-4
+MIN_RETURNS = 60  # the README: no probability until 60 one-second spot returns exist
+STALE_AFTER_MS = 3000  # the source's default: a row lacking an input is older than this
 POLL_S = 30.0  # generous: another process may be loading the machine
 
 Row = dict[str, Any]
@@ -125,11 +133,46 @@ def from_socket(row: Row) -> bool:
     return bool(sources["upBook"] == "clob-ws" and sources["downBook"] == "clob-ws")
 
 
+def seed_history(world: FakePolymarket, end_s: int, level: Decimal) -> None:
+    """``SIGMA_WINDOW_S`` (15 minutes) of 1-second spot points up to second ``end_s``
+    (excluded): a steady zigzag of +-``WIGGLE`` around ``level``, no trend. Without at least
+    ``MIN_RETURNS`` one-second spot returns the source shows no probability."""
+    start = end_s - SIGMA_WINDOW_S
+    world.rtds.seed(
+        SPOT_TOPIC,
+        [
+            ((start + i) * 1000, level + (WIGGLE if i % 2 else -WIGGLE))
+            for i in range(end_s - start)
+        ],
+    )
+
+
 def seed_around(
-    world: FakePolymarket, topic: str, t0: int, at_t0: Decimal, seconds: range = range(-3, 3)
+    world: FakePolymarket,
+    topic: str,
+    t0: int,
+    at_t0: Decimal,
+    seconds: range = range(-3, 3),
+    history: bool = True,
 ) -> None:
-    """1-second points around ``t0`` whose value at ``t0`` is ``at_t0`` (one more per second)."""
+    """1-second points around ``t0`` whose value at ``t0`` is ``at_t0`` (one more per second);
+    on the spot topic preceded by 15 minutes of history (``seed_history``) unless ``history``
+    is False (a feed that has nothing before ``seconds``)."""
+    if history and topic == SPOT_TOPIC:
+        seed_history(world, t0 + seconds.start, at_t0 + seconds.start)
     world.rtds.seed(topic, [((t0 + k) * 1000, at_t0 + k) for k in seconds])
+
+
+def operation_sent(world: FakePolymarket, operation: str, tokens: tuple[str, str]) -> bool:
+    """Whether the documented ``operation`` frame for exactly ``tokens`` reached the CLOB."""
+    return any(
+        isinstance(frame, dict)
+        and set(frame) == {"assets_ids", "operation", "custom_feature_enabled"}
+        and frame["operation"] == operation
+        and frame["custom_feature_enabled"] is True
+        and sorted(frame["assets_ids"]) == sorted(tokens)
+        for frame in world.clob_ws.operations
+    )
 
 
 def assert_books_are_the_fakes(row: Row, world: FakePolymarket, market: FakeMarket) -> None:
@@ -142,6 +185,12 @@ def assert_books_are_the_fakes(row: Row, world: FakePolymarket, market: FakeMark
 def assert_adds_up(row: Row) -> None:
     assert row["p_up_pct"] is not None and row["p_down_pct"] is not None
     assert row["p_up_pct"] + row["p_down_pct"] == pytest.approx(100, abs=1e-9)
+
+
+def assert_spot_volatility(row: Row) -> None:
+    """The model's sigma and its measured horizon scale are there (they come from the spot)."""
+    assert math.isfinite(row["sigma"]) and row["sigma"] > 0
+    assert SCALE_BOUNDS[0] <= row["sigmaScale"] <= SCALE_BOUNDS[1]
 
 
 @pytest.fixture
@@ -368,7 +417,7 @@ def test_twap_value_is_full_accuracy_value_over_1e18(value: str) -> None:
 
     feed.handle(update)
 
-    assert feed.series[TWAP].latest() == (T0 * 1000, float(Decimal(value)))
+    assert feed.series[TWAP60].latest() == (T0 * 1000, float(Decimal(value)))
     assert feed.series[SPOT].latest() is None
 
 
@@ -387,16 +436,40 @@ def test_full_accuracy_value_wins_over_the_rounded_value() -> None:
             },
         }
     )
-    assert feed.series[TWAP].latest() == (T0 * 1000, 95123.456789)
+    assert feed.series[TWAP60].latest() == (T0 * 1000, 95123.456789)
 
 
 def test_first_message_data_list_latest_is_the_last_point() -> None:
     feed = _rtds()
     points = [(T0 * 1000 + i * 1000, Decimal("100000") + i) for i in range(-5, 1)]
-    feed.handle(FakeRtds.first_message(SPOT_TOPIC, points))
+    # The spot's history snapshot comes under ``crypto_prices``, as the server sends it.
+    feed.handle(FakeRtds.first_message(SPOT_TOPIC, points, wire_topic=SPOT_HISTORY_TOPIC))
 
     assert feed.series[SPOT].latest() == (T0 * 1000, 100000.0)
     assert feed.series[SPOT].at((T0 - 3) * 1000, 0) == 99997.0  # the history is kept
+
+
+def test_a_history_snapshot_after_live_points_is_merged_in_time_order() -> None:
+    feed = _rtds()
+    feed.handle(FakeRtds.update(SPOT_TOPIC, (T0 + 1) * 1000, Decimal("100001")))
+    points = [(T0 * 1000 + i * 1000, Decimal("100000") + i) for i in range(-5, 1)]
+    feed.handle(FakeRtds.first_message(SPOT_TOPIC, points, wire_topic=SPOT_HISTORY_TOPIC))
+
+    series = feed.series[SPOT]
+    assert series.latest() == ((T0 + 1) * 1000, 100001.0)  # the live point stays the newest
+    assert series.at((T0 - 3) * 1000, 0) == 99997.0  # the late history is not dropped
+    assert series.around(T0 * 1000) == ((T0 * 1000, 100000.0), ((T0 + 1) * 1000, 100001.0))
+
+
+def test_an_error_frame_is_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    feed = _rtds()
+    frame = {"statusCode": 400, "body": {"message": "Invalid topic: crypto_prices_nope"}}
+    with caplog.at_level("WARNING"):
+        for _ in range(3):
+            feed.handle(frame)
+    logged = [r for r in caplog.records if "Invalid topic: crypto_prices_nope" in r.getMessage()]
+    assert len(logged) == 1
+    assert all(series.latest() is None for series in feed.series.values())
 
 
 @pytest.mark.parametrize("garbage", ["NaN", "Infinity", "-Infinity", scaled("-95123.45"), "0"])
@@ -415,7 +488,7 @@ def test_a_garbage_full_accuracy_value_is_never_a_price(garbage: str) -> None:
             },
         }
     )
-    latest = feed.series[TWAP].latest()
+    latest = feed.series[TWAP60].latest()
     assert latest is None or (math.isfinite(latest[1]) and latest[1] > 0), latest
 
 
@@ -423,7 +496,11 @@ def test_other_symbols_topics_and_shapes_are_ignored() -> None:
     feed = _rtds()
     for message in [
         {"topic": SPOT_TOPIC, "payload": {"symbol": "eth/usd", "timestamp": 1, "value": 3000}},
-        {"topic": "crypto_prices", "payload": {"symbol": "btc/usd", "timestamp": 1, "value": 9}},
+        {"topic": "crypto_prices", "payload": {"symbol": "eth/usd", "timestamp": 1, "value": 9}},
+        {
+            "topic": "crypto_prices_binance",
+            "payload": {"symbol": "btc/usd", "timestamp": 1, "value": 9},
+        },
         {"topic": SPOT_TOPIC, "payload": {"symbol": "btc/usd", "timestamp": "1", "value": 9}},
         {"topic": SPOT_TOPIC, "payload": {"symbol": "btc/usd", "timestamp": 1, "value": "x"}},
         {"topic": SPOT_TOPIC, "payload": {"symbol": "btc/usd", "timestamp": 1, "value": -9}},
@@ -433,17 +510,22 @@ def test_other_symbols_topics_and_shapes_are_ignored() -> None:
         [None, 3],
     ]:
         feed.handle(message)
-    assert feed.series[SPOT].latest() is None
-    assert feed.series[TWAP].latest() is None
+    assert all(series.latest() is None for series in feed.series.values())
 
 
 def test_price_series_latch_tolerance() -> None:
     series = PriceSeries()
     for ts, value in [(10_000, 1.0), (12_000, 2.0), (20_000, 3.0)]:
         series.add(ts, value)
-    series.add(15_000, 9.0)  # out of order: ignored
     series.add(20_000, 9.0)  # duplicate: ignored
+    series.add(30_000_000, 9.0)  # far ahead: the history is cut behind it
+    series.add(15_000, 9.0)  # older than the history kept: ignored
+    assert series.latest() == (30_000_000, 9.0)
+    assert series.around(20_000) == (None, (30_000_000, 9.0))  # the old points were cut
 
+    series = PriceSeries()
+    for ts, value in [(10_000, 1.0), (12_000, 2.0), (20_000, 3.0)]:
+        series.add(ts, value)
     assert series.latest() == (20_000, 3.0)
     assert series.at(12_000, 0) == 2.0  # exactly at
     assert series.at(13_000, 1_000) == 2.0  # the value in force, within tolerance
@@ -482,17 +564,18 @@ def test_row_carries_the_fake_markets_tokens_and_best_levels(
     assert row["symbol"] == "BTC" and row["source"] == "polymarket"
     assert row["slot"] == T0 // 300 and row["windowStart"] == T0 and row["windowEnd"] == NEXT
     assert row["slug"] == market.slug
-    assert row["settlement"] == "spot"
+    assert row["settlement"] == "spot" and row["twapLookbackS"] is None
     assert row["rem_secs"] == pytest.approx(297.5)
     assert row["price"] == float(K + 2) and row["priceToBeat"] == float(K)
     assert_adds_up(row)
+    assert_spot_volatility(row)
     assert row["sources"] == {
         "market": "gamma",
         "upBook": "clob-ws",
         "downBook": "clob-ws",
         "price": f"rtds:{SPOT_TOPIC}",
         "priceToBeat": f"rtds:{SPOT_TOPIC}",
-        "model": "digital-option",
+        "model": "digital-option:spot",
     }
     ages = row["inputAgesMs"]
     assert set(ages) == {"upBook", "downBook", "price"}
@@ -503,7 +586,7 @@ def test_row_carries_the_fake_markets_tokens_and_best_levels(
     subscription = world.clob_ws.subscriptions[-1]
     assert subscription["type"] == "market" and subscription["custom_feature_enabled"] is True
     assert set(subscription["assets_ids"]) == set(market.tokens)
-    assert world.rtds.subscribed_topics() == {SPOT_TOPIC, TWAP_TOPIC}
+    assert world.rtds.subscribed_topics() == {SPOT_TOPIC, TWAP_TOPIC, TWAP30_TOPIC}
     assert world.rtds.bad_subscriptions == []
     for sub in world.rtds.subscriptions[-1]["subscriptions"]:
         assert sub["type"] == "*" and json.loads(sub["filters"]) == {"symbol": "btc/usd"}
@@ -537,7 +620,28 @@ def test_probability_moves_with_the_price_against_the_price_to_beat(
     assert down["p_up_pct"] < 50 < down["p_down_pct"]
     assert_adds_up(down)
     assert down["priceToBeat"] == float(K)  # latched: the price to beat does not move
-    assert down["sources"]["model"] == "digital-option"
+    assert down["sources"]["model"] == "digital-option:spot"
+
+
+def test_no_probability_until_the_spot_has_enough_one_second_returns(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    world.list_market(FakeMarket(T0))
+    # MIN_RETURNS one-second points up to T0: one return short of an estimate.
+    seed_around(world, SPOT_TOPIC, T0, K, range(1 - MIN_RETURNS, 1), history=False)
+    clock = Clock(T0 + 1.5)
+    source = make_source(clock)
+    row = poll(source, clock, lambda r: r["priceToBeat"] == float(K), "the price to beat")
+    assert row["price"] == float(K)
+    assert row["p_up_pct"] is None and row["p_down_pct"] is None
+    assert row["sigma"] is None and row["sigmaScale"] is None
+    assert row["sources"]["model"] is None
+
+    world.rtds.push(SPOT_TOPIC, (T0 + 1) * 1000, K + 1)  # the MIN_RETURNS-th return
+    row = poll(source, clock, lambda r: r["price"] == float(K + 1), "the next point")
+    assert_adds_up(row)
+    assert_spot_volatility(row)
+    assert row["sources"]["model"] == "digital-option:spot"
 
 
 def test_price_to_beat_is_latched_at_t0_once_the_feed_has_passed_it(
@@ -598,14 +702,19 @@ def test_rolls_to_the_next_window_on_the_boundary(
         ),
     )
     seed_around(world, SPOT_TOPIC, T0, K)
-    clock = Clock(T0 + 299.5)
+    clock = Clock(T0 + 200)  # before the next window is looked up
     source = make_source(clock)
+    poll(source, clock, from_socket, "books from the socket")
+    assert world.clob_ws.assets_of_connections() == [set(current.tokens)]
 
-    # Before the roll: the current window's row, and the next window's books watched.
+    # Before the roll: the current window's row, and the next window's tokens added to the
+    # open connection (an ``operation`` frame), their books sent.
+    clock.t = T0 + 299.5
+
     def next_watched(row: Row) -> bool:
         return (
             from_socket(row)
-            and set(upcoming.tokens) <= world.clob_ws.subscribed_assets()
+            and world.clob_ws.assets_of_connections() == [{*current.tokens, *upcoming.tokens}]
             and any(set(upcoming.tokens) <= set(sent) for sent in world.clob_ws.snapshots_sent)
         )
 
@@ -613,6 +722,7 @@ def test_rolls_to_the_next_window_on_the_boundary(
     assert row["windowStart"] == T0
     assert_books_are_the_fakes(row, world, current)
     assert NEXT in world.gamma.lookups()
+    assert operation_sent(world, "subscribe", upcoming.tokens)
 
     world.rtds.push(SPOT_TOPIC, (NEXT - 1) * 1000, K + 40)
     world.rtds.push(SPOT_TOPIC, NEXT * 1000, K + 41)
@@ -642,29 +752,45 @@ def test_rolls_to_the_next_window_on_the_boundary(
     row = poll(
         source,
         clock,
-        lambda r: from_socket(r) and world.clob_ws.subscribed_assets() == set(upcoming.tokens),
+        lambda r: (
+            from_socket(r) and world.clob_ws.assets_of_connections() == [set(upcoming.tokens)]
+        ),
         "the old window to be dropped",
     )
     assert_books_are_the_fakes(row, world, upcoming)
+    assert operation_sent(world, "unsubscribe", current.tokens)
+    # All of it on the one connection: no reconnect at the roll, nothing refused.
+    assert world.clob_ws.connections == 1 and len(world.clob_ws.subscriptions) == 1
+    assert world.clob_ws.refused == []
 
 
+@pytest.mark.parametrize("lookback", [60, 30])
 @pytest.mark.parametrize("with_config", [True, False], ids=["config", "resolution-source"])
 def test_spot_window_then_twap_window(
     world: FakePolymarket,
     make_source: MakeSource,
     with_config: bool,
+    lookback: int,
 ) -> None:
+    topic, other_topic = (
+        (TWAP_TOPIC, TWAP30_TOPIC) if lookback == 60 else (TWAP30_TOPIC, TWAP_TOPIC)
+    )
     world.list_market(FakeMarket(T0, rule=SPOT, with_config=with_config))
-    twap_market = world.list_market(FakeMarket(NEXT, rule=TWAP, with_config=with_config))
+    twap_market = world.list_market(
+        FakeMarket(NEXT, rule=TWAP, lookback=lookback, with_config=with_config)
+    )
+    world.rtds.twap_history = True  # the TWAP is there in the spot window too, and unused
     seed_around(world, SPOT_TOPIC, T0, K)
-    seed_around(world, TWAP_TOPIC, T0, K - 30)
+    seed_around(world, topic, T0, K - 30)
     clock = Clock(T0 + 2.5)
     source = make_source(clock)
 
     row = poll(source, clock, lambda r: r["priceToBeat"] is not None, "the spot window")
-    assert row["settlement"] == "spot"
+    assert row["settlement"] == "spot" and row["twapLookbackS"] is None
     assert row["price"] == float(K + 2) and row["priceToBeat"] == float(K)
     assert row["sources"]["price"] == f"rtds:{SPOT_TOPIC}"
+    assert row["sources"]["priceToBeat"] == f"rtds:{SPOT_TOPIC}"
+    assert row["sources"]["model"] == "digital-option:spot"
 
     twap_points = {
         NEXT - 1: Decimal("99990.123456789012345678"),
@@ -672,8 +798,10 @@ def test_spot_window_then_twap_window(
         NEXT + 1: Decimal("99992.456789012345678901"),
     }
     for t, value in twap_points.items():
-        world.rtds.push(SPOT_TOPIC, t * 1000, K + 500)  # spot far away: must not be used
-        world.rtds.push(TWAP_TOPIC, t * 1000, value)
+        # The spot is far from the TWAP: it is the price, never the price to beat.
+        world.rtds.push(SPOT_TOPIC, t * 1000, K + 500)
+        world.rtds.push(topic, t * 1000, value)
+        world.rtds.push(other_topic, t * 1000, K - 777)  # the other lookback: not this market's
     clock.t = NEXT - 0.5
     poll(source, clock, lambda r: r["price"] == float(K + 500), "the spot feed near the roll")
     clock.t = NEXT + 1.5
@@ -681,18 +809,24 @@ def test_spot_window_then_twap_window(
     row = poll(
         source,
         clock,
-        lambda r: r["price"] == exact(twap_points[NEXT + 1]) and r["priceToBeat"] is not None,
+        lambda r: r["windowStart"] == NEXT and r["priceToBeat"] is not None,
         "the TWAP window",
     )
 
-    assert row["windowStart"] == NEXT and row["up_token_id"] == twap_market.up_token
-    assert row["settlement"] == "twap"
-    assert row["price"] != round(float(twap_points[NEXT + 1]), 2)  # not the rounded value
+    assert row["up_token_id"] == twap_market.up_token
+    assert row["settlement"] == "twap" and row["twapLookbackS"] == lookback
+    # The price is the Chainlink spot, whatever the rule; the TWAP report at T0 is the
+    # price to beat, read from full_accuracy_value (not the value rounded to cents).
+    assert row["price"] == float(K + 500)
     assert row["priceToBeat"] == exact(twap_points[NEXT])
-    assert row["sources"]["price"] == f"rtds:{TWAP_TOPIC}"
-    assert row["sources"]["priceToBeat"] == f"rtds:{TWAP_TOPIC}"
-    assert row["inputAgesMs"]["price"] == 500
+    assert row["priceToBeat"] != round(float(twap_points[NEXT]), 2)
+    assert row["sources"]["price"] == f"rtds:{SPOT_TOPIC}"
+    assert row["sources"]["priceToBeat"] == f"rtds:{topic}"
+    assert row["sources"]["model"] == "digital-option:twap"
+    assert row["inputAgesMs"]["price"] == 500  # the spot at NEXT + 1 s, seen at NEXT + 1.5 s
     assert_adds_up(row)
+    assert_spot_volatility(row)
+    assert row["p_up_pct"] > 50  # the spot is well above the price to beat
 
 
 def test_a_window_not_listed_yet_gives_null_tokens_then_is_found(
@@ -708,12 +842,18 @@ def test_a_window_not_listed_yet_gives_null_tokens_then_is_found(
         assert row[name] is None, name
     assert row["p_up_pct"] is None and row["p_down_pct"] is None
     assert row["priceToBeat"] is None and row["slug"] is None
-    assert row["sources"]["market"] is None
+    assert row["settlement"] is None and row["twapLookbackS"] is None  # no market: no rule
+    assert row["sources"]["market"] is None and row["sources"]["model"] is None
     assert row["ts"] <= clock.ms  # not fresh
     # Lookups run in the source's upkeep thread, never on the tick.
     assert wait_until(lambda: world.gamma.lookups()[:1] == [T0], timeout=10)
     assert set(world.gamma.lookups()) == {T0}
     assert Refresher(source, MemoryBoardBus(), 500, clock=clock).tick() is True  # publishable
+
+    # A fresh price does not make the row fresh while it has no books.
+    row = poll(source, clock, lambda r: r["price"] is not None, "the price")
+    assert row["inputAgesMs"] == {"upBook": None, "downBook": None, "price": 1000}
+    assert row["ts"] <= clock.ms - STALE_AFTER_MS - 1  # no books: stale, never fresh
 
     market = world.list_market(FakeMarket(T0, outcomes=("Down", "Up")))
     row = poll(source, clock, from_socket, "the market once listed")
@@ -768,14 +908,17 @@ def test_dropped_clob_socket_falls_back_to_rest_then_back_to_the_socket(
 
     world.clob_ws.refuse = True
     world.clob_ws.drop()
-    world.set_level(market.up_token, "BUY", "0.535", "10")  # nobody hears it on a socket
+    # Nobody hears these on a socket. (Both books change: a REST read that only confirms
+    # what the socket said keeps "clob-ws".)
+    world.set_level(market.up_token, "BUY", "0.535", "10")
+    world.set_level(market.down_token, "BUY", "0.455", "10")
 
     def from_rest(row: Row) -> bool:
         sources = row["sources"]
         return bool(
             sources["upBook"] == "clob-rest"
             and sources["downBook"] == "clob-rest"
-            and row["up_bid"] == 0.535
+            and (row["up_bid"], row["down_bid"]) == (0.535, 0.455)
         )
 
     row = poll(source, clock, from_rest, "books from POST /books")
@@ -820,8 +963,10 @@ def test_price_to_beat_falls_back_to_the_site_when_the_feed_missed_t0(
     rule: str,
 ) -> None:
     world.list_market(FakeMarket(T0, rule=rule))
-    topic = SPOT_TOPIC if rule == SPOT else TWAP_TOPIC
-    seed_around(world, topic, T0, K, range(7, 10))  # nothing within 5 s of T0
+    world.rtds.twap_history = True
+    # Nothing within 5 s of T0, on any topic: no report at T0, no spot to average instead.
+    for topic in (SPOT_TOPIC, TWAP_TOPIC):
+        seed_around(world, topic, T0, K, range(7, 10), history=False)
     world.site.open_prices[T0] = 99876.5
     clock = Clock(T0 + 10)
     source = make_source(clock)
@@ -842,11 +987,43 @@ def test_price_to_beat_falls_back_to_the_site_when_the_feed_missed_t0(
     assert query == expected
 
 
+def test_twap_price_to_beat_is_the_spot_mean_until_the_report_arrives(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    world.list_market(FakeMarket(T0, rule=TWAP))
+    world.rtds.twap_history = True
+    seed_around(world, SPOT_TOPIC, T0, K)
+    world.rtds.seed(TWAP_TOPIC, [((T0 - 60 + k) * 1000, K - 30) for k in range(59)])  # to T0-2
+    world.site.open_prices[T0] = 99876.5  # a later fallback: never reached
+    clock = Clock(T0 + 4.5)
+    source = make_source(clock)
+
+    row = poll(source, clock, lambda r: r["price"] == float(K + 2), "the spot")
+    assert row["priceToBeat"] is None  # the report may still come: wait 5 s for it
+
+    clock.t = T0 + 5
+    row = poll(source, clock, lambda r: r["priceToBeat"] is not None, "the spot mean")
+    spot = [float(v) for ts, v in world.rtds.history[SPOT_TOPIC] if T0 - 60 < ts / 1000 <= T0]
+    assert len(spot) == 60
+    assert row["priceToBeat"] == pytest.approx(math.fsum(spot) / len(spot), abs=1e-6)
+    assert row["sources"]["priceToBeat"] == f"rtds:{SPOT_TOPIC}:mean60s"
+    assert_adds_up(row)
+
+    # The first report after T0, 3 s after the one before it (no hole): it replaces the mean.
+    world.rtds.push(TWAP_TOPIC, (T0 + 1) * 1000, K - Decimal("7.25"))
+    row = poll(
+        source, clock, lambda r: r["priceToBeat"] == float(K - Decimal("7.25")), "the report"
+    )
+    assert row["sources"]["priceToBeat"] == f"rtds:{TWAP_TOPIC}"
+    assert_adds_up(row)
+    assert not world.site.requests_to("/api/crypto/crypto-price")
+
+
 def test_price_to_beat_falls_back_to_gamma_when_the_site_has_none(
     world: FakePolymarket, make_source: MakeSource
 ) -> None:
     world.list_market(FakeMarket(T0, price_to_beat=99800.25))
-    seed_around(world, SPOT_TOPIC, T0, K, range(7, 10))
+    seed_around(world, SPOT_TOPIC, T0, K, range(7, 10), history=False)
     world.site.open_prices[T0] = None  # openPrice null for a while
     clock = Clock(T0 + 10)
     source = make_source(clock)
@@ -871,7 +1048,7 @@ def test_no_price_at_all_leaves_the_price_fields_null(
     assert row["price"] is None and row["priceToBeat"] is None
     assert row["p_up_pct"] is None and row["p_down_pct"] is None
     assert row["sources"]["price"] is None and row["inputAgesMs"]["price"] is None
-    assert row["ts"] <= (T0 + 3) * 1000  # as old as the wait for the price
+    assert row["ts"] <= clock.ms - STALE_AFTER_MS - 1  # no price: stale, never fresh
 
     clock.t = T0 + 9
     assert first_row(source, clock)["ts"] <= (T0 + 3) * 1000  # and it does not get younger
@@ -880,31 +1057,38 @@ def test_no_price_at_all_leaves_the_price_fields_null(
 def test_one_garbage_twap_point_does_not_break_the_board_for_good(
     world: FakePolymarket, make_source: MakeSource
 ) -> None:
-    """A NaN ``full_accuracy_value`` must be dropped, not fed to the price and volatility."""
+    """A NaN ``full_accuracy_value`` must be dropped, not latched as the price to beat; a NaN
+    spot must not reach the price or the volatility."""
     world.list_market(FakeMarket(T0, rule=TWAP))
-    world.rtds.seed(TWAP_TOPIC, [((T0 - 60 + k) * 1000, K + k % 3) for k in range(61)])
-    clock = Clock(T0 + 2.5)
+    world.rtds.twap_history = True
+    seed_around(world, SPOT_TOPIC, T0, K)
+    # Reports up to T0 - 1 s: the one at T0 (the price to beat) has not come yet.
+    world.rtds.seed(TWAP_TOPIC, [((T0 - 60 + k) * 1000, K + k % 3) for k in range(60)])
+    clock = Clock(T0 + 2.5)  # before the fallbacks (5 s after T0)
     source = make_source(clock)
-    poll(source, clock, lambda r: from_socket(r) and r["priceToBeat"] == float(K), "inputs")
+    row = poll(source, clock, lambda r: from_socket(r) and r["price"] == float(K + 2), "inputs")
+    assert row["priceToBeat"] is None
+
+    def garbage(topic: str, ts_ms: int, **payload: Any) -> dict[str, Any]:
+        fields = {"symbol": "btc/usd", "timestamp": ts_ms, **payload}
+        return {"topic": topic, "type": "update", "timestamp": ts_ms, "payload": fields}
 
     world.rtds.send_raw(
-        {
-            "topic": TWAP_TOPIC,
-            "type": "update",
-            "timestamp": (T0 + 1) * 1000,
-            "payload": {
-                "symbol": "btc/usd",
-                "timestamp": (T0 + 1) * 1000,
-                "value": float(K),
-                "full_accuracy_value": "NaN",
-                "window_s": 60,
-            },
-        }
+        garbage(TWAP_TOPIC, T0 * 1000, value=float(K), full_accuracy_value="NaN", window_s=60)
     )
-    world.rtds.push(TWAP_TOPIC, (T0 + 2) * 1000, K + 1)
-    row = poll(source, clock, lambda r: r["price"] == float(K + 1), "the next good point")
+    world.rtds.send_raw(garbage(SPOT_TOPIC, (T0 + 3) * 1000, value="NaN"))
+    world.rtds.push(TWAP_TOPIC, T0 * 1000, K + 1)  # the good report at T0
+    world.rtds.push(SPOT_TOPIC, (T0 + 3) * 1000, K + 3)
+    row = poll(
+        source,
+        clock,
+        lambda r: r["price"] == float(K + 3) and r["priceToBeat"] is not None,
+        "the good points",
+    )
 
-    assert math.isfinite(row["sigma"]) and row["sigma"] > 0
+    assert row["priceToBeat"] == float(K + 1)
+    assert row["sources"]["priceToBeat"] == f"rtds:{TWAP_TOPIC}"
+    assert_spot_volatility(row)
     assert 0 < row["p_up_pct"] < 100
     assert Refresher(source, MemoryBoardBus(), 500, clock=clock).tick() is True
 

@@ -82,6 +82,8 @@ def test_refresher_once_prints_the_fake_markets_board(
     assert item["sources"]["price"] == f"rtds:{SPOT_TOPIC}"
     assert item["price"] is not None and item["priceToBeat"] is not None
     assert item["p_up_pct"] + item["p_down_pct"] == pytest.approx(100, abs=1e-9)
+    assert item["settlement"] == "spot" and item["sources"]["model"] == "digital-option:spot"
+    assert item["sigma"] > 0 and item["sigmaScale"] is not None  # from the spot's history
     assert live_world.gamma.lookups()  # it did go to the (fake) upstreams
     assert live_world.rtds.connections >= 1
 

@@ -110,3 +110,20 @@ def test_coverage_sees_a_hole() -> None:
     assert not series.covered(15_000, 31_000, 3000)  # nothing at or after 31 s yet
     assert series.mean(4000, 6000) == pytest.approx(105.5)  # the points at 5 s and 6 s
     assert series.around(12_000) == ((9000, 109.0), (15_000, 115.0))
+
+
+def test_a_reconnect_is_a_hole_until_a_history_snapshot_spans_it() -> None:
+    """Points on both sides of T0 two seconds apart prove nothing after a reconnect: the
+    point at T0 may have been missed. The history snapshot that spans the hole repairs it."""
+    series = PriceSeries()
+    for t in range(0, 10):
+        series.add(t * 1000, 100.0 + t)
+    series.connection_lost()
+    assert series.has_gap(9000, 20_000)
+    series.add(11_000, 111.0)  # the first live point after the reconnect
+    assert series.has_gap(9000, 11_000) and not series.has_gap(0, 8000)
+    assert not series.covered(5000, 11_000, 3000)
+    series.merge([(t * 1000, 100.0 + t) for t in range(5, 12)])  # up to the present
+    assert not series.has_gap(9000, 11_000)
+    assert series.covered(5000, 11_000, 3000)
+    assert series.around(10_000) == ((10_000, 110.0), (11_000, 111.0))

@@ -91,11 +91,47 @@ class PriceSeries:
         self._scale: tuple[float, int] = (1.0, 0)
         self._scale_at = -math.inf
         self._scale_points = 0  # how many points the scale was measured on
+        # Spans the feed may have missed (a reconnect): [last point before, first after or
+        # None]; a history snapshot that spans one repairs it.
+        self._gaps: list[list[int | None]] = []
         self._lock = threading.Lock()
+
+    def connection_lost(self) -> None:
+        """The feed reconnected: points after the newest one may have been missed."""
+        with self._lock:
+            if self._times:
+                self._gaps = [*self._gaps[-7:], [self._times[-1], None]]
+
+    def merge(self, points: list[tuple[int, float]]) -> None:
+        """Merge a history snapshot; a gap it spans is repaired."""
+        for ts_ms, value in points:
+            self.add(ts_ms, value)
+        if points:
+            first, last = min(t for t, _ in points), max(t for t, _ in points)
+            with self._lock:
+                self._gaps = [
+                    gap
+                    for gap in self._gaps
+                    if not (
+                        first <= (gap[0] or 0)
+                        and (last >= gap[1] if gap[1] is not None else last >= (gap[0] or 0))
+                    )
+                ]
+
+    def has_gap(self, start_ms: int, end_ms: int) -> bool:
+        """True when a span the feed may have missed meets (start, end)."""
+        with self._lock:
+            return any(
+                (gap[0] or 0) < end_ms and (gap[1] is None or gap[1] > start_ms)
+                for gap in self._gaps
+            )
 
     def add(self, ts_ms: int, value: float) -> None:
         """Merge a point in time order (a duplicate timestamp keeps the first value)."""
         with self._lock:
+            for gap in self._gaps:
+                if gap[1] is None and ts_ms > (gap[0] or 0):
+                    gap[1] = ts_ms  # the first point after the reconnect closes the span
             i = bisect.bisect_left(self._times, ts_ms)
             if i < len(self._times) and self._times[i] == ts_ms:
                 return
@@ -135,7 +171,10 @@ class PriceSeries:
 
     def covered(self, start_ms: int, end_ms: int, max_gap_ms: int) -> bool:
         """True when the points leave no gap longer than ``max_gap_ms`` from ``start_ms`` up to a
-        point at or after ``end_ms`` (so no point in between can still be missing)."""
+        point at or after ``end_ms`` (so no point in between can still be missing), and no
+        reconnect left a span unrepaired there."""
+        if self.has_gap(start_ms - max_gap_ms, end_ms):
+            return False
         with self._lock:
             i = bisect.bisect_right(self._times, start_ms - max_gap_ms)
             if i == len(self._times) or self._times[i] > start_ms + max_gap_ms:
@@ -224,6 +263,7 @@ class RtdsFeed(Feed):
             if isinstance(symbol, str) and symbol.lower() != SYMBOL:
                 continue
             data = payload.get("data")
+            points = []
             for point in each(data if isinstance(data, list) else [payload]):
                 ts, value = _number(point.get("timestamp")), point_value(point)
                 if (
@@ -231,7 +271,17 @@ class RtdsFeed(Feed):
                     and value is not None
                     and not isinstance(point.get("timestamp"), str)
                 ):
-                    series.add(int(ts), value)
+                    points.append((int(ts), value))
+            if isinstance(data, list):
+                series.merge(points)
+            else:
+                for ts_ms, value in points:
+                    series.add(ts_ms, value)
+
+    def on_connect(self) -> None:
+        """After a reconnect, what was missed is a gap until a history snapshot repairs it."""
+        for series in self.series.values():
+            series.connection_lost()
 
     def _error(self, item: dict[str, Any]) -> None:
         body = item.get("body")

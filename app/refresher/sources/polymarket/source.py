@@ -53,6 +53,16 @@ MAX_GAP_MS = 3000  # consecutive Chainlink points (about 1 Hz) further apart: a 
 SPOT_MEAN = "mean"
 
 
+def _bracketed(
+    series: PriceSeries, before: tuple[int, float] | None, after: tuple[int, float] | None
+) -> bool:
+    """Points on both sides of an instant, close enough and with no reconnect between them
+    (a point there may have been missed: wait for the back-fill)."""
+    if before is None or after is None or after[0] - before[0] > MAX_GAP_MS:
+        return False
+    return not series.has_gap(before[0], after[0])
+
+
 @dataclass(frozen=True)
 class Upstreams:
     """Where each upstream lives (all configurable)."""
@@ -199,9 +209,7 @@ class PolymarketSource:
         spot = self.rtds.series[SPOT_KEY]
         if market.rule != TWAP:
             before, after = spot.around(t0_ms)
-            if before is not None and (
-                before[0] == t0_ms or (after is not None and after[0] - before[0] <= MAX_GAP_MS)
-            ):
+            if before is not None and (before[0] == t0_ms or _bracketed(spot, before, after)):
                 self._set_price_to_beat(window, before[1], f"rtds:{TOPICS[SPOT_KEY]}", True)
             return
         lookback = market.lookback_s
@@ -210,9 +218,7 @@ class PolymarketSource:
         series = self._twap_series(market)
         if series is not None:
             before, after = series.around(t0_ms - 1)  # after: the first report at or after T0
-            if after is not None and (
-                after[0] == t0_ms or (before is not None and after[0] - before[0] <= MAX_GAP_MS)
-            ):
+            if after is not None and (after[0] == t0_ms or _bracketed(series, before, after)):
                 key = TWAP_KEYS[lookback]
                 self._set_price_to_beat(window, after[1], f"rtds:{TOPICS[key]}", True)
                 return

@@ -1,0 +1,750 @@
+"""The live source against the truth: exact answers of the model on a known Brownian path,
+window rolls on a healthy and on a stubborn CLOB, slow snapshots, lost book messages, an
+RTDS reconnect across T0, and the RTDS protocol as it is.
+
+Everything runs in process against the local fakes (127.0.0.1). The source runs on a
+settable virtual clock (window times, the price's age); book ages are real
+(``time.monotonic``), so loops that care about book ages stay roughly real-time. Nothing
+asserts on elapsed time: waits poll with bounded deadlines.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from statistics import NormalDist
+from typing import Any
+
+import pytest
+
+from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
+from tests.support.fake_polymarket import (
+    SPOT,
+    SPOT_TOPIC,
+    TWAP,
+    TWAP30_TOPIC,
+    TWAP_TOPIC,
+    BrownianPath,
+    FakeBook,
+    FakeMarket,
+    FakePolymarket,
+    FakeRtds,
+    exact,
+    plain,
+    running,
+    scaled,
+)
+
+T0 = 1_800_000_000  # a window start (a multiple of 300)
+NEXT = T0 + 300
+SIGMA = 1.2e-4  # the true volatility of the paths, per sqrt-second
+S0 = 100_000
+STALE_MS = 3000
+POLL_S = 20.0  # generous bounded waits: another process may be loading the machine
+TWAP_TOPIC_OF = {60: TWAP_TOPIC, 30: TWAP30_TOPIC}
+SPOT_SERIES = "spot"  # the source's key of the Chainlink spot series
+RTDS_LOGGER = "app.refresher.sources.polymarket.rtds"
+
+Row = dict[str, Any]
+MakeSource = Callable[[Callable[[], float]], PolymarketSource]
+
+
+# -- helpers (copied in small, not imported from other test modules) ------------------------
+
+
+class Clock:
+    """A settable virtual clock for the source."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    @property
+    def ms(self) -> int:
+        return int(self.t * 1000)
+
+
+def upstreams(world: FakePolymarket) -> Upstreams:
+    return Upstreams(
+        gamma=world.gamma.url,
+        clob=world.clob.url,
+        clob_ws=world.clob_ws.url,
+        rtds=world.rtds.url,
+        site=world.site.url,
+    )
+
+
+def first_row(source: PolymarketSource, clock: Clock) -> Row:
+    rows = source.rows(clock())
+    assert len(rows) == 1
+    return dict(rows[0])
+
+
+def poll(
+    source: PolymarketSource,
+    clock: Clock,
+    predicate: Callable[[Row], bool],
+    what: str,
+    timeout: float = POLL_S,
+) -> Row:
+    """Call ``rows(clock())`` until ``predicate(row)``; fail with the last row otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        row = first_row(source, clock)
+        if predicate(row):
+            return row
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}; last row: {json.dumps(row, indent=1)}")
+        time.sleep(0.05)
+
+
+def wait_for(
+    predicate: Callable[[], bool], what: str, timeout: float = POLL_S, interval: float = 0.05
+) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(interval)
+
+
+def latest_ms(source: PolymarketSource) -> int | None:
+    latest = source.rtds.series[SPOT_SERIES].latest()
+    return latest[0] if latest else None
+
+
+def wait_spot(source: PolymarketSource, t: int) -> None:
+    """Until the source's newest spot point is the one of second ``t``."""
+    wait_for(lambda: latest_ms(source) == t * 1000, f"the spot point of second {t}", 10, 0.002)
+
+
+def is_stale(row: Row, clock: Clock) -> bool:
+    return bool(clock.ms - row["ts"] > STALE_MS)
+
+
+BOOK_FIELDS = ("up_bid", "up_ask", "down_bid", "down_ask")
+
+
+def books_of(row: Row) -> tuple[Any, ...]:
+    return tuple(row[name] for name in BOOK_FIELDS)
+
+
+def from_socket(row: Row) -> bool:
+    return bool(row["sources"]["upBook"] == row["sources"]["downBook"] == "clob-ws")
+
+
+def fakes_top(world: FakePolymarket, market: FakeMarket) -> tuple[Any, ...]:
+    return (*world.best(market.up_token), *world.best(market.down_token))
+
+
+def subscribed_by_operation(world: FakePolymarket, operation: str, tokens: set[str]) -> bool:
+    """Whether an ``operation`` frame of that kind named all of ``tokens``."""
+    return any(
+        isinstance(op, dict)
+        and op.get("operation") == operation
+        and tokens <= {str(a) for a in op.get("assets_ids") or []}
+        for op in list(world.clob_ws.operations)
+    )
+
+
+@pytest.fixture
+def world() -> Iterator[FakePolymarket]:
+    with running() as fake:
+        yield fake
+
+
+@pytest.fixture
+def make_source(world: FakePolymarket) -> Iterator[MakeSource]:
+    """Sources on the fakes, closed (threads stopped) before the fakes stop."""
+    made: list[PolymarketSource] = []
+
+    def make(clock: Callable[[], float]) -> PolymarketSource:
+        source = PolymarketSource(upstreams(world), clock=clock, stale_after_ms=STALE_MS)
+        made.append(source)
+        return source
+
+    yield make
+    for source in made:
+        source.close()
+        for thread in (source.clob, source.rtds):
+            if thread.is_alive():
+                thread.join(5)
+
+
+# -- 1. the model against exact answers -----------------------------------------------------
+
+
+def exact_price_to_beat(path: BrownianPath, rule: str, lookback: int, t0: int) -> float:
+    """The settlement value at T0: the TWAP report of T0, or the spot at T0."""
+    return float(path.twap(t0, lookback)) if rule == TWAP else float(path.value(t0))
+
+
+def exact_p_up(
+    path: BrownianPath, rule: str, lookback: int, window_end: int, t: int, k: float
+) -> float:
+    """P(up) from the path's own values and the TRUE sigma (not the app's model)."""
+    tau = window_end - t
+    spot = float(path.value(t))
+    if rule == SPOT:
+        centre, variance = spot, SIGMA**2 * tau
+    elif tau > lookback:
+        centre, variance = spot, SIGMA**2 * (tau - 2 * lookback / 3)
+    else:
+        seconds = range(window_end - lookback + 1, t + 1)
+        known = [float(path.value(u)) for u in seconds]
+        mean = math.fsum(known) / len(known) if known else spot
+        w = (lookback - tau) / lookback
+        centre, variance = w * mean + (1 - w) * spot, SIGMA**2 * tau**3 / (3 * lookback**2)
+    return NormalDist().cdf(math.log(centre / k) / math.sqrt(variance))
+
+
+@pytest.mark.parametrize(
+    ("rule", "lookback", "seed"),
+    [(TWAP, 60, 11), (TWAP, 30, 12), (SPOT, 60, 13)],
+    ids=["twap60", "twap30", "spot"],
+)
+def test_model_matches_exact_answers_on_a_brownian_path(
+    world: FakePolymarket, make_source: MakeSource, rule: str, lookback: int, seed: int
+) -> None:
+    """Stepping second by second through a whole window and the next, on a Brownian path
+    with 30 minutes of history: the board's P(up) is within 3 points of the exact answer
+    computed from the path and the true sigma (TWAP with 60 s and 30 s lookbacks, and
+    spot), it is never null once the price to beat is known, the price to beat is the exact
+    TWAP report (or spot) at T0 from the right topic, and sigma is within 15 % of the truth."""
+    history_s = 1800
+    start = T0 - history_s - 60
+    last = NEXT + 298  # the last sample of the second window (tau = 2 s)
+    path = BrownianPath(seed, SIGMA, S0, start, last - start + 2)
+    markets = {
+        t0: world.list_market(FakeMarket(t0, rule=rule, lookback=lookback)) for t0 in (T0, NEXT)
+    }
+    world.rtds.seed_path(path, start, T0 - 1)  # the history snapshot on subscribe
+    clock = Clock(T0 - 1 + 1.5)
+    source = make_source(clock)
+    poll(source, clock, lambda r: r["up_token_id"] == markets[T0].up_token, "the market")
+    wait_spot(source, T0 - 1)
+
+    topic = TWAP_TOPIC_OF[lookback] if rule == TWAP else SPOT_TOPIC
+    # (error, window, tau, board, exact, the board's sigma)
+    errors: list[tuple[float, int, int, float, float, float]] = []
+    samples = {T0: 0, NEXT: 0}
+    for t in range(T0, last + 1):
+        if t == NEXT - 10:  # the next window must have been prefetched before the roll
+            poll(
+                source,
+                clock,
+                lambda _: subscribed_by_operation(world, "subscribe", set(markets[NEXT].tokens)),
+                "the prefetch of the next window",
+            )
+        world.rtds.play(path, t)
+        wait_spot(source, t)
+        clock.t = t + 1.5  # the feed lags: the point of second t is seen 1.5 s later
+        row = first_row(source, clock)
+        t0 = row["windowStart"]
+        assert t0 == (T0 if t + 1.5 < NEXT else NEXT)
+        assert row["up_token_id"] == markets[t0].up_token
+        assert row["settlement"] == rule
+        if rule == TWAP:
+            assert row["twapLookbackS"] == lookback
+        assert row["price"] == float(path.value(t))
+        sigma = row["sigma"]
+        assert sigma is not None and abs(sigma / SIGMA - 1) <= 0.15, (t, sigma)
+        k = row["priceToBeat"]
+        if k is None:
+            assert t < t0 + 3, f"no price to beat {t - t0} s into the window"
+            continue
+        assert k == exact_price_to_beat(path, rule, lookback, t0), (t, k)
+        assert row["sources"]["priceToBeat"] == f"rtds:{topic}"
+        assert row["p_up_pct"] is not None, f"the price to beat is known at {t}: no P(up)"
+        assert row["p_up_pct"] + row["p_down_pct"] == pytest.approx(100)
+        truth = 100 * exact_p_up(path, rule, lookback, t0 + 300, t, k)
+        board = row["p_up_pct"]
+        errors.append((abs(board - truth), t0, t0 + 300 - t, board, truth, sigma))
+        samples[t0] += 1
+
+    assert samples[T0] >= 295 and samples[NEXT] >= 295, samples
+    assert any(e[2] <= 10 for e in errors if e[1] == T0)  # the last minute is in
+    median = statistics.median(e[0] for e in errors)
+    worst = max(errors)
+    summary = (
+        f"{rule}{lookback if rule == TWAP else ''}: {len(errors)} samples, "
+        f"median error {median:.3f} points, max {worst[0]:.3f} points "
+        f"(window {worst[1]}, tau {worst[2]} s, board {worst[3]:.2f}, exact {worst[4]:.2f}, "
+        f"board sigma {worst[5]:.4g}); true sigma {SIGMA:.4g}, board sigma from "
+        f"{min(e[5] for e in errors):.4g} to {max(e[5] for e in errors):.4g}"
+    )
+    print(summary)
+    assert worst[0] <= 3, summary
+
+
+# -- 2-4. rolls --------------------------------------------------------------------------
+
+
+def list_two_windows(world: FakePolymarket) -> tuple[FakeMarket, FakeMarket]:
+    """The current window with the default books, the next with books of its own."""
+    current = world.list_market(FakeMarket(T0, outcomes=("Down", "Up")))
+    upcoming = world.list_market(
+        FakeMarket(NEXT),
+        books=(
+            FakeBook(bids={"0.60": "5", "0.62": "9"}, asks={"0.66": "3", "0.64": "8"}),
+            FakeBook(bids={"0.33": "5", "0.35": "9"}, asks={"0.39": "3", "0.37": "8"}),
+        ),
+    )
+    return current, upcoming
+
+
+def spot_path(seed: int) -> BrownianPath:
+    return BrownianPath(seed, SIGMA, S0, T0 + 100, 400)
+
+
+def fresh_and_full(row: Row, clock: Clock) -> bool:
+    return all(v is not None for v in books_of(row)) and not is_stale(row, clock)
+
+
+def roll_through(
+    world: FakePolymarket,
+    source: PolymarketSource,
+    clock: Clock,
+    path: BrownianPath,
+    markets: dict[int, FakeMarket],
+    start: float,
+    end: float,
+    step: float = 0.5,
+) -> list[Row]:
+    """Step the virtual clock from ``start`` to ``end`` (``step`` of virtual time per real
+    0.05 s), the spot playing; every row: full books of the current window, not stale."""
+    rows = []
+    k = 0
+    while (t := start + k * step) <= end:
+        clock.t = t
+        world.rtds.play(path, int(t))
+        wait_spot(source, int(t))
+        row = first_row(source, clock)
+        current = markets[T0 if t < NEXT else NEXT]
+        where = f"at T0{t - T0:+.2f}: {json.dumps(row, indent=1)}"
+        assert row["windowStart"] == current.window_start, where
+        assert (row["up_token_id"], row["down_token_id"]) == current.tokens, where
+        assert all(v is not None for v in books_of(row)), where
+        assert books_of(row) == fakes_top(world, current), where
+        assert from_socket(row), where  # the socket never left a gap REST had to fill
+        assert not is_stale(row, clock), where
+        rows.append(row)
+        time.sleep(0.05)
+        k += 1
+    return rows
+
+
+def test_roll_with_a_healthy_upstream_keeps_one_connection_and_fresh_books(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    """Across a roll on a healthy CLOB, every row has full books of the current window
+    (switching exactly at the boundary), none is stale, and the next window's tokens are
+    added (and the old ones removed) with operation frames on the one connection."""
+    current, upcoming = list_two_windows(world)
+    markets = {T0: current, NEXT: upcoming}
+    world.clob_ws.keep_alive(0.1)
+    path = spot_path(21)
+    clock = Clock(T0 + 230)
+    world.rtds.play(path, T0 + 230)
+    source = make_source(clock)
+    poll(source, clock, lambda r: fresh_and_full(r, clock) and from_socket(r), "socket books")
+
+    rows = roll_through(world, source, clock, path, markets, T0 + 230, NEXT + 20)
+
+    assert [r["windowStart"] for r in rows].count(NEXT) >= 40
+    assert any(r["rem_secs"] == 300 for r in rows)  # a row exactly at the boundary
+    assert subscribed_by_operation(world, "subscribe", set(upcoming.tokens))
+    wait_for(
+        lambda: subscribed_by_operation(world, "unsubscribe", set(current.tokens)),
+        "the old window's tokens to be unsubscribed",
+    )
+    wait_for(
+        lambda: world.clob_ws.assets_of_connections() == [set(upcoming.tokens)],
+        "the one connection to carry the new window only",
+    )
+    assert world.clob_ws.connections == 1
+    assert world.clob_ws.refused == []
+
+
+def test_roll_with_operations_refused_moves_connections_without_a_gap(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    """When the CLOB refuses subscribe/unsubscribe operations, the source moves to a new
+    connection (opened before the old one is closed): every row across the roll still has
+    full books of the current window and none is stale."""
+    current, upcoming = list_two_windows(world)
+    markets = {T0: current, NEXT: upcoming}
+    world.clob_ws.keep_alive(0.1)
+    world.clob_ws.refuse_operations = True
+    path = spot_path(22)
+    clock = Clock(T0 + 230)
+    world.rtds.play(path, T0 + 230)
+    source = make_source(clock)
+    poll(source, clock, lambda r: fresh_and_full(r, clock) and from_socket(r), "socket books")
+
+    roll_through(world, source, clock, path, markets, T0 + 230, NEXT + 20)
+
+    assert world.clob_ws.refused, "the upstream never refused an operation: nothing tested"
+    assert world.clob_ws.connections >= 2
+    wait_for(
+        lambda: world.clob_ws.assets_of_connections() == [set(upcoming.tokens)],
+        "one connection carrying the new window only",
+    )
+
+
+@pytest.mark.parametrize("listed", ["ahead", "late"])
+def test_slow_snapshot_after_the_roll_is_stale_never_fresh_with_nulls(
+    world: FakePolymarket, make_source: MakeSource, listed: str
+) -> None:
+    """The next window's snapshot comes 5 s late (and REST is down), its market either
+    prefetched a minute ahead or listed only after the roll: right after the roll, every
+    row lacking a book is stale; once the snapshot arrives the rows are fresh with the
+    right numbers."""
+    current, upcoming = list_two_windows(world)
+    if listed == "late":
+        world.unlist(NEXT)
+    world.clob_ws.keep_alive(0.1)
+    path = spot_path(23)
+    clock = Clock(NEXT - 65)
+    world.rtds.play(path, NEXT - 65)
+    source = make_source(clock)
+    poll(source, clock, lambda r: fresh_and_full(r, clock), "a fresh row with books")
+
+    world.clob.mode = "error"  # only the socket can bring the books
+    world.clob_ws.snapshot_delay_s = 5.0
+    clock.t = NEXT - 59.5
+    world.rtds.play(path, NEXT - 60)
+    if listed == "ahead":
+        poll(
+            source,
+            clock,
+            lambda r: subscribed_by_operation(world, "subscribe", set(upcoming.tokens)),
+            "the prefetch",
+        )
+    else:
+        poll(source, clock, lambda r: NEXT in world.gamma.lookups(), "the prefetch's 404")
+    clock.t = NEXT + 0.5
+    world.rtds.play(path, NEXT)
+    wait_spot(source, NEXT)
+    if listed == "late":
+        world.list_market(upcoming)
+
+    seen: list[Row] = []
+    deadline = time.monotonic() + POLL_S
+    while True:
+        row = first_row(source, clock)
+        seen.append(row)
+        assert row["windowStart"] == NEXT
+        assert row["up_token_id"] in (upcoming.up_token, None)
+        if any(v is None for v in books_of(row)):
+            assert is_stale(row, clock), f"fresh with null books: {json.dumps(row, indent=1)}"
+        elif not is_stale(row, clock):
+            break
+        assert time.monotonic() < deadline, f"never fresh: {json.dumps(row, indent=1)}"
+        time.sleep(0.05)
+
+    nulls = [r for r in seen if any(v is None for v in books_of(r))]
+    assert nulls, "the books were there at once: the slow snapshot was not exercised"
+    assert books_of(row) == fakes_top(world, upcoming)
+    assert row["sources"]["upBook"] == row["sources"]["downBook"] == "clob-ws"
+    # And stays fresh with the right numbers.
+    for _ in range(10):
+        row = first_row(source, clock)
+        assert fresh_and_full(row, clock) and books_of(row) == fakes_top(world, upcoming)
+        time.sleep(0.05)
+    assert current.up_token not in set().union(*world.clob_ws.assets_of_connections())
+
+
+# -- 5. lost book messages ----------------------------------------------------------------
+
+
+def sample_crossed_rows(source: PolymarketSource, clock: Clock, count: int) -> int:
+    """Take ``count`` rows 50 ms apart; every one whose UP book is crossed must be stale.
+    Returns how many were crossed."""
+    crossed = 0
+    for _ in range(count):
+        row = first_row(source, clock)
+        bid, ask = row["up_bid"], row["up_ask"]
+        if bid is not None and ask is not None and bid >= ask:
+            crossed += 1
+            assert is_stale(row, clock), f"crossed and fresh: {json.dumps(row, indent=1)}"
+        time.sleep(0.05)
+    return crossed
+
+
+def test_lost_price_changes_are_repaired_by_the_upstreams_top_and_crossed_is_stale(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    """A lost price_change is repaired by the next best_bid_ask, and by the best bid/ask of
+    a price_change about another level of the same asset (REST down, so only the socket can
+    repair it); a crossed top is shown but every such row is stale, and it makes the source
+    re-read the book over REST; uncrossed, the rows are fresh again."""
+    market = world.list_market(FakeMarket(T0))
+    up = market.up_token
+    world.rtds.push(SPOT_TOPIC, (T0 + 10) * 1000, S0)
+    clock = Clock(T0 + 10.5)  # static: the price is always 500 ms old
+    source = make_source(clock)
+    row = poll(
+        source,
+        clock,
+        lambda r: fresh_and_full(r, clock) and from_socket(r),
+        "books from the socket and a price",
+    )
+    assert books_of(row) == (0.53, 0.55, 0.45, 0.47)
+
+    world.clob.mode = "error"  # REST cannot repair anything: only the socket can
+    # (a) the removal of UP's best bid is lost, then the upstream tells its top.
+    world.set_level(up, "BUY", "0.53", "0", send=False)
+    time.sleep(0.3)
+    assert first_row(source, clock)["up_bid"] == 0.53  # the socket's book is wrong now
+    world.clob_ws.send_best_bid_ask(up)
+    poll(source, clock, lambda r: (r["up_bid"], r["up_ask"]) == (0.52, 0.55), "best_bid_ask")
+
+    # (b) the removal of UP's best ask is lost; a change of another UP level carries the top.
+    world.set_level(up, "SELL", "0.55", "0", send=False)
+    time.sleep(0.3)
+    assert first_row(source, clock)["up_ask"] == 0.55
+    world.set_level(up, "BUY", "0.51", "99")
+    row = poll(source, clock, lambda r: r["up_ask"] != 0.55, "the top of the next price_change")
+    assert (row["up_bid"], row["up_ask"]) == world.best(up) == (0.52, 0.56)
+
+    # (c) crossed: the book is confirmed continuously, REST is back.
+    world.clob.mode = "ok"
+    world.clob_ws.keep_alive(0.1)
+    poll(source, clock, lambda r: fresh_and_full(r, clock), "fresh rows")
+    time.sleep(1.5)  # any REST re-read wanted by (a)/(b) is done
+    before = len(world.clob.requests_to("/books"))
+    world.set_level(up, "BUY", "0.57", "10")  # a bid above the best ask
+    poll(source, clock, lambda r: r["up_bid"] == 0.57, "the crossed top")
+    assert sample_crossed_rows(source, clock, 50) >= 10
+    wait_for(lambda: len(world.clob.requests_to("/books")) > before, "a REST re-read")
+    reread = world.clob.requests_to("/books")[before:]
+    assert any(up in {str(i.get("token_id")) for i in hit.body} for hit in reread)
+
+    world.set_level(up, "BUY", "0.57", "0")
+    row = poll(source, clock, lambda r: fresh_and_full(r, clock), "fresh again once uncrossed")
+    assert books_of(row) == fakes_top(world, market) == (0.52, 0.56, 0.45, 0.47)
+
+
+def test_a_level_change_without_a_top_that_crosses_the_book_is_stale_until_rest_repairs_it(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    """A price_change entry that carries no best_bid/best_ask (the level book decides) and
+    crosses the local book: the crossed book is shown but every such row is stale, the
+    source asks REST for the book, and once REST answers the board shows the true top."""
+    market = world.list_market(FakeMarket(T0))
+    up = market.up_token
+    world.rtds.push(SPOT_TOPIC, (T0 + 10) * 1000, S0)
+    clock = Clock(T0 + 10.5)
+    source = make_source(clock)
+    poll(source, clock, lambda r: fresh_and_full(r, clock) and from_socket(r), "socket books")
+
+    world.clob.mode = "error"  # the repair is held back while the crossed rows are sampled
+    before = len(world.clob.requests_to("/books"))
+    change = {"asset_id": up, "price": "0.60", "size": "10", "side": "BUY"}  # no top
+    world.clob_ws.send_raw(
+        {
+            "event_type": "price_change",
+            "market": market.condition,
+            "timestamp": str(int(time.time() * 1000)),
+            "price_changes": [change],
+        }
+    )
+    poll(source, clock, lambda r: r["up_bid"] == 0.60, "the crossed level book")
+    assert sample_crossed_rows(source, clock, 10) >= 5
+    wait_for(lambda: len(world.clob.requests_to("/books")) > before, "a REST re-read")
+
+    world.clob.mode = "ok"
+    row = poll(source, clock, lambda r: books_of(r) == fakes_top(world, market), "the REST repair")
+    assert books_of(row) == (0.53, 0.55, 0.45, 0.47)
+
+
+# -- 6. an RTDS reconnect across T0 -------------------------------------------------------
+
+
+HOLES = {"long": (T0 - 2, T0 + 4), "short": (T0, T0)}  # (first, last) second lost live
+
+
+@pytest.mark.parametrize("hole", list(HOLES))
+@pytest.mark.parametrize(
+    ("rule", "twap_history"),
+    [(TWAP, False), (TWAP, True), (SPOT, False)],
+    ids=["twap60", "twap60-with-twap-history", "spot"],
+)
+def test_rtds_reconnect_across_t0_latches_the_right_price_to_beat(
+    world: FakePolymarket, make_source: MakeSource, rule: str, twap_history: bool, hole: str
+) -> None:
+    """The RTDS connection is lost around T0 (the points of T0-2..T0+4, or of T0 alone, are
+    never delivered live), then after the reconnect the back-fill comes after live points:
+    the price to beat is latched to the right value (the 60 s TWAP at T0 from the report or
+    the spot's mean, or the spot at T0) and is never a wrong value before."""
+    first_lost, last_lost = HOLES[hole]
+    start = T0 - 1200
+    path = BrownianPath(31 if rule == TWAP else 32, SIGMA, S0, start, 1500)
+    world.rtds.twap_history = twap_history
+    world.list_market(FakeMarket(T0, rule=rule, lookback=60))
+    right = exact_price_to_beat(path, rule, 60, T0)
+    world.rtds.seed_path(path, start, T0 - 30)
+    clock = Clock(T0 - 30 + 1.5)
+    source = make_source(clock)
+    first_row(source, clock)
+    wait_spot(source, T0 - 30)
+
+    def check(row: Row) -> bool:
+        """Fails on a wrong price to beat; True (to be used in predicates)."""
+        k = row["priceToBeat"]
+        if k is None:
+            return True
+        what = f"wrong price to beat (right: {right!r}): {json.dumps(row, indent=1)}"
+        if rule == TWAP:
+            assert k == pytest.approx(right, rel=1e-12, abs=0), what
+        else:
+            assert k == right, what
+        return True
+
+    for t in range(T0 - 29, first_lost):
+        world.rtds.play(path, t)
+        wait_spot(source, t)
+        clock.t = t + 1.5
+        check(first_row(source, clock))
+    world.rtds.paused = True
+    for t in range(first_lost, last_lost + 1):
+        world.rtds.play(path, t)  # recorded, not delivered
+        clock.t = t + 1.5
+        check(first_row(source, clock))
+        time.sleep(0.02)
+    assert latest_ms(source) == (first_lost - 1) * 1000
+    world.rtds.drop()
+    world.rtds.paused = False
+    world.rtds.history_delay_s = 1.0  # the history snapshot comes after live points
+    poll(source, clock, lambda r: check(r) and len(world.rtds.subscriptions) >= 2, "rtds")
+
+    t = last_lost + 1
+    deadline = time.monotonic() + POLL_S
+    live_first = False  # a live point after the hole seen while no price to beat is known
+    while True:
+        world.rtds.play(path, t)
+        clock.t = t + 1.5
+        time.sleep(0.1)
+        newest = latest_ms(source)
+        row = first_row(source, clock)
+        check(row)
+        live_first |= row["priceToBeat"] is None and (newest or 0) > last_lost * 1000
+        if row["priceToBeat"] is not None:
+            break
+        assert time.monotonic() < deadline, f"no price to beat: {json.dumps(row, indent=1)}"
+        t += 1
+    for _ in range(15):  # it stays right
+        t += 1
+        world.rtds.play(path, t)
+        clock.t = t + 1.5
+        time.sleep(0.05)
+        row = first_row(source, clock)
+        check(row)
+    assert live_first, "the back-fill came before any live point: not the case tested"
+    via = row["sources"]["priceToBeat"]
+    if twap_history:  # the report of T0 came back with the TWAP's history: it wins
+        assert via == f"rtds:{TWAP_TOPIC}" and row["priceToBeat"] == right, row
+    elif rule == TWAP:
+        assert via in (f"rtds:{TWAP_TOPIC}", f"rtds:{SPOT_TOPIC}:mean60s"), via
+    else:
+        assert via == f"rtds:{SPOT_TOPIC}"
+    assert row["p_up_pct"] is not None
+
+
+# -- 7. RTDS as it is ----------------------------------------------------------------------
+
+
+def test_rtds_subscription_filter_is_compact_and_an_error_is_logged_once(
+    world: FakePolymarket, make_source: MakeSource, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The RTDS subscribe frame names every topic with exactly the compact filter string
+    (the fake serves nothing else); an error frame received three times is logged once,
+    and another kind of error is logged too."""
+    caplog.set_level(logging.WARNING, logger=RTDS_LOGGER)
+    world.rtds.push(SPOT_TOPIC, T0 * 1000, S0)
+    clock = Clock(T0 + 0.5)
+    source = make_source(clock)
+    first_row(source, clock)
+    wait_spot(source, T0)
+
+    assert world.rtds.bad_subscriptions == []
+    assert world.rtds.subscribed_topics() == {SPOT_TOPIC, TWAP_TOPIC, TWAP30_TOPIC}
+    for message in world.rtds.subscriptions:
+        for sub in message["subscriptions"]:
+            assert sub["filters"] == '{"symbol":"btc/usd"}', sub
+
+    for _ in range(3):
+        world.rtds.send_error(400, "boom")
+    world.rtds.send_error(400, "another")
+    world.rtds.push(SPOT_TOPIC, (T0 + 1) * 1000, S0 + 1)  # after the errors, on one socket
+    wait_spot(source, T0 + 1)
+
+    def logged(text: str) -> int:
+        return sum(1 for r in caplog.records if r.name == RTDS_LOGGER and text in r.getMessage())
+
+    assert logged("boom") == 1
+    assert logged("another") == 1
+
+
+def test_rtds_plain_full_accuracy_twap_is_read_right(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    """With the announced successor format (full_accuracy_value as a plain decimal), the
+    TWAP report at T0 gives the exact price to beat, not the rounded value."""
+    world.rtds.plain_full_accuracy = True
+    world.list_market(FakeMarket(T0, rule=TWAP, lookback=60))
+    twap = Decimal("99991.987654321098765432")
+    world.rtds.seed(SPOT_TOPIC, [((T0 + k) * 1000, S0 + k) for k in range(-90, 1)])
+    clock = Clock(T0 + 1.5)
+    source = make_source(clock)
+    first_row(source, clock)
+    wait_spot(source, T0)
+    world.rtds.push(TWAP_TOPIC, T0 * 1000, twap)
+    world.rtds.push(SPOT_TOPIC, (T0 + 1) * 1000, S0 + 1)
+
+    row = poll(source, clock, lambda r: r["priceToBeat"] is not None, "the price to beat")
+
+    assert row["priceToBeat"] == exact(twap) == float(twap)
+    assert row["priceToBeat"] != round(float(twap), 2)
+    assert row["sources"]["priceToBeat"] == f"rtds:{TWAP_TOPIC}"
+
+
+@pytest.mark.parametrize("form", ["scaled", "plain"])
+def test_rtds_twap_point_whose_exact_value_disagrees_is_rejected(
+    world: FakePolymarket, make_source: MakeSource, form: str
+) -> None:
+    """A TWAP point whose full_accuracy_value (either format) is more than 1 % away from its
+    value is rejected: it never becomes the price to beat, and the right report of the same
+    second still does."""
+    world.list_market(FakeMarket(T0, rule=TWAP, lookback=60))
+    world.rtds.seed(SPOT_TOPIC, [((T0 + k) * 1000, S0 + k) for k in range(-90, 1)])
+    clock = Clock(T0 + 1.5)
+    source = make_source(clock)
+    first_row(source, clock)
+    wait_spot(source, T0)
+
+    bad = Decimal("98500.25")  # 1.5 % below the value it comes with
+    encode: Callable[[Decimal], str] = scaled if form == "scaled" else plain
+    message = FakeRtds.update(TWAP_TOPIC, T0 * 1000, Decimal(S0))
+    message["payload"]["full_accuracy_value"] = encode(bad)
+    world.rtds.send_raw(message)
+    world.rtds.push(SPOT_TOPIC, (T0 + 1) * 1000, S0 + 1)  # after it, on the same socket
+    wait_spot(source, T0 + 1)
+
+    before, after = source.rtds.series["twap60"].around(T0 * 1000)
+    assert before is None and after is None, "the disagreeing point was kept"
+    assert first_row(source, clock)["priceToBeat"] is None
+
+    good = Decimal("99990.123456789012345678")
+    world.rtds.push(TWAP_TOPIC, T0 * 1000, good)
+    row = poll(source, clock, lambda r: r["priceToBeat"] is not None, "the good report")
+    assert row["priceToBeat"] == exact(good)
+    assert row["sources"]["priceToBeat"] == f"rtds:{TWAP_TOPIC}"
