@@ -32,7 +32,7 @@ from app.refresher.sources.polymarket import gamma
 from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.clob import ClobFeed
 from app.refresher.sources.polymarket.rtds import TWAP_KEYS, PriceSeries, RtdsFeed
-from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
+from app.refresher.sources.polymarket.source import PolymarketSource
 from app.refresher.volatility import SCALE_BOUNDS, SIGMA_WINDOW_S
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
@@ -50,6 +50,7 @@ from tests.support.fake_polymarket import (
     running,
     scaled,
 )
+from tests.support.live_source import Clock, first_row, poll, upstreams, wait_for
 from tests.support.processes import wait_until
 
 TWAP60 = TWAP_KEYS[60]
@@ -68,63 +69,6 @@ MakeSource = Callable[[Callable[[], float]], PolymarketSource]
 
 
 # -- helpers ------------------------------------------------------------------------------
-
-
-class Clock:
-    """A settable clock for the source, the refresher and the served ``now``."""
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    @property
-    def ms(self) -> int:
-        return int(self.t * 1000)
-
-
-def upstreams(world: FakePolymarket) -> Upstreams:
-    return Upstreams(
-        gamma=world.gamma.url,
-        clob=world.clob.url,
-        clob_ws=world.clob_ws.url,
-        rtds=world.rtds.url,
-        site=world.site.url,
-    )
-
-
-def first_row(source: PolymarketSource, clock: Callable[[], float]) -> Row:
-    """One call of ``rows(clock())``: its only row."""
-    rows = source.rows(clock())
-    assert len(rows) == 1
-    return dict(rows[0])
-
-
-def poll(
-    source: PolymarketSource,
-    clock: Clock,
-    predicate: Callable[[Row], bool],
-    what: str,
-    timeout: float = POLL_S,
-) -> Row:
-    """Call ``rows(clock())`` until ``predicate(row)``; fail with the last row otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        row = first_row(source, clock)
-        if predicate(row):
-            return row
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}; last row: {json.dumps(row, indent=1)}")
-        time.sleep(0.05)
-
-
-def wait_for(predicate: Callable[[], bool], what: str, timeout: float = POLL_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(0.05)
 
 
 def from_socket(row: Row) -> bool:

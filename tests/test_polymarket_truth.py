@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
+from app.refresher.sources.polymarket.source import PolymarketSource
 from tests.support.fake_polymarket import (
     SPOT,
     SPOT_TOPIC,
@@ -39,6 +39,7 @@ from tests.support.fake_polymarket import (
     running,
     scaled,
 )
+from tests.support.live_source import Clock, first_row, poll, upstreams, wait_for
 
 T0 = 1_800_000_000  # a window start (a multiple of 300)
 NEXT = T0 + 300
@@ -54,65 +55,7 @@ Row = dict[str, Any]
 MakeSource = Callable[[Callable[[], float]], PolymarketSource]
 
 
-# -- helpers (copied in small, not imported from other test modules) ------------------------
-
-
-class Clock:
-    """A settable virtual clock for the source."""
-
-    def __init__(self, t: float) -> None:
-        self.t = t
-
-    def __call__(self) -> float:
-        return self.t
-
-    @property
-    def ms(self) -> int:
-        return int(self.t * 1000)
-
-
-def upstreams(world: FakePolymarket) -> Upstreams:
-    return Upstreams(
-        gamma=world.gamma.url,
-        clob=world.clob.url,
-        clob_ws=world.clob_ws.url,
-        rtds=world.rtds.url,
-        site=world.site.url,
-    )
-
-
-def first_row(source: PolymarketSource, clock: Clock) -> Row:
-    rows = source.rows(clock())
-    assert len(rows) == 1
-    return dict(rows[0])
-
-
-def poll(
-    source: PolymarketSource,
-    clock: Clock,
-    predicate: Callable[[Row], bool],
-    what: str,
-    timeout: float = POLL_S,
-) -> Row:
-    """Call ``rows(clock())`` until ``predicate(row)``; fail with the last row otherwise."""
-    deadline = time.monotonic() + timeout
-    while True:
-        row = first_row(source, clock)
-        if predicate(row):
-            return row
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}; last row: {json.dumps(row, indent=1)}")
-        time.sleep(0.05)
-
-
-def wait_for(
-    predicate: Callable[[], bool], what: str, timeout: float = POLL_S, interval: float = 0.05
-) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        time.sleep(interval)
+# -- helpers -------------------------------------------------------------------------------
 
 
 def latest_ms(source: PolymarketSource) -> int | None:

@@ -18,7 +18,6 @@ from collections import deque
 
 SPOT = "spot"
 TWAP = "twap"
-RULES = (SPOT, TWAP)
 
 
 def normal_cdf(x: float) -> float:

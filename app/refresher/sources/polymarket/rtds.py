@@ -93,14 +93,14 @@ class PriceSeries:
         self._scale_points = 0  # how many points the scale was measured on
         # Spans the feed may have missed (a reconnect): [last point before, first after or
         # None]; a history snapshot that spans one repairs it.
-        self._gaps: list[list[int | None]] = []
+        self._gaps: list[tuple[int, int | None]] = []
         self._lock = threading.Lock()
 
     def connection_lost(self) -> None:
         """The feed reconnected: points after the newest one may have been missed."""
         with self._lock:
             if self._times:
-                self._gaps = [*self._gaps[-7:], [self._times[-1], None]]
+                self._gaps = [*self._gaps[-7:], (self._times[-1], None)]
 
     def merge(self, points: list[tuple[int, float]]) -> None:
         """Merge a history snapshot; a gap it spans is repaired."""
@@ -110,28 +110,26 @@ class PriceSeries:
             first, last = min(t for t, _ in points), max(t for t, _ in points)
             with self._lock:
                 self._gaps = [
-                    gap
-                    for gap in self._gaps
-                    if not (
-                        first <= (gap[0] or 0)
-                        and (last >= gap[1] if gap[1] is not None else last >= (gap[0] or 0))
-                    )
+                    (start, end)
+                    for start, end in self._gaps
+                    if not (first <= start and last >= (start if end is None else end))
                 ]
 
     def has_gap(self, start_ms: int, end_ms: int) -> bool:
         """True when a span the feed may have missed meets (start, end)."""
         with self._lock:
             return any(
-                (gap[0] or 0) < end_ms and (gap[1] is None or gap[1] > start_ms)
-                for gap in self._gaps
+                start < end_ms and (end is None or end > start_ms) for start, end in self._gaps
             )
 
     def add(self, ts_ms: int, value: float) -> None:
         """Merge a point in time order (a duplicate timestamp keeps the first value)."""
         with self._lock:
-            for gap in self._gaps:
-                if gap[1] is None and ts_ms > (gap[0] or 0):
-                    gap[1] = ts_ms  # the first point after the reconnect closes the span
+            # The first point after a reconnect closes its span.
+            self._gaps = [
+                (start, ts_ms if end is None and ts_ms > start else end)
+                for start, end in self._gaps
+            ]
             i = bisect.bisect_left(self._times, ts_ms)
             if i < len(self._times) and self._times[i] == ts_ms:
                 return

@@ -1,0 +1,79 @@
+"""Driving a ``PolymarketSource`` in tests: a settable clock, its upstreams, polling rows."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
+from tests.support.fake_polymarket import FakePolymarket
+
+POLL_S = 30.0  # generous: another process may be loading the machine
+
+Row = dict[str, Any]
+
+
+class Clock:
+    """A settable clock for the source, the refresher and the served ``now``."""
+
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+    @property
+    def ms(self) -> int:
+        """The clock in epoch milliseconds."""
+        return int(self.t * 1000)
+
+
+def upstreams(world: FakePolymarket) -> Upstreams:
+    """The source's upstreams: the fakes of ``world``."""
+    return Upstreams(
+        gamma=world.gamma.url,
+        clob=world.clob.url,
+        clob_ws=world.clob_ws.url,
+        rtds=world.rtds.url,
+        site=world.site.url,
+    )
+
+
+def first_row(source: PolymarketSource, clock: Callable[[], float]) -> Row:
+    """One call of ``rows(clock())``: its only row."""
+    rows = source.rows(clock())
+    assert len(rows) == 1
+    return dict(rows[0])
+
+
+def poll(
+    source: PolymarketSource,
+    clock: Clock,
+    predicate: Callable[[Row], bool],
+    what: str,
+    timeout: float = POLL_S,
+) -> Row:
+    """Call ``rows(clock())`` until ``predicate(row)``; fail with the last row otherwise."""
+    deadline = time.monotonic() + timeout
+    while True:
+        row = first_row(source, clock)
+        if predicate(row):
+            return row
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}; last row: {json.dumps(row, indent=1)}")
+        time.sleep(0.05)
+
+
+def wait_for(
+    predicate: Callable[[], bool], what: str, timeout: float = POLL_S, interval: float = 0.05
+) -> None:
+    """Until ``predicate()``; fail after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(interval)
