@@ -56,6 +56,8 @@ class Settings:
     api_key_pepper: str
     session_ttl_days: int
     auth_cache_ms: int
+    db_timeout_ms: int
+    redis_pool_size: int
     last_used_flush_s: int
     auth_failure_limit: str
     guest_rate_limit: str
@@ -250,6 +252,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         api_key_pepper=get("API_KEY_PEPPER", "", _pepper),
         session_ttl_days=get("SESSION_TTL_DAYS", "30", lambda v, n: _int(v, n, 1, 3650)),
         auth_cache_ms=get("AUTH_CACHE_MS", "2000", lambda v, n: _int(v, n, 0, 5000)),
+        db_timeout_ms=get("DB_TIMEOUT_MS", "1500", lambda v, n: _int(v, n, 100, 60_000)),
+        redis_pool_size=get("REDIS_POOL_SIZE", "64", lambda v, n: _int(v, n, 4, 10_000)),
         last_used_flush_s=get("LAST_USED_FLUSH_S", "10", lambda v, n: _int(v, n, 1, 3600)),
         auth_failure_limit=get("AUTH_FAILURE_LIMIT", "20 per minute", _rate_limit),
         guest_rate_limit=get("GUEST_RATE_LIMIT", per_minute(refresh_guest), _rate_limit),

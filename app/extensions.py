@@ -7,6 +7,7 @@ opened lazily by the first request (after gunicorn has forked its workers).
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy.orm import Session as DbSession
 
+from app.accounts.deadline import DatabaseGuard
 from app.accounts.models import Base
 from app.accounts.pepper import load_pepper
 from app.board.render import BoardRenderer
@@ -27,6 +29,7 @@ RENDERER_KEY = "probboard.renderer"
 EMBEDDED_STARTER_KEY = "probboard.embedded_refresher"
 PEPPER_KEY = "probboard.pepper"
 EXIT_HOOKS_KEY = "probboard.exit_hooks"
+DB_GUARD_KEY = "probboard.db_guard"
 # In a checkout the migrations sit beside the package; in a deployed release (the package
 # installed in a virtualenv) they sit in the release directory, the working directory.
 MIGRATIONS_CANDIDATES = (Path(__file__).resolve().parent.parent / "migrations", Path("migrations"))
@@ -84,14 +87,45 @@ def init_db(app: Flask, settings: Settings) -> None:
         Path(app.instance_path).mkdir(parents=True, exist_ok=True)
         uri = f"sqlite:///{Path(app.instance_path) / DEFAULT_SQLITE_FILE}"
     app.config["SQLALCHEMY_DATABASE_URI"] = uri
-    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = (
-        {"pool_pre_ping": True, "pool_size": 5, "max_overflow": 10, "pool_recycle": 1800}
-        if uri.startswith("postgresql")
-        else {}
-    )
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = engine_options(uri, settings.db_timeout_ms / 1000)
     db.init_app(app)
+    app.extensions[DB_GUARD_KEY] = DatabaseGuard(app.app_context, settings.db_timeout_ms / 1000)
     directory = next((p for p in MIGRATIONS_CANDIDATES if p.is_dir()), MIGRATIONS_CANDIDATES[0])
     migrate.init_app(app, db, directory=str(directory.resolve()))
+
+
+def engine_options(uri: str, timeout_s: float) -> dict[str, object]:
+    """Pool and driver settings so that no wait on the database is unbounded.
+
+    Checkout waits at most ``timeout_s``; connecting at most libpq's minimum of 2 s; a
+    statement at most a few deadlines on the server; a dead peer is noticed by TCP within
+    seconds. A database that accepts but never answers is what ``DatabaseGuard`` is for.
+    """
+    if uri.startswith("sqlite"):
+        # The busy timeout: how long a statement waits for another writer's lock.
+        return {"connect_args": {"timeout": timeout_s}}
+    return {
+        "pool_pre_ping": True,
+        "pool_size": 5,
+        "max_overflow": 10,
+        "pool_recycle": 1800,
+        "pool_timeout": timeout_s,
+        "connect_args": {
+            "connect_timeout": max(2, math.ceil(timeout_s)),
+            "options": f"-c statement_timeout={math.ceil(timeout_s * 4000)}",
+            "keepalives": 1,
+            "keepalives_idle": 10,
+            "keepalives_interval": 5,
+            "keepalives_count": 3,
+            "tcp_user_timeout": 15_000,
+        },
+    }
+
+
+def db_guard_of(app: Flask) -> DatabaseGuard:
+    """The deadline runner for database work of ``app`` (``DB_TIMEOUT_MS``)."""
+    guard: DatabaseGuard = app.extensions[DB_GUARD_KEY]
+    return guard
 
 
 def db_session() -> DbSession:

@@ -90,6 +90,11 @@ def run_migrations_online():
     connectable = get_engine()
 
     with connectable.connect() as connection:
+        if connection.dialect.name == "postgresql":
+            # The service's connections carry a short statement_timeout (app/extensions.py);
+            # a migration may rightly take longer.
+            connection.exec_driver_sql("SET statement_timeout = 0")
+            connection.commit()  # the SET began a transaction; the migration opens its own
         context.configure(
             connection=connection,
             target_metadata=get_metadata(),

@@ -527,6 +527,8 @@ def test_last_used_at_survives_a_flush(make_app: Callable[..., Flask]) -> None:
     second_at = utc_now()
     second = verified(probe.verify(key), key)
     after_second = utc_now()
+    # That use starts the write of the batch, in the background (never in the request).
+    assert wait_until(lambda: probe.stored_last_used(key) is not None, timeout=5.0, interval=0.05)
     stored = probe.stored_last_used(key)
     assert stored is not None and second_at <= stored <= after_second  # written by that use
     third = verified(probe.verify(key), key)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import random
-from socket import SO_SNDBUF, SOL_SOCKET
+from socket import SHUT_RDWR, SO_SNDBUF, SOL_SOCKET
+from socket import socket as SocketType  # noqa: N812 - the class, not the module
 
 from flask import Blueprint, Response, request
 
@@ -11,12 +13,14 @@ from app.auth import authenticator
 from app.errors import ApiError
 from app.extensions import db, settings_of
 from app.stream import broker
-from app.stream.broker import STREAM_PLANS
+from app.stream.broker import STREAM_PLANS, Broker, Client
+from app.stream.slots import SlotsBusyError
 from app.stream.writer import DirectWriter
 
 bp = Blueprint("stream", __name__)
 
 SLOT_RETRY_MS = 5000
+BUSY_RETRY_MS = 1000
 STREAM_SEND_BUFFER = 32 * 1024
 
 
@@ -38,9 +42,17 @@ def stream() -> Response:
         return _stream_response(b"")  # the headers a GET would get, and no stream
     settings = settings_of(current_app)
     stream_broker = broker()
-    client = stream_broker.connect(
-        key.key_id, key.key_hash, identity.plan, settings.stream_max_per_key
-    )
+    try:
+        client = stream_broker.connect(
+            key.key_id, key.key_hash, identity.plan, settings.stream_max_per_key
+        )
+    except SlotsBusyError as exc:
+        raise ApiError(
+            503,
+            "stream_busy",
+            "Open streams cannot be counted right now (the server is busy); retry shortly.",
+            retry_after_ms=BUSY_RETRY_MS,
+        ) from exc
     if client is None:
         raise ApiError(
             429,
@@ -67,8 +79,21 @@ def stream() -> Response:
     # No stream_with_context: the stream needs no request context, and holding one for
     # hours would cost memory per stream.
     response = _stream_response(body)
-    response.call_on_close(lambda: stream_broker.disconnect(client))
+    response.call_on_close(lambda: _closed(stream_broker, client, socket))
     return response
+
+
+def _closed(stream_broker: Broker, client: Client, sock: SocketType | None) -> None:
+    """The stream is over: free its slot and end the connection now.
+
+    gunicorn drops a ``Connection: close`` an app sends (hop-by-hop) and would keep the
+    socket open for another request for ``keepalive`` seconds; nothing ever follows a
+    stream, so the socket is shut down here, after gunicorn wrote the last bytes.
+    """
+    stream_broker.disconnect(client)
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.shutdown(SHUT_RDWR)
 
 
 def _stream_response(body: object) -> Response:

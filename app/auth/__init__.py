@@ -7,7 +7,6 @@ with a 401 ErrorResponse whose text never says whether a key exists.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -22,7 +21,7 @@ from app.auth.credentials import invalid_key, missing_key, read_credentials
 from app.auth.directory import Directory, KeyRecord
 from app.auth.usage import UsageRecorder
 from app.errors import ApiError
-from app.extensions import db_session, on_worker_exit, pepper_of, settings_of
+from app.extensions import db_guard_of, db_session, on_worker_exit, pepper_of, settings_of
 
 AUTH_KEY = "probboard.auth"
 _IDENTIFIES = "_probboard_identifies"
@@ -54,12 +53,17 @@ class Authenticator:
 
     def __init__(self, app: Flask) -> None:
         settings = settings_of(app)
+        guard = db_guard_of(app)
         self.directory = Directory(
             session=db_session,
             pepper=lambda: pepper_of(app),
             ttl_ms=settings.auth_cache_ms,
+            guard=guard,
+            wait_s=guard.timeout_s,
         )
-        self.usage = UsageRecorder(session=db_session, flush_s=settings.last_used_flush_s)
+        self.usage = UsageRecorder(
+            session=db_session, flush_s=settings.last_used_flush_s, guard=guard
+        )
 
     def _from_key(self, clear: str) -> Identity:
         try:
@@ -71,9 +75,8 @@ class Authenticator:
             raise invalid_key()
         seen = self.usage.latest(record.key_id)
         previous = max((t for t in (record.last_used_at, seen) if t is not None), default=None)
-        # The recorder keeps a use it could not write and retries; the caller is served.
-        with contextlib.suppress(SQLAlchemyError):
-            self.usage.record(record.key_id, now)
+        # Writes happen in the background; a use that could not be written is retried.
+        self.usage.record(record.key_id, now)
         return Identity(record.account_id, record.account_name, record.plan, record, previous)
 
     def _from_session(self, clear: str) -> Identity | None:
@@ -165,4 +168,4 @@ def init_app(app: Flask) -> None:
     app.session_interface = NoFlaskSessions()
     # Registered before the limiter's own hook (see create_app): limits depend on the plan.
     app.before_request(_identify_marked_views)
-    on_worker_exit(app, auth.usage.flush)
+    on_worker_exit(app, auth.usage.flush_now)

@@ -12,13 +12,14 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from cachetools import TTLCache
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session as DbSession
 
 from app.accounts import tokens
+from app.accounts.deadline import DatabaseTimeoutError
 from app.accounts.models import Account, ApiKey, Session
 
 CACHE_SIZE = 10_000
@@ -68,23 +69,49 @@ class SessionRecord:
 
 
 _MISSING = object()
-# How long a request waits for another one loading the same record before it loads too.
-LOAD_WAIT_S = 2.0
+
+
+class Guard(Protocol):
+    """Runs a database job with a deadline (``app.accounts.deadline.DatabaseGuard``)."""
+
+    def __call__(self, job: Callable[[], R], name: str = ...) -> R:
+        """``job()``'s result, or ``DatabaseTimeoutError`` when it overran."""
+
+
+class _Load(Generic[R]):
+    """One lookup in flight, which concurrent requests for the same record wait on."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.record: R | None = None
+        self.failed = False
 
 
 class Directory:
-    """Cached lookups of keys and sessions for one app (one per worker process)."""
+    """Cached lookups of keys and sessions for one app (one per worker process).
+
+    Every lookup that reaches the database runs through ``guard``, so a caller never waits
+    longer than its deadline; requests for a record that is being loaded wait for that load
+    (the same deadline) instead of sending the same query again, and share its failure.
+    """
 
     def __init__(
-        self, session: Callable[[], DbSession], pepper: Callable[[], bytes], ttl_ms: int
+        self,
+        session: Callable[[], DbSession],
+        pepper: Callable[[], bytes],
+        ttl_ms: int,
+        guard: Guard,
+        wait_s: float,
     ) -> None:
         self._session = session
         self._pepper = pepper
+        self._guard = guard
+        self._wait_s = wait_s
         ttl = max(ttl_ms, 1) / 1000.0
         self._keys: TTLCache[str, KeyRecord | None] = TTLCache(CACHE_SIZE, ttl)
         self._sessions: TTLCache[str, SessionRecord | None] = TTLCache(CACHE_SIZE, ttl)
         self._lock = threading.Lock()
-        self._loading: dict[str, threading.Event] = {}
+        self._loading: dict[str, _Load[Any]] = {}
         self._enabled = ttl_ms > 0
 
     def key(self, clear: str) -> KeyRecord | None:
@@ -121,30 +148,35 @@ class Directory:
         self, cache: TTLCache[str, R | None], digest: str, load: Callable[[str], R | None]
     ) -> R | None:
         if not self._enabled:
-            return load(digest)
-        for _ in range(2):
-            with self._lock:
-                hit = cache.get(digest, _MISSING)
-                if hit is not _MISSING:
-                    return hit  # type: ignore[return-value]
-                loading = self._loading.get(digest)
-                if loading is None:
-                    loading = self._loading[digest] = threading.Event()
-                    break
+            return self._guard(lambda: load(digest), name="probboard-auth-lookup")
+        with self._lock:
+            hit = cache.get(digest, _MISSING)
+            if hit is not _MISSING:
+                return hit  # type: ignore[return-value]
+            pending: _Load[R | None] | None = self._loading.get(digest)
+            owner = pending is None
+            if pending is None:
+                pending = self._loading[digest] = _Load()
+        if not owner:
             # Another request is loading this record (an entry just expired under a busy
             # caller): wait for its answer rather than send the same query again.
-            loading.wait(LOAD_WAIT_S)
-        else:
-            return load(digest)  # the other load failed or hangs: try our own
+            if not pending.done.wait(self._wait_s) or pending.failed:
+                raise DatabaseTimeoutError("the database did not answer a pending lookup in time")
+            return pending.record
         try:
-            record = load(digest)
+            record = self._guard(lambda: load(digest), name="probboard-auth-lookup")
+        except BaseException:
+            pending.failed = True
+            raise
+        else:
+            pending.record = record
             with self._lock:
                 cache[digest] = record
             return record
         finally:
             with self._lock:
                 del self._loading[digest]
-            loading.set()
+            pending.done.set()
 
     def _load_key(self, digest: str) -> KeyRecord | None:
         statement = select(ApiKey, Account).join(Account).where(ApiKey.key_hash == digest)

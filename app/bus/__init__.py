@@ -45,7 +45,7 @@ def create_bus(settings: Settings) -> BoardBus:
     if settings.uses_redis:
         from app.bus.redis_bus import RedisBoardBus
 
-        return RedisBoardBus(settings.redis_url)
+        return RedisBoardBus(settings.redis_url, pool_size=settings.redis_pool_size)
     from app.bus.memory import MemoryBoardBus
 
     return MemoryBoardBus()

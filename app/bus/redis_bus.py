@@ -19,6 +19,7 @@ import redis
 from app.board.snapshot import Snapshot
 from app.bus import Listener
 from app.bus.receiver import SnapshotHolder
+from app.redis_pool import DEFAULT_POOL_SIZE, PoolBusyError, redis_client
 
 log = logging.getLogger(__name__)
 
@@ -30,19 +31,9 @@ DEAD_AFTER_S = 8.0  # no message and no pong for this long: the connection is de
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 2.0
 HEALTH_CACHE_S = 1.0
+PROBE_WAIT_S = 2.5  # longest a readiness probe can take (a PING with a 2 s timeout)
 FIRST_SYNC_WAIT_S = 1.0  # the first request of a worker waits this long for the key read
 REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, OSError)
-
-
-def redis_client(url: str, timeout_s: float = 2.0) -> redis.Redis:
-    """A client with short timeouts; creating it opens no connection."""
-    return redis.Redis.from_url(
-        url,
-        socket_connect_timeout=timeout_s,
-        socket_timeout=timeout_s,
-        socket_keepalive=True,
-        retry_on_timeout=False,
-    )
 
 
 class RedisBoardBus:
@@ -50,9 +41,9 @@ class RedisBoardBus:
 
     embedded = False
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, pool_size: int = DEFAULT_POOL_SIZE) -> None:
         self._url = url
-        self._client = redis_client(url)
+        self._client = redis_client(url, size=pool_size)
         self._holder = SnapshotHolder()
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
@@ -60,7 +51,10 @@ class RedisBoardBus:
         self._synced = threading.Event()  # set once the first connection attempt is over
         self._subscribed = False
         self._state = "not started"
+        # Readiness as last probed: (monotonic time, ready, text); one probe at a time.
         self._health: tuple[float, bool, str] = (0.0, False, "not checked")
+        self._probing = threading.Lock()
+        self._probed = threading.Event()
 
     # -- refresher side -------------------------------------------------------------
     def publish(self, board_json: str) -> None:
@@ -103,23 +97,42 @@ class RedisBoardBus:
         self._client.close()
 
     def status(self) -> tuple[bool, str]:
-        """Ready when Redis answers a PING and the subscription is live (cached for 1 s)."""
+        """Ready when Redis answers a PING and the subscription is live.
+
+        Answered from the state this worker keeps: at most one probe a second, and one at a
+        time; concurrent callers get the last probed state instead of sending PINGs of their
+        own (a thousand health checks at once must not look like an outage to themselves).
+        """
         checked_at, ready, text = self._health
-        now = time.monotonic()
-        if now - checked_at < HEALTH_CACHE_S:
+        if time.monotonic() - checked_at < HEALTH_CACHE_S:
             return ready, text
+        if not self._probing.acquire(blocking=False):
+            if not self._probed.is_set():  # no state yet: wait for the first probe
+                self._probed.wait(FIRST_SYNC_WAIT_S + PROBE_WAIT_S)
+            _, ready, text = self._health
+            return ready, text
+        try:
+            self._health = self._probe()
+        finally:
+            self._probing.release()
+            self._probed.set()
+        _, ready, text = self._health
+        return ready, text
+
+    def _probe(self) -> tuple[float, bool, str]:
         if self._thread is not None:
             self._synced.wait(FIRST_SYNC_WAIT_S)
         try:
             self._client.ping()
-            if self._thread is None or self._subscribed:
-                ready, text = True, "ready"
-            else:
-                ready, text = False, f"subscriber reconnecting ({self._state})"
+        except PoolBusyError:
+            # Busy is not down: keep the last state, probe again next time.
+            previous = self._health
+            return (time.monotonic(), previous[1], previous[2])
         except REDIS_ERRORS as exc:
-            ready, text = False, f"unreachable: {type(exc).__name__}"
-        self._health = (now, ready, text)
-        return ready, text
+            return (time.monotonic(), False, f"unreachable: {type(exc).__name__}")
+        if self._thread is None or self._subscribed:
+            return (time.monotonic(), True, "ready")
+        return (time.monotonic(), False, f"subscriber reconnecting ({self._state})")
 
     def _run(self) -> None:
         backoff = BACKOFF_FIRST_S

@@ -182,6 +182,7 @@ def init_app(app: Flask) -> None:
         storage_uri=_storage_uri(settings),
         strategy="sliding-window-counter",
         key_prefix=KEY_PREFIX,
+        storage_options={"pool_size": settings.redis_pool_size} if settings.uses_redis else {},
     )
     limiter.init_app(app)
     app.extensions[LIMITER_KEY] = limiter

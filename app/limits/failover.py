@@ -5,7 +5,9 @@ requests already in flight at that moment fail, go uncounted and log a traceback
 This storage (scheme ``probboard+redis://``) makes the switch itself, for every call: any
 Redis error sends that call, and the following ones, to a per-process memory storage
 (logged once per outage); every ``PROBE_S`` seconds one call tries Redis again and, when
-it answers, counting goes back to Redis (logged once).
+it answers, counting goes back to Redis (logged once). A worker that is only busy (no
+pooled connection free within the pool's wait, ``PoolBusyError``) counts that one call in
+memory and stays on Redis: busy is not an outage.
 
 In Redis, a sliding-window hit is one Lua script (``sliding_window.lua``) that also reports
 the window, sent through a ``ScriptBatcher`` with the hits of concurrent requests. The
@@ -28,6 +30,7 @@ from limits.storage.base import SlidingWindowCounterSupport, Storage
 from redis import Redis
 
 from app.limits.batching import ScriptBatcher
+from app.redis_pool import DEFAULT_POOL_SIZE, PoolBusyError, bounded_pool
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +52,11 @@ class FailoverStorage(Storage, SlidingWindowCounterSupport):
 
     def __init__(self, uri: str, wrap_exceptions: bool = False, **options: Any) -> None:
         super().__init__(uri, wrap_exceptions=wrap_exceptions)
-        self.redis = RedisStorage(uri.replace("probboard+", "", 1), **options)
+        redis_uri = uri.replace("probboard+", "", 1)
+        size = int(options.pop("pool_size", DEFAULT_POOL_SIZE))
+        # Timeouts come from the URI's query (see app.limits._storage_uri).
+        pool = bounded_pool(redis_uri, timeout_s=1.0, size=size)
+        self.redis = RedisStorage(redis_uri, connection_pool=pool, **options)
         script = resources.files("app.limits").joinpath("sliding_window.lua").read_text()
         # limits builds a redis-py client for redis:// URIs (typed as its own protocol).
         client = cast(Redis, self.redis.get_connection())
@@ -80,6 +87,9 @@ class FailoverStorage(Storage, SlidingWindowCounterSupport):
                 return memory_call()
         try:
             result = redis_call()
+        except PoolBusyError:
+            # This worker is busy, Redis is not down: count this one call here.
+            return memory_call()
         except Exception as exc:  # any failure of the Redis path: count in memory instead
             with self._lock:
                 if not self._down:

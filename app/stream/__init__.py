@@ -41,7 +41,11 @@ def _key_check(auth: Authenticator) -> Callable[[str], str | None]:
 def init_app(app: Flask) -> None:
     """Create the broker and subscribe it to the bus (no I/O until the first board)."""
     settings = settings_of(app)
-    slots: StreamSlots = RedisSlots(settings.redis_url) if settings.uses_redis else MemorySlots()
+    slots: StreamSlots = (
+        RedisSlots(settings.redis_url, settings.redis_pool_size)
+        if settings.uses_redis
+        else MemorySlots()
+    )
 
     def run_in_context(job: Callable[[], None]) -> None:
         with app.app_context():

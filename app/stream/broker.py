@@ -31,7 +31,7 @@ STREAM_PLANS = ("vip_pro", "admin")
 HEARTBEAT_S = 15.0
 TICK_S = 0.25
 RECHECK_S = 10.0
-RENEW_S = 10.0
+RENEW_S = 5.0  # leases last LEASE_S (15 s): two renewals may fail before one lapses
 STALE_REFRESH_S = 1.0
 
 
@@ -85,6 +85,8 @@ class Broker:
         self._lock = threading.Lock()
         self._ticker: threading.Thread | None = None
         self._closing = False
+        self._rechecking = False
+        self._fresh: list[Client] = []
         self._alive: Callable[[], bool] = lambda: True
         self.key_check: KeyCheck | None = None
 
@@ -136,6 +138,7 @@ class Broker:
             return None
         with self._lock:
             self._clients.add(client)
+            self._fresh.append(client)  # its short first lease is renewed at the next tick
         self._ensure_ticker()
         return client
 
@@ -263,15 +266,18 @@ class Broker:
                     self._refresh_if_stale()
                 if now - last_renew >= RENEW_S and self._clients:
                     last_renew = now
-                    self._renew_leases()
+                    self._renew_leases(list(self._clients))
+                elif self._fresh:
+                    self._renew_leases(self._fresh)
                 if now - last_recheck >= RECHECK_S and self._clients:
                     last_recheck = now
-                    self._run_in_context(self._recheck_keys)
+                    self._start_recheck()
             except Exception:
                 log.exception("stream ticker step failed")
 
-    def _renew_leases(self) -> None:
-        live = list(self._clients)
+    def _renew_leases(self, live: list[Client]) -> None:
+        with self._lock:
+            self._fresh = []
         self._slots.renew([(c.key_id, c.conn_id) for c in live])
         # A stream that ended while the renewal was on its way may have had its lease
         # written back after it removed it: remove those again.
@@ -284,15 +290,41 @@ class Broker:
         if snapshot is not None and now_ms() - snapshot.ts_ms > self._stale_ms:
             self._publish(snapshot)  # same board and id, its age and latencyLevel updated
 
+    def _start_recheck(self) -> None:
+        """Re-check keys in a thread of its own: the ticker (leases, shutdown) never waits
+        on the database, and a re-check still running is not started twice."""
+        if self._rechecking:
+            return
+        self._rechecking = True
+
+        def run() -> None:
+            try:
+                self._run_in_context(self._recheck_keys)
+            except Exception:
+                log.exception("stream key re-check failed")
+            finally:
+                self._rechecking = False
+
+        threading.Thread(target=run, name="probboard-stream-recheck", daemon=True).start()
+
     def _recheck_keys(self) -> None:
         check = self.key_check
         if check is None:
             return
         verdicts: dict[str, str | None] = {}
         ended = 0
+        unchecked = 0
         for client in list(self._clients):
             if client.key_digest not in verdicts:
-                verdicts[client.key_digest] = check(client.key_digest)
+                try:
+                    verdicts[client.key_digest] = check(client.key_digest)
+                except Exception as exc:
+                    # The store cannot answer: the last answer (it may stream) stands, and
+                    # the next re-check tries again.
+                    verdicts[client.key_digest] = None
+                    unchecked += 1
+                    if unchecked == 1:
+                        log.warning("stream key re-check deferred: %s", type(exc).__name__)
             verdict = verdicts[client.key_digest]
             if verdict is not None and client.ended is None:
                 client.ended = events.error_event(verdict)

@@ -2,10 +2,16 @@
 
 Each stream holds a lease in a sorted set per key (member: connection id, score: lease end).
 Opening one removes expired leases and adds a lease only if fewer than the maximum remain,
-atomically in one script. Live streams renew their leases; a closed stream removes its own;
-a worker killed outright leaves leases that expire after ``LEASE_S``. So counts never leak.
-If Redis cannot be reached, each worker counts its own streams instead (fail open: paying
-customers keep streaming through a Redis outage).
+atomically in one script. The lease an open writes is short (``FIRST_LEASE_S``): an open
+the caller gave up on (Redis hung, the command applied when it woke up) leaves a lease that
+is already over, or soon is. Live streams renew their leases to ``LEASE_S`` right after they
+open and then every few seconds; a closed stream removes its own; a worker killed outright
+leaves leases that expire within ``LEASE_S``. So counts never leak. The set itself expires
+``KEY_TTL_S`` after its last write (relative to Redis's own clock, so a late write can
+never delete it). If Redis cannot be reached, each worker counts its own streams instead
+(fail open: paying customers keep streaming through a Redis outage). A worker that is
+merely busy (no pooled connection free in time) is not an outage: the open is refused
+with ``SlotsBusyError`` and the client retries.
 """
 
 from __future__ import annotations
@@ -19,11 +25,13 @@ from typing import Protocol
 
 import redis
 
-from app.bus.redis_bus import redis_client
+from app.redis_pool import DEFAULT_POOL_SIZE, PoolBusyError, redis_client
 
 log = logging.getLogger(__name__)
 
-LEASE_S = 30.0
+LEASE_S = 15.0
+FIRST_LEASE_S = 3.0
+KEY_TTL_S = 2 * LEASE_S
 KEY_PREFIX = "probboard:streams:"
 SLOT_ERRORS = (redis.RedisError, OSError)
 
@@ -31,9 +39,13 @@ _ACQUIRE = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
 if redis.call('ZCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
 redis.call('ZADD', KEYS[1], ARGV[2], ARGV[4])
-redis.call('PEXPIREAT', KEYS[1], math.floor(tonumber(ARGV[2]) * 1000))
+redis.call('PEXPIRE', KEYS[1], ARGV[5])
 return 1
 """
+
+
+class SlotsBusyError(Exception):
+    """The slot count could not be read in time because this worker is busy (not an outage)."""
 
 
 class StreamSlots(Protocol):
@@ -81,8 +93,8 @@ class MemorySlots:
 class RedisSlots:
     """Leases in Redis, shared by every worker and machine; memory when Redis is away."""
 
-    def __init__(self, url: str) -> None:
-        self._client = redis_client(url, timeout_s=1.0)
+    def __init__(self, url: str, pool_size: int = DEFAULT_POOL_SIZE) -> None:
+        self._client = redis_client(url, timeout_s=1.0, size=pool_size)
         self._acquire = self._client.register_script(_ACQUIRE)
         self._fallback = MemorySlots()
         self._in_fallback: set[str] = set()
@@ -98,8 +110,11 @@ class RedisSlots:
         now = time.time()
         try:
             taken = self._acquire(
-                keys=[f"{KEY_PREFIX}{key_id}"], args=[now, now + LEASE_S, limit, conn_id]
+                keys=[f"{KEY_PREFIX}{key_id}"],
+                args=[now, now + FIRST_LEASE_S, limit, conn_id, int(KEY_TTL_S * 1000)],
             )
+        except PoolBusyError as exc:
+            raise SlotsBusyError(str(exc)) from exc
         except SLOT_ERRORS as exc:
             self._down(exc)
             if self._fallback.acquire(key_id, conn_id, limit):
@@ -120,11 +135,13 @@ class RedisSlots:
         renewed = list(leases)
         for key_id, conn_id in renewed:
             pipe.zadd(f"{KEY_PREFIX}{key_id}", {conn_id: until})
-            pipe.pexpireat(f"{KEY_PREFIX}{key_id}", int(until * 1000))
+            pipe.pexpire(f"{KEY_PREFIX}{key_id}", int(KEY_TTL_S * 1000))
         if not renewed:
             return
         try:
             pipe.execute()
+        except PoolBusyError:
+            return  # busy, not down: the next renewal writes them (leases outlast two)
         except SLOT_ERRORS as exc:
             self._down(exc)
             return
@@ -138,7 +155,8 @@ class RedisSlots:
         if conn_id in self._in_fallback:
             self._in_fallback.discard(conn_id)
             self._fallback.release(key_id, conn_id)
-            return
+            # Its open may have reached Redis after all (applied when a hung server woke):
+            # remove that lease too rather than wait for it to lapse.
         try:
             self._client.zrem(f"{KEY_PREFIX}{key_id}", conn_id)
         except SLOT_ERRORS as exc:
