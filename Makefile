@@ -18,6 +18,14 @@ $(BIN)/activate: setup.cfg setup.py
 
 ## run: the service on http://$(HOST):$(PORT) (embedded; set REDIS_URL=redis://... for the production shape)
 run: $(BIN)/activate
+	@if [[ "$(REDIS_URL)" == memory://* ]]; then \
+		case "$(HOST)" in 127.0.0.1|localhost|::1|\[::1\]) ;; *) \
+			echo "make run: refusing HOST=$(HOST): the development server (flask run, memory://) is for this machine only" >&2; \
+			echo "  (lenient HTTP framing, a thread per connection, no timeouts). To serve the network, run the" >&2; \
+			echo "  production shape, gunicorn + the refresher on Redis: REDIS_URL=redis://127.0.0.1:6379/0 HOST=$(HOST) make run" >&2; \
+			exit 2;; \
+		esac; \
+	fi
 	$(BIN)/flask --app wsgi db upgrade
 	@if [[ "$(REDIS_URL)" == memory://* ]]; then \
 		echo "Probboard (embedded, memory://) on http://$(HOST):$(PORT)"; \

@@ -10,7 +10,8 @@ from app.config import load_settings
 
 _settings = load_settings()
 
-worker_class = "gevent"
+# gevent, with gunicorn's own error answers (400, 414, 431...) as ErrorResponse JSON.
+worker_class = "app.gunicorn_worker.JsonErrorGeventWorker"
 # On memory:// each worker would run its own refresher and hold its own board: one only.
 workers = _settings.web_concurrency if _settings.uses_redis else 1
 if not _settings.uses_redis and _settings.web_concurrency > 1:

@@ -81,6 +81,38 @@ def error_response(
     return response
 
 
+# What gunicorn's own refusals mean to a client (it answers them before the app runs).
+_GUNICORN_MESSAGES: dict[int, str] = {
+    400: "The request could not be parsed as HTTP.",
+    403: "The request was refused.",
+    414: "The request line is too long.",
+    417: "The expectation in the request cannot be met.",
+    431: "The request's header fields are too large or too many.",
+    500: "Internal server error.",
+    501: "The request uses a transfer coding that is not supported.",
+}
+
+
+def gunicorn_error_bytes(status: int, reason: str) -> bytes:
+    """A complete HTTP/1.1 ErrorResponse for an error gunicorn answers itself (it closes)."""
+    body = json.dumps(
+        {
+            "ok": False,
+            "code": HTTP_CODES.get(status, f"http_{status}"),
+            "error": _GUNICORN_MESSAGES.get(status, reason),
+        },
+        separators=(",", ":"),
+    ).encode()
+    head = (
+        f"HTTP/1.1 {status} {reason}\r\n"
+        "Connection: close\r\n"
+        "Content-Type: application/json\r\n"
+        "Cache-Control: no-store\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode("latin-1") + body
+
+
 def api_error_response(error: ApiError) -> Response:
     """The ErrorResponse for ``error`` (what raising it from a view would answer)."""
     return error_response(

@@ -13,17 +13,21 @@ import logging
 import re
 import secrets
 import sys
+import threading
 import time
 from collections.abc import Callable
 
-from flask import Flask, Response, g, has_request_context, request
+from flask import Flask, Response, current_app, g, has_request_context, request
 
 from app.config import Settings
 
 REQUEST_ID_HEADER = "X-Request-ID"
 _VALID_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
-_TOKEN = re.compile(r"\b(pbk_|pbs_)[A-Za-z0-9_-]+")
-_SCHEME = re.compile(r"(?i)\b(bearer|basic|token|digest)\s+[^\s\"',;]+")
+# A key or session token wherever it stands (after a letter, a digit, "%20" or "+"), its
+# underscore and body characters possibly URL-encoded ("pbk%5F...", "%2D").
+_TOKEN = re.compile(r"(?i)(pbk|pbs)(_|%5f)(?:[a-z0-9_-]|%[0-9a-f]{2})+")
+# An Authorization scheme and its credentials, the space possibly encoded ("Bearer%20...").
+_SCHEME = re.compile(r"(?i)\b(bearer|basic|token|digest)(\s+|%20|\+)[^\s\"',;&]+")
 # A sensitive name, a separator (header, dict, JSON, tuple or k=v form), then the value: a
 # quoted string up to its closing quote, or everything to the end of the line.
 _SENSITIVE = re.compile(
@@ -31,6 +35,8 @@ _SENSITIVE = re.compile(
     r"([\"']?\s*[:=,]\s*)(?:([\"'])(.*?)\3|([^\n]*))"
 )
 _HANDLER_NAME = "probboard"
+REQUEST_IDS_KEY = "probboard.request_ids"
+REPEAT_INTERVAL_S = 10.0
 
 
 def _mask_sensitive(match: re.Match[str]) -> str:
@@ -41,15 +47,65 @@ def _mask_sensitive(match: re.Match[str]) -> str:
 def redact(text: str) -> str:
     """``text`` with key-, token-, credential- and cookie-like values masked."""
     text = _SENSITIVE.sub(_mask_sensitive, text)
-    text = _SCHEME.sub(lambda m: f"{m.group(1)} [redacted]", text)
-    return _TOKEN.sub(r"\1[redacted]", text)
+    text = _SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}[redacted]", text)
+    return _TOKEN.sub(r"\1\2[redacted]", text)
 
 
 def current_request_id() -> str:
-    """The id of the request being served, or ``-``."""
-    if has_request_context():
-        return str(g.get("request_id", "-"))
-    return "-"
+    """The id of the request being served (the caller's valid one, or a new one), or ``-``.
+
+    Assigned on first use, so every response carries one whichever hook answered it
+    (a blocked address is refused before any other hook runs).
+    """
+    if not has_request_context():
+        return "-"
+    request_id: str | None = g.get("request_id")
+    if request_id is None:
+        incoming = request.headers.get(REQUEST_ID_HEADER, "")
+        if _VALID_REQUEST_ID.fullmatch(incoming):
+            request_id = incoming
+        else:
+            new_id = current_app.extensions.get(REQUEST_IDS_KEY)
+            request_id = new_id() if new_id is not None else secrets.token_hex(16)
+        g.request_id = request_id
+    return request_id
+
+
+class RepeatFilter(logging.Filter):
+    """Lets one record of a kind through per interval and counts the rest.
+
+    A flood of refusals from one client would otherwise be a flood of log lines; the line
+    that ends a quiet interval says how many were held back.
+    """
+
+    def __init__(self, interval_s: float = REPEAT_INTERVAL_S) -> None:
+        super().__init__()
+        self._interval_s = interval_s
+        self._state: dict[str, tuple[float, int]] = {}  # template -> (last shown, held)
+        self._lock = threading.Lock()
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        """True for the first record of its kind in an interval (with the count held back)."""
+        kind = str(record.msg)
+        now = time.monotonic()
+        with self._lock:
+            shown_at, held = self._state.get(kind, (-self._interval_s, 0))
+            if now - shown_at < self._interval_s:
+                self._state[kind] = (shown_at, held + 1)
+                return False
+            self._state[kind] = (now, 0)
+        if held:
+            record.msg = f"{record.getMessage()} ({held} more like this in the last interval)"
+            record.args = None
+        return True
+
+
+def limit_repeats(*logger_names: str) -> None:
+    """Install one ``RepeatFilter`` on each named logger (idempotent)."""
+    for name in logger_names:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, RepeatFilter) for f in logger.filters):
+            logger.addFilter(RepeatFilter())
 
 
 def _install_record_factory() -> None:
@@ -129,17 +185,12 @@ def _request_ids() -> Callable[[], str]:
 
 
 def _request_id_hooks(app: Flask) -> None:
-    new_id = _request_ids()
-
-    def assign() -> None:
-        incoming = request.headers.get(REQUEST_ID_HEADER, "")
-        g.request_id = incoming if _VALID_REQUEST_ID.fullmatch(incoming) else new_id()
+    app.extensions[REQUEST_IDS_KEY] = _request_ids()
 
     def echo(response: Response) -> Response:
-        response.headers[REQUEST_ID_HEADER] = g.get("request_id", "-")
+        response.headers[REQUEST_ID_HEADER] = current_request_id()
         return response
 
-    app.before_request(assign)
     app.after_request(echo)
 
 

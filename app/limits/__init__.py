@@ -38,9 +38,10 @@ from app.auth.credentials import presents_key
 from app.config import Settings
 from app.errors import api_error_response, error_response
 from app.extensions import settings_of
-from app.limits import failover
+from app.limits import failover, failures
 from app.limits.accounts import AccountLimits, Quota
 from app.limits.failures import FailureThrottle
+from app.logs import limit_repeats
 from app.plans import USER, VIP_PRO
 
 log = logging.getLogger(__name__)
@@ -48,6 +49,7 @@ log = logging.getLogger(__name__)
 LIMITED_METHODS = ["get", "head"]
 KEY_PREFIX = "probboard"
 LIMITER_KEY = "probboard.limiter"
+FLASK_LIMITER_LOGGER = "flask-limiter"
 
 
 def client_address() -> str:
@@ -199,5 +201,7 @@ def init_app(app: Flask) -> None:
     _failure_hooks(
         app, FailureThrottle(limiter.storage, settings.auth_failure_limit, key_prefix=KEY_PREFIX)
     )
+    # One line per refused request would let one client flood the log: one per interval.
+    limit_repeats(FLASK_LIMITER_LOGGER, failures.__name__)
     app.register_error_handler(RateLimitExceeded, _too_many)
     app.after_request(_rate_limit_headers)
