@@ -11,6 +11,7 @@ slot). HTTP/1.1 responses are chunked by gunicorn, so direct writes carry the sa
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import threading
@@ -47,8 +48,7 @@ class DirectWriter:
         except BlockingIOError:
             written = 0
         except OSError:
-            self.dead = True
-            self.wake.set()
+            self._drop()
             return
         self.last_write = time.monotonic()
         if written < len(data):
@@ -62,8 +62,20 @@ class DirectWriter:
             try:
                 self.sock.sendall(data)
             except OSError:  # includes the write timeout: the client is gone or too slow
-                self.dead = True
+                self._drop()
                 return
             self.last_write = time.monotonic()
             if self.latest is not None:
                 self.pending, self.latest = self.latest, None
+
+    def _drop(self) -> None:
+        """The client is gone or too slow: end the connection here and now.
+
+        Shutting the socket down makes gunicorn's own last write (the closing chunk) fail
+        with a broken pipe, which it treats as a client that left, instead of waiting out
+        the write timeout again and logging the timeout as a socket error with a traceback.
+        """
+        self.dead = True
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)
+        self.wake.set()
