@@ -276,3 +276,42 @@ def test_the_session_cookie_value_never_reaches_the_log(app: Flask) -> None:
     assert "cookies: " in output and "cookie dict: " in output
     assert "probboard_session" in output
     assert_no_secret(output)
+
+
+# -- keys and tokens wherever they stand (no word boundary needed) ------------------------------
+
+LOOSE_BODY = "Jq7Lm2Pz9Rt4Vw6Yb1Nc3Df5Gh8Kx0Ma_-QsEuIoAyT"  # 43 characters, like a real body
+LOOSE_FORMS = {
+    "bearer-%20-in-a-query": "GET /api/probboard/latest?auth=Bearer%20pbk_{body} HTTP/1.1",
+    "after-a-letter": "GET /api/probboard/latest?token=xpbk_{body} HTTP/1.1",
+    "after-a-digit": "GET /api/probboard/latest?k=1pbk_{body} HTTP/1.1",
+    "inside-a-word": "GET /api/probboard/latest?x=abcpbk_{body} HTTP/1.1",
+    "url-encoded-underscore": "GET /api/probboard/latest?k=pbk%5F{body} HTTP/1.1",
+    "url-encoded-underscore-lower-case": "GET /api/probboard/latest?k=pbk%5f{body} HTTP/1.1",
+    "session-after-a-letter": "GET /api/probboard/latest?session=xpbs_{body} HTTP/1.1",
+    "session-url-encoded-underscore": "GET /api/probboard/latest?s=pbs%5F{body} HTTP/1.1",
+    "session-bearer-%20": "GET /api/probboard/latest?auth=Bearer%20pbs_{body} HTTP/1.1",
+    "access-log-line": (
+        '127.0.0.1 - xpbk_{body} [23/Nov/2026:22:21:55 +0000] "GET /api/keys/verify HTTP/1.1" '
+        '401 69 "https://probboard.example/account?key=1pbk_{body}" "probe/1.0 (abcpbs_{body})"'
+    ),
+    "gunicorn-invalid-request-line": (
+        "Invalid request from ip=127.0.0.1: Invalid HTTP request line: "
+        "'GARBAGE /api/keys/verify?auth=Bearer%20pbk_{body}'"
+    ),
+}
+
+
+def body_windows(body: str, size: int = 8) -> set[str]:
+    """Every run of ``size`` consecutive characters of ``body``."""
+    return {body[i : i + size] for i in range(len(body) - size + 1)}
+
+
+@pytest.mark.parametrize("form", list(LOOSE_FORMS))
+def test_redact_masks_a_key_without_a_word_boundary_before_it(form: str) -> None:
+    """Figure: characters of the body left by redact = 0 runs of 8, for each form."""
+    text = LOOSE_FORMS[form].format(body=LOOSE_BODY)
+    cleaned = redact(text)
+
+    left = sorted(w for w in body_windows(LOOSE_BODY) if w in cleaned)
+    assert not left, f"{form}: {cleaned!r} still holds {left[:3]}"

@@ -1,1 +1,1 @@
-"""The fault suite: real processes, real faults (paused proxies, stopped and killed servers, bursts)."""
+"""The fault suite: real processes and real faults (paused proxies, stopped servers, bursts)."""

@@ -1,0 +1,252 @@
+"""No key or session token in clear in any log, for real: gunicorn's access and error logs,
+the app's lines in them and the refresher's log.
+
+gunicorn runs with its access log on (``GUNICORN_CMD_ARGS="--access-logfile -"``, the default
+format: client, Basic-auth user, request line, status, Referer and User-Agent), two gevent
+workers, a redis-server and the refresher; accounts are on a PostgreSQL database of this
+module's own, made with the documented CLI. Requests carry keys and session tokens where a
+mask that needs a word boundary before ``pbk_`` misses them: after ``%20``, a letter or a
+digit, inside a word, with the underscore URL-encoded, in headers the access log prints, in
+request lines gunicorn refuses (its "Invalid request from ip=..." line), and issued keys on
+requests that fail.
+"""
+
+from __future__ import annotations
+
+import base64
+import http.client
+import secrets
+import socket
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+
+import pytest
+
+from tests.conftest import TEST_PEPPER
+from tests.support.contract import validated
+from tests.support.databases import scratch_postgres_database
+from tests.support.processes import RedisServer, Service, flask_cli, service_env, wait_until
+
+LATEST = "/api/probboard/latest"
+VERIFY = "/api/keys/verify"
+WINDOW = 8  # a run of this many characters of a secret's body counts as a leak
+ISSUED_KEYS = ("near-miss", "basic-user", "referer", "request-line")
+
+
+@dataclass(frozen=True)
+class Accounts:
+    """A migrated PostgreSQL accounts database, keys and a session token issued by the CLI."""
+
+    env: dict[str, str]
+    keys: dict[str, str]
+    session: str
+
+
+@pytest.fixture(scope="module")
+def accounts() -> Iterator[Accounts]:
+    """A vip_pro account ``alice`` with one key per probe that uses an issued key."""
+    with scratch_postgres_database() as url:
+        env = service_env(DATABASE_URL=url, API_KEY_PEPPER=TEST_PEPPER)
+        flask_cli(env, "db", "upgrade")
+        flask_cli(env, "users", "create", "alice", "--plan", "vip_pro")
+        keys = {
+            name: flask_cli(env, "keys", "create", "alice").splitlines()[-1] for name in ISSUED_KEYS
+        }
+        session = flask_cli(env, "sessions", "create", "alice").splitlines()[-1]
+        assert all(key.startswith("pbk_") for key in keys.values()), keys
+        assert session.startswith("pbs_"), session
+        yield Accounts(env=env, keys=keys, session=session)
+
+
+def body_of(secret: str) -> str:
+    """The part of a key or session token after its ``pbk_``/``pbs_`` prefix."""
+    return secret[4:]
+
+
+def leaks(body: str, text: str) -> list[str]:
+    """The lines of ``text`` holding any ``WINDOW`` consecutive characters of ``body``."""
+    windows = {body[i : i + WINDOW] for i in range(len(body) - WINDOW + 1)}
+    return [line for line in text.splitlines() if any(w in line for w in windows)]
+
+
+def get(port: int, path: str, headers: Mapping[str, str] | None = None) -> int:
+    """A GET sent as written (no quoting of ``path``); the status."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        connection.request("GET", path, headers=dict(headers or {}))
+        response = connection.getresponse()
+        body = response.read()
+        if response.status >= 400:
+            validated("error", body)
+        return response.status
+    finally:
+        connection.close()
+
+
+def raw(port: int, data: bytes) -> bytes:
+    """``data`` sent as it is on a connection of its own; the answer up to the close."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(data)
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    return answer
+
+
+@dataclass(frozen=True)
+class Probe:
+    """One request carrying a secret; ``body`` is the part that must never be logged."""
+
+    name: str
+    body: str
+    send: Callable[[int], object]
+
+
+def probes(accounts: Accounts) -> list[Probe]:
+    """Every request of the test, each with a secret of its own."""
+    found: list[Probe] = []
+
+    def url(name: str, template: str, expected: int = 200) -> None:
+        """A request whose URL holds a fresh random body in ``template``'s ``{body}``."""
+        body = secrets.token_urlsafe(32)
+        path = template.format(body=body)
+
+        def send(port: int) -> None:
+            """Send it; the status must be the expected one."""
+            assert get(port, path) == expected, (name, path)
+
+        found.append(Probe(name, body, send))
+
+    url("query: Bearer%20pbk_", LATEST + "?auth=Bearer%20pbk_{body}")
+    url("query: after a letter (xpbk_)", LATEST + "?token=xpbk_{body}")
+    url("query: after a digit (1pbk_)", LATEST + "?k=1pbk_{body}")
+    url("query: inside a word (abcpbk_)", LATEST + "?x=abcpbk_{body}")
+    url("query: URL-encoded underscore (pbk%5F)", LATEST + "?k=pbk%5F{body}")
+    url("query: URL-encoded underscore (pbk%5f)", LATEST + "?k=pbk%5f{body}")
+    url("query: session after a letter (xpbs_)", LATEST + "?session=xpbs_{body}")
+    url("query: session, URL-encoded underscore (pbs%5F)", LATEST + "?s=pbs%5F{body}")
+    url("query: session Bearer%20pbs_", LATEST + "?auth=Bearer%20pbs_{body}")
+
+    def header(name: str, headers: Mapping[str, str], body: str, expected: int) -> None:
+        """A request with ``headers``; the access log prints Referer and User-Agent."""
+
+        def send(port: int) -> None:
+            """Send it; the status must be the expected one."""
+            assert get(port, LATEST if expected == 200 else VERIFY, headers) == expected, name
+
+        found.append(Probe(name, body, send))
+
+    body = secrets.token_urlsafe(32)
+    header(
+        "Referer: key after a letter",
+        {"Referer": f"https://probboard.example/account?key=xpbk_{body}"},
+        body,
+        200,
+    )
+    body = secrets.token_urlsafe(32)
+    header("User-Agent: key after a digit", {"User-Agent": f"probe/1.0 (1pbk_{body})"}, body, 200)
+
+    # Issued keys (one each) on requests that fail.
+    key = accounts.keys["near-miss"]
+    near_miss = key[:-1] + ("A" if key[-1] != "A" else "B")
+    header("issued key, near miss in X-API-Key (401)", {"X-API-Key": near_miss}, body_of(key), 401)
+    key = accounts.keys["basic-user"]
+    basic = base64.b64encode(f"x{key}:".encode()).decode()
+    header(
+        "issued key as the Basic-auth user (401)",
+        {"Authorization": f"Basic {basic}"},
+        body_of(key),
+        401,
+    )
+    key = accounts.keys["referer"]
+    header(
+        "issued key in the Referer of a 401",
+        {"X-API-Key": well_formed_unknown_key(), "Referer": f"https://x.example/#Bearer%20{key}"},
+        body_of(key),
+        401,
+    )
+    header(
+        "issued session token in the Referer of a 401",
+        {"Referer": f"https://x.example/?s=1{accounts.session}"},
+        body_of(accounts.session),
+        401,
+    )
+
+    def malformed(name: str, line: bytes, body: str) -> None:
+        """A request line gunicorn refuses (400) and logs as "Invalid request from ip=..."."""
+
+        def send(port: int) -> None:
+            """Send it; gunicorn must refuse it."""
+            answer = raw(port, line)
+            assert answer.startswith(b"HTTP/1.1 400"), (name, answer[:200])
+
+        found.append(Probe(name, body, send))
+
+    body = secrets.token_urlsafe(32)
+    malformed(
+        "malformed request line: key after a letter",
+        f"GARBAGE {LATEST}?token=xpbk_{body}\r\n\r\n".encode(),
+        body,
+    )
+    key = accounts.keys["request-line"]
+    malformed(
+        "malformed request line: issued key after Bearer%20",
+        f"GARBAGE {VERIFY}?auth=Bearer%20{key}\r\n\r\n".encode(),
+        body_of(key),
+    )
+    return found
+
+
+def well_formed_unknown_key() -> str:
+    """A key of the right shape that no account holds."""
+    return "pbk_" + secrets.token_urlsafe(32)
+
+
+def test_no_key_or_session_body_in_clear_in_any_log(
+    service: Service, fresh_redis: RedisServer, accounts: Accounts
+) -> None:
+    """Figure: requests whose key or token body is found in clear in a log = 0 (of 17).
+
+    A body counts as found when any 8 consecutive characters of it are in the gunicorn log
+    (access log, error log, app lines) or in the refresher's log.
+    """
+    service.env.update(
+        REDIS_URL=fresh_redis.url,
+        DATABASE_URL=accounts.env["DATABASE_URL"],
+        API_KEY_PEPPER=TEST_PEPPER,
+        GUNICORN_CMD_ARGS="--access-logfile -",
+    )
+    service.start_web(workers=2)
+    service.start_refresher()
+    web, refresher = service.web, service.refresher
+    assert web is not None and refresher is not None
+
+    def board_served() -> bool:
+        """True once the refresher's board reaches the workers."""
+        status, _, body = service.get(LATEST)
+        return status == 200 and validated("board", body)["updatedAt"] is not None
+
+    assert wait_until(board_served, timeout=30), refresher.output()[-2000:]
+
+    sent = probes(accounts)
+    for probe in sent:
+        probe.send(service.port)
+    marker = f"probe-done-{secrets.token_hex(8)}"
+    assert get(service.port, "/api/health", {"User-Agent": marker}) == 200
+    assert wait_until(lambda: marker in web.output(), timeout=10), (
+        "the access log is not on: " + web.output()[-2000:]
+    )
+    wait_until(lambda: web.output().count("Invalid request from") >= 2, timeout=5)
+    logs = {"gunicorn": web.output(), "refresher": refresher.output()}
+
+    found = {
+        probe.name: [
+            f"{log}: {line[:200]}" for log, text in logs.items() for line in leaks(probe.body, text)
+        ]
+        for probe in sent
+    }
+    in_clear = {name: lines for name, lines in found.items() if lines}
+    assert len(in_clear) == 0, (
+        f"{len(in_clear)} of {len(sent)} requests left their key or token in clear:\n"
+        + "\n".join(f"- {name}: {lines[0]}" for name, lines in in_clear.items())
+    )
