@@ -1,25 +1,45 @@
 """The key directory's cache under a busy caller: one query per expiry, not one per request.
 
 When a cached key expires under a caller with many requests in flight, they all miss at
-once; one of them loads the record and the others wait for it. Queries are counted on the
-real engine (SQLite, then PostgreSQL).
+once; one of them loads the record and the others wait for it. A cached answer is served
+until its ``AUTH_CACHE_MS`` runs out, and only then is the row read again. Queries are
+counted on the real engine (SQLite, then PostgreSQL).
 """
 
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import pytest
 from flask import Flask
-from sqlalchemy import event
+from sqlalchemy import event, update
 
+from app import create_app
+from app.accounts.models import Account
 from app.auth import authenticator
 from app.auth.directory import KeyRecord
 from app.extensions import db
+from tests.conftest import BASE_CONFIG
+from tests.support.processes import wait_until
+
+SHORT_TTL_MS = 500
+
+
+def key_selects(statements: list[str]) -> Any:
+    """A ``before_cursor_execute`` listener appending each SELECT on api_keys to ``statements``."""
+
+    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
+        if "api_keys" in statement and statement.lstrip().upper().startswith("SELECT"):
+            statements.append(statement)
+
+    return count
 
 
 def test_concurrent_misses_on_one_key_send_one_query(accounts_app: Flask) -> None:
+    """Sixteen simultaneous misses on one key send one query; the others wait for its answer."""
     app = accounts_app
     runner = app.test_cli_runner()
     assert runner.invoke(args=["users", "create", "alice", "--plan", "vip_pro"]).exit_code == 0
@@ -27,11 +47,7 @@ def test_concurrent_misses_on_one_key_send_one_query(accounts_app: Flask) -> Non
     assert made.exit_code == 0, made.output
     key = str(made.stdout).splitlines()[-1]
     queries: list[str] = []
-
-    def count(conn: Any, cursor: Any, statement: str, *args: Any) -> None:
-        if "api_keys" in statement and statement.lstrip().upper().startswith("SELECT"):
-            queries.append(statement)
-
+    count = key_selects(queries)
     with app.app_context():
         directory = authenticator().directory
         directory.forget()
@@ -56,11 +72,59 @@ def test_concurrent_misses_on_one_key_send_one_query(accounts_app: Flask) -> Non
 
     assert all(r is not None and r.account_name == "alice" for r in records), records
     assert len(queries) == 1, queries
-    # A lookup after the entry is gone queries again: the cache did not stop expiring.
-    directory.forget()
+    # That the entry then expires by itself is checked by the test below (short TTL).
+
+
+@pytest.fixture
+def short_ttl_app(database_url: str) -> Iterator[Flask]:
+    """An app on the accounts database whose lookups are cached for ``SHORT_TTL_MS``."""
+    app = create_app(
+        {**BASE_CONFIG, "DATABASE_URL": database_url, "AUTH_CACHE_MS": str(SHORT_TTL_MS)}
+    )
+    yield app
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
+
+
+def test_a_cached_key_keeps_its_old_plan_until_the_ttl_expires(short_ttl_app: Flask) -> None:
+    """A plan changed in the database is served from the cache until its TTL runs out, then read."""
+    app = short_ttl_app
+    runner = app.test_cli_runner()
+    assert runner.invoke(args=["users", "create", "alice", "--plan", "vip_pro"]).exit_code == 0
+    made = runner.invoke(args=["keys", "create", "alice"])
+    assert made.exit_code == 0, made.output
+    key = str(made.stdout).splitlines()[-1]
+    with app.app_context():
+        directory = authenticator().directory
+        engine = db.engine
+
+    def plan() -> str:
+        with app.app_context():
+            try:
+                record = directory.key(key)
+            finally:
+                db.session.remove()
+        assert record is not None
+        return record.plan
+
+    queries: list[str] = []
+    count = key_selects(queries)
     event.listen(engine, "before_cursor_execute", count)
     try:
-        assert look_up(False) is not None
+        assert plan() == "vip_pro"
+        assert len(queries) == 1, queries
+        # Behind the cache's back (no CLI, no forget): the row changes in the database.
+        with app.app_context():
+            db.session.execute(update(Account).where(Account.name == "alice").values(plan="admin"))
+            db.session.commit()
+            db.session.remove()
+        # Still the cached answer, read from no query: the cache is really used.
+        assert plan() == "vip_pro"
+        assert len(queries) == 1, queries
+        # Then the entry expires on its own and the next lookup reads the new plan.
+        assert wait_until(lambda: plan() == "admin", timeout=10, interval=0.02)
     finally:
         event.remove(engine, "before_cursor_execute", count)
+    # Every lookup before the expiry was served from the cache: one query loaded, one reloaded.
     assert len(queries) == 2, queries

@@ -124,6 +124,7 @@ def vm(tmp_path: Path, restartable_redis: RedisServer) -> Iterator[Vm]:
 
 
 def test_deploy_switch_and_rollback(vm: Vm, bundle: Path, tmp_path: Path) -> None:
+    """Install, switch, refuse a broken release (exit 1, previous restored) and roll back."""
     first = renamed(bundle, tmp_path, "20260101000000-aaaaaaa")
     result = vm.install(first)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -149,8 +150,12 @@ def test_deploy_switch_and_rollback(vm: Vm, bundle: Path, tmp_path: Path) -> Non
 
     broken = renamed(bundle, tmp_path, "20260103000000-ccccccc", break_it=True)
     result = vm.install(broken)
-    assert result.returncode != 0
+    # remote.sh's die: exit 1 once the previous release is back, saying so last.
+    assert result.returncode == 1, result.stdout + result.stderr
     assert "failed its health gate" in result.stdout + result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "deploy: deploy of 20260103000000-ccccccc failed; 20260102000000-bbbbbbb restored"
+    ), result.stderr
     assert vm.current == "20260102000000-bbbbbbb"  # switched back
     assert vm.board()["items"]
 
@@ -176,6 +181,7 @@ def _substituted_units(tmp_path: Path) -> list[Path]:
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze absent")
 def test_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
+    """Both units pass ``systemd-analyze verify``: exit 0 and no complaint about them."""
     result = subprocess.run(
         ["systemd-analyze", "verify", *map(str, _substituted_units(tmp_path))],
         capture_output=True, text=True,
@@ -185,11 +191,13 @@ def test_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
         for line in (result.stdout + result.stderr).splitlines()
         if "probboard" in line and "Failed to" not in line
     ]
-    assert result.returncode == 0 or not problems, problems
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert not problems, problems
 
 
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx absent")
 def test_nginx_site_passes_nginx_t(tmp_path: Path) -> None:
+    """The nginx site passes ``nginx -t`` with a throwaway certificate."""
     cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
     subprocess.run(
         ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",

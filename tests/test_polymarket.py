@@ -418,22 +418,32 @@ def test_an_error_frame_is_logged_once(caplog: pytest.LogCaptureFixture) -> None
 
 @pytest.mark.parametrize("garbage", ["NaN", "Infinity", "-Infinity", scaled("-95123.45"), "0"])
 def test_a_garbage_full_accuracy_value_is_never_a_price(garbage: str) -> None:
-    """A NaN or negative price would poison the model (and NaN the volatility for good)."""
-    feed = _rtds()
-    feed.handle(
-        {
+    """A garbage exact TWAP value is dropped: no price at all, or the last valid one kept."""
+    # A NaN or negative price would poison the model (and NaN the volatility for good); the
+    # rounded ``value`` beside it is no substitute: the exact value is the one that settles.
+
+    def garbage_at(ts_s: int) -> dict[str, Any]:
+        return {
             "topic": TWAP_TOPIC,
             "type": "update",
             "payload": {
                 "symbol": "btc/usd",
-                "timestamp": T0 * 1000,
+                "timestamp": ts_s * 1000,
                 "value": 95123.46,
                 "full_accuracy_value": garbage,
             },
         }
-    )
-    latest = feed.series[TWAP60].latest()
-    assert latest is None or (math.isfinite(latest[1]) and latest[1] > 0), latest
+
+    feed = _rtds()
+    feed.handle(garbage_at(T0))
+    assert feed.series[TWAP60].latest() is None  # no price to beat from it
+
+    feed.handle(FakeRtds.update(TWAP_TOPIC, (T0 + 1) * 1000, Decimal("95100.123456")))
+    feed.handle(garbage_at(T0 + 2))
+    assert feed.series[TWAP60].latest() == ((T0 + 1) * 1000, 95100.123456)  # the valid one
+    # Nothing was kept at the garbage's time either: a valid point there is taken.
+    feed.handle(FakeRtds.update(TWAP_TOPIC, (T0 + 2) * 1000, Decimal("95200.5")))
+    assert feed.series[TWAP60].latest() == ((T0 + 2) * 1000, 95200.5)
 
 
 def test_other_symbols_topics_and_shapes_are_ignored() -> None:

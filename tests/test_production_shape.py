@@ -1,11 +1,22 @@
-"""The production shape for real: gunicorn gevent workers and a refresher process on Redis."""
+"""The production shape for real: gunicorn gevent workers and a refresher process on Redis,
+with the accounts store on PostgreSQL (the session's migrated database), as in production."""
 
 from __future__ import annotations
 
 import signal
+from collections.abc import Iterator
+
+import pytest
 
 from tests.support.contract import validated
 from tests.support.processes import RedisServer, Service, wait_until
+
+
+@pytest.fixture
+def service(service: Service, postgres_database: str) -> Iterator[Service]:
+    """The conftest ``service`` handle, its processes pointed at the PostgreSQL database."""
+    service.env["DATABASE_URL"] = postgres_database
+    yield service
 
 
 def _board(service: Service) -> dict[str, object]:
@@ -22,6 +33,7 @@ def _has_rows(service: Service) -> bool:
 def test_gunicorn_and_refresher_serve_a_live_board(
     fresh_redis: RedisServer, service: Service
 ) -> None:
+    """gunicorn's two workers and a refresher process serve a live, moving board through Redis."""
     service.env["REDIS_URL"] = fresh_redis.url
     service.start_web(workers=2)
     status, _, body = service.get("/api/health")
@@ -48,6 +60,7 @@ def test_gunicorn_and_refresher_serve_a_live_board(
 def test_stopping_the_refresher_turns_the_board_stale_then_danger(
     fresh_redis: RedisServer, service: Service
 ) -> None:
+    """When the refresher stops, the served board turns warn and then danger, its rows kept."""
     service.env.update(
         REDIS_URL=fresh_redis.url, STALE_THRESHOLD_MS="1000", SEVERE_STALE_THRESHOLD_MS="2500"
     )
@@ -68,6 +81,7 @@ def test_stopping_the_refresher_turns_the_board_stale_then_danger(
 def test_worker_recovers_after_a_redis_restart(
     restartable_redis: RedisServer, service: Service
 ) -> None:
+    """A worker keeps serving through a Redis restart and fresh boards flow again after it."""
     service.env["REDIS_URL"] = restartable_redis.url
     service.start_web(workers=1)
     service.start_refresher()
@@ -91,6 +105,7 @@ def test_worker_recovers_after_a_redis_restart(
 
 
 def test_refresher_refuses_the_memory_bus(service: Service) -> None:
+    """The refresher process exits 2 on the memory bus, naming REDIS_URL."""
     service.env["REDIS_URL"] = "memory://"
     service.start_refresher()
     assert service.refresher is not None
@@ -99,6 +114,7 @@ def test_refresher_refuses_the_memory_bus(service: Service) -> None:
 
 
 def test_gunicorn_on_the_memory_bus_runs_its_own_refresher(service: Service) -> None:
+    """gunicorn on the memory bus runs its embedded refresher and serves rows."""
     service.env["REDIS_URL"] = "memory://"
     service.start_web(workers=2)
     assert wait_until(lambda: _has_rows(service), timeout=10)

@@ -86,8 +86,16 @@ def test_different_seeds_give_different_markets() -> None:
     assert a["price"] != b["price"]
 
 
+# Token ids of seed 7, slot 100, pinned: every process and release must derive these exact
+# ids (a per-process hash or a random id would agree with itself and not with these).
+PINNED_UP_7_100 = "90153459389821470903195511680949264394838192783776033593685670456112984179760"
+PINNED_DOWN_7_100 = "55787836235558527593440617291792142812837109977465230239254504813968261364676"
+
+
 def test_token_ids_are_stable_per_seed_slot_and_outcome() -> None:
-    assert token_id(7, 100, "up") == token_id(7, 100, "up")
+    """Token ids are the pinned ids for (seed, slot, outcome), distinct when any part changes."""
+    assert token_id(7, 100, "up") == PINNED_UP_7_100
+    assert token_id(7, 100, "down") == PINNED_DOWN_7_100
     ids = {token_id(7, 100, "up"), token_id(7, 100, "down"), token_id(7, 101, "up")}
     ids.add(token_id(8, 100, "up"))
     assert len(ids) == 4

@@ -4,8 +4,9 @@ Streams are read with a raw-socket client (``tests/stream_client_helpers.py``) t
 the HTTP framing (chunked for HTTP/1.1, until-close for HTTP/1.0) and parses the events twice:
 by the SSE rules of the HTML standard and by a naive line splitter. Every board is validated
 against the BoardResponse schema and every error against ErrorResponse. Accounts and keys are
-made with the documented CLI as its own process, on an SQLite file migrated with
-``flask db upgrade``. Nothing asserts elapsed time: waits are generous deadlines, polled.
+made with the documented CLI as its own process, on a PostgreSQL database of this module's own
+(as in production) migrated with ``flask db upgrade``. Nothing asserts elapsed time: waits are
+generous deadlines, polled.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import itertools
 import json
 import os
 import signal
-import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 import redis
 
@@ -42,6 +43,7 @@ from tests.stream_client_helpers import (
     summarize,
 )
 from tests.support.contract import validated
+from tests.support.databases import scratch_postgres_database
 from tests.support.processes import (
     RedisServer,
     Service,
@@ -62,7 +64,7 @@ RENEW_S = 10.0  # app/stream/broker.py: leases are renewed this often
 
 @dataclass(frozen=True)
 class Accounts:
-    """A migrated SQLite accounts database, the CLI's environment and the keys it printed."""
+    """A migrated PostgreSQL accounts database, the CLI's environment and the keys it printed."""
 
     env: dict[str, str]
     keys: dict[str, str]
@@ -82,26 +84,29 @@ KEYS = {
 
 
 @pytest.fixture(scope="module")
-def accounts(tmp_path_factory: pytest.TempPathFactory) -> Accounts:
-    path = tmp_path_factory.mktemp("stream-accounts") / "accounts.sqlite3"
-    env = service_env(DATABASE_URL=f"sqlite:///{path}", API_KEY_PEPPER=TEST_PEPPER)
-    flask_cli(env, "db", "upgrade")
-    plans = dict(KEYS.values())
-    # A few CLI processes at a time (each is one short SQLite write).
-    with ThreadPoolExecutor(max_workers=3) as pool:
-        list(pool.map(lambda a: flask_cli(env, "users", "create", a, "--plan", plans[a]), plans))
-        printed = pool.map(lambda name: flask_cli(env, "keys", "create", KEYS[name][0]), KEYS)
-        keys = {name: out.splitlines()[-1] for name, out in zip(KEYS, printed, strict=True)}
-    flask_cli(env, "users", "set-plan", "ursula", "user")
-    with sqlite3.connect(path) as db:
-        key_ids = {
-            name: db.execute(
-                "SELECT id FROM api_keys WHERE key_hash = ?",
-                (hmac.new(TEST_PEPPER.encode(), key.encode(), hashlib.sha256).hexdigest(),),
-            ).fetchone()[0]
-            for name, key in keys.items()
-        }
-    return Accounts(env=env, keys=keys, key_ids=key_ids)
+def accounts() -> Iterator[Accounts]:
+    """A PostgreSQL database of this module's own with the accounts and keys of ``KEYS``."""
+    with scratch_postgres_database() as url:
+        env = service_env(DATABASE_URL=url, API_KEY_PEPPER=TEST_PEPPER)
+        flask_cli(env, "db", "upgrade")
+        plans = dict(KEYS.values())
+        # A few CLI processes at a time (each is one short write).
+        with ThreadPoolExecutor(max_workers=3) as pool:
+            list(
+                pool.map(lambda a: flask_cli(env, "users", "create", a, "--plan", plans[a]), plans)
+            )
+            printed = pool.map(lambda name: flask_cli(env, "keys", "create", KEYS[name][0]), KEYS)
+            keys = {name: out.splitlines()[-1] for name, out in zip(KEYS, printed, strict=True)}
+        flask_cli(env, "users", "set-plan", "ursula", "user")
+        key_ids: dict[str, int] = {}
+        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
+            for name, key in keys.items():
+                digest = hmac.new(TEST_PEPPER.encode(), key.encode(), hashlib.sha256).hexdigest()
+                row = conn.execute("SELECT id FROM api_keys WHERE key_hash = %s", (digest,))
+                found = row.fetchone()
+                assert found is not None, name
+                key_ids[name] = int(found[0])
+        yield Accounts(env=env, keys=keys, key_ids=key_ids)
 
 
 def configure(service: Service, redis_url: str, accounts: Accounts, **settings: str) -> None:
@@ -305,6 +310,7 @@ class TestLiveStream:
     """gunicorn (2 gevent workers) + refresher at the 500 ms cadence, STREAM_MAX_PER_KEY=2."""
 
     def test_access_rules(self, live: Live) -> None:
+        """No key, an unknown key and a user-plan key are refused; an admin key streams."""
         service, keys = live.service, live.accounts.keys
         missing = StreamConnection(service.port)
         check_refused(missing, 401, "missing_credentials")
@@ -325,6 +331,7 @@ class TestLiveStream:
 
     @pytest.mark.parametrize("http10", [False, True], ids=["http1.1-chunked", "http1.0"])
     def test_wire_format(self, live: Live, http10: bool) -> None:
+        """Headers, framing and events are right; every published board arrives, in order."""
         published = Published(live.redis.url)
         conn = open_when_free(
             live.service,
@@ -368,6 +375,7 @@ class TestLiveStream:
             assert names == [b"id", b"event", b"data"], block[:200]
 
     def test_opens_with_jittered_retry_then_the_current_board_at_once(self, live: Live) -> None:
+        """A stream opens with a jittered retry, then the current board without waiting."""
         service, key = live.service, live.accounts.keys["wire"]
         retries: list[int] = []
         matched = 0
@@ -393,6 +401,7 @@ class TestLiveStream:
     def test_third_stream_of_a_key_is_429_across_workers_and_slots_come_back(
         self, live: Live
     ) -> None:
+        """A key's third stream is refused across workers; its slots come back on close."""
         service, redis_url = live.service, live.redis.url
         key, key_id = live.accounts.keys["limit"], live.accounts.key_ids["limit"]
         first = open_stream(service, key)
@@ -440,6 +449,7 @@ class TestLiveStream:
         )
 
     def test_revoked_downgraded_or_disabled_keys_lose_their_streams(self, live: Live) -> None:
+        """Revoking, downgrading or disabling with the CLI ends open streams with an error."""
         service, accounts = live.service, live.accounts
         cases = {
             "revoked": ("invalid_key", ("keys", "revoke", accounts.keys["revoked"])),
@@ -488,6 +498,7 @@ class TestLiveStream:
 def test_quiet_board_first_event_last_event_id_and_heartbeats(
     service: Service, restartable_redis: RedisServer, accounts: Accounts
 ) -> None:
+    """A still board: sent once, Last-Event-ID skips or resends it, heartbeats flow."""
     # Staleness far away: nothing is re-sent while the board stands still.
     configure(
         service,
@@ -540,6 +551,7 @@ def test_quiet_board_first_event_last_event_id_and_heartbeats(
 def test_stale_board_is_resent_with_its_age_and_latency_level(
     service: Service, restartable_redis: RedisServer, accounts: Accounts
 ) -> None:
+    """A board that stops changing is re-sent with its growing age and latency level."""
     configure(
         service,
         restartable_redis.url,
@@ -628,6 +640,7 @@ def restarted(tmp_path_factory: pytest.TempPathFactory, accounts: Accounts) -> I
 
 class TestRedisRestart:
     def test_streams_stay_open_and_resume(self, restarted: Restarted) -> None:
+        """Streams stay open through a Redis restart and resume with later boards."""
         for items in restarted.during_outage:
             assert not any(isinstance(i, Closed | ResponseEnd) for i in items), summarize(items)
         for conn in restarted.streams:
@@ -641,6 +654,7 @@ class TestRedisRestart:
             check_events(conn)
 
     def test_open_streams_still_count_against_the_limit(self, restarted: Restarted) -> None:
+        """Streams opened before a Redis restart still count against the per-key limit after it."""
         # The four streams opened before the restart are still open and must still count:
         # their leases were lost with Redis' data, and renewal runs every RENEW_S.
         time.sleep(max(0.0, restarted.back_at + RENEW_S + 3 - time.monotonic()))
@@ -665,6 +679,7 @@ class TestRedisRestart:
 def test_sigterm_ends_every_stream_with_a_final_comment(
     service: Service, restartable_redis: RedisServer, accounts: Accounts
 ) -> None:
+    """SIGTERM ends every stream with a final comment and a clean close, promptly."""
     configure(service, restartable_redis.url, accounts)
     start(service)
     assert service.web is not None
@@ -742,6 +757,7 @@ def stalled(tmp_path_factory: pytest.TempPathFactory, accounts: Accounts) -> Ite
 
 class TestSlowClient:
     def test_a_stalled_client_never_delays_the_others(self, stalled: Stalled) -> None:
+        """A client that stops reading delays no other client: they get every board, in order."""
         received: list[list[int]] = [[] for _ in stalled.normal]
         deadline = time.monotonic() + 8
         while time.monotonic() < deadline:
@@ -764,6 +780,7 @@ class TestSlowClient:
             check_events(conn)
 
     def test_a_stalled_client_is_dropped_and_frees_its_slot(self, stalled: Stalled) -> None:
+        """A client that stops reading is dropped after the write timeout, and its slot is freed."""
         redis_url, key_id = stalled.redis.url, stalled.accounts.key_ids["wire"]
         assert slots_held(redis_url, key_id) == 4
         # STREAM_WRITE_TIMEOUT_S=2: once the server cannot hand the stalled client a write

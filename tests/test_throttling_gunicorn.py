@@ -4,7 +4,8 @@ Every request carries an ``X-Request-ID`` and gunicorn's access log prints the w
 the request line, the status and that id, so "shared by both workers" is checked, not assumed:
 a worker that answers 429 having served fewer than the limit itself could only have learnt
 the count from the other worker, through Redis. Accounts and keys are made with the
-documented CLI as its own process, on an SQLite file migrated with ``flask db upgrade``.
+documented CLI as its own process, on a PostgreSQL database of this module's own (as in
+production) migrated with ``flask db upgrade``; the guests' tests run on it too.
 """
 
 from __future__ import annotations
@@ -20,7 +21,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -28,6 +28,7 @@ import redis
 
 from tests.conftest import TEST_PEPPER
 from tests.support.contract import validated
+from tests.support.databases import scratch_postgres_database
 from tests.support.processes import (
     RedisServer,
     Service,
@@ -47,7 +48,7 @@ _ids = itertools.count()
 
 @dataclass(frozen=True)
 class Accounts:
-    """A migrated SQLite accounts database and the secrets the CLI printed."""
+    """A migrated PostgreSQL accounts database and the secrets the CLI printed."""
 
     database_url: str
     vip_keys: tuple[str, str]  # two keys of one vip_pro account
@@ -56,10 +57,17 @@ class Accounts:
 
 
 @pytest.fixture(scope="module")
-def accounts(tmp_path_factory: pytest.TempPathFactory) -> Accounts:
-    path = tmp_path_factory.mktemp("throttling") / "accounts.sqlite3"
-    env = service_env(DATABASE_URL=f"sqlite:///{path}", API_KEY_PEPPER=TEST_PEPPER)
-    flask_cli(env, "db", "upgrade")
+def database() -> Iterator[str]:
+    """A PostgreSQL database of this module's own, migrated; dropped after the module."""
+    with scratch_postgres_database() as url:
+        flask_cli(service_env(DATABASE_URL=url, API_KEY_PEPPER=TEST_PEPPER), "db", "upgrade")
+        yield url
+
+
+@pytest.fixture(scope="module")
+def accounts(database: str) -> Accounts:
+    """Accounts vic (vip_pro, two keys), ursula (user, a session) and root (admin, a key)."""
+    env = service_env(DATABASE_URL=database, API_KEY_PEPPER=TEST_PEPPER)
     for name, plan in [("vic", "vip_pro"), ("ursula", "user"), ("root", "admin")]:
         flask_cli(env, "users", "create", name, "--plan", plan)
 
@@ -198,20 +206,14 @@ def counted(server: RedisServer) -> int:
     return sum(int(client.get(key) or 0) for key in client.keys("*LIMITER*"))
 
 
-def no_credentials_db(tmp_path: Path) -> str:
-    """An SQLite URL under the test's directory: guests never touch it."""
-    return f"sqlite:///{tmp_path / 'guests.sqlite3'}"
-
-
 # -- the guest limit, shared by the workers -----------------------------------------------------
 
 
 def test_sixth_guest_call_is_429_and_the_count_is_shared_by_both_workers(
-    fresh_redis: RedisServer, service: Service, tmp_path: Path
+    fresh_redis: RedisServer, service: Service, database: str
 ) -> None:
-    configure(
-        service, fresh_redis.url, no_credentials_db(tmp_path), GUEST_RATE_LIMIT="5 per minute"
-    )
+    """The guest limit is one count in Redis for both workers; health and OPTIONS are free."""
+    configure(service, fresh_redis.url, database, GUEST_RATE_LIMIT="5 per minute")
     service.start_web(workers=WORKERS)
     client = Client(service)
 
@@ -250,12 +252,13 @@ def test_sixth_guest_call_is_429_and_the_count_is_shared_by_both_workers(
 
 
 def test_forged_forwarded_for_changes_nothing_without_trusted_proxies(
-    fresh_redis: RedisServer, service: Service, tmp_path: Path
+    fresh_redis: RedisServer, service: Service, database: str
 ) -> None:
+    """Without trusted proxies a forged X-Forwarded-For is ignored: the peer is counted."""
     configure(
         service,
         fresh_redis.url,
-        no_credentials_db(tmp_path),
+        database,
         GUEST_RATE_LIMIT="5 per minute",
         TRUSTED_PROXIES="0",
     )
@@ -280,12 +283,13 @@ def test_forged_forwarded_for_changes_nothing_without_trusted_proxies(
 
 
 def test_one_trusted_proxy_counts_the_right_most_hop(
-    fresh_redis: RedisServer, service: Service, tmp_path: Path
+    fresh_redis: RedisServer, service: Service, database: str
 ) -> None:
+    """Behind one trusted proxy the right-most hop is the client; spoofed parts are ignored."""
     configure(
         service,
         fresh_redis.url,
-        no_credentials_db(tmp_path),
+        database,
         GUEST_RATE_LIMIT="5 per minute",
         TRUSTED_PROXIES="1",
     )
@@ -345,12 +349,13 @@ def raw_get(service: Service, forwarded_for: bytes) -> Reply:
 
 
 def test_odd_forwarded_for_values_are_limited_and_never_5xx(
-    fresh_redis: RedisServer, service: Service, tmp_path: Path
+    fresh_redis: RedisServer, service: Service, database: str
 ) -> None:
+    """Odd X-Forwarded-For values are still counted, never a 5xx, never an empty key."""
     configure(
         service,
         fresh_redis.url,
-        no_credentials_db(tmp_path),
+        database,
         GUEST_RATE_LIMIT="5 per minute",
         TRUSTED_PROXIES="1",
     )
@@ -380,6 +385,7 @@ def test_odd_forwarded_for_values_are_limited_and_never_5xx(
 def test_keys_are_held_to_their_plans_limit_not_the_guests(
     fresh_redis: RedisServer, service: Service, accounts: Accounts
 ) -> None:
+    """Keys and sessions get their plan's limit, shared by an account's keys; admin none."""
     configure(
         service,
         fresh_redis.url,
@@ -429,6 +435,7 @@ def test_keys_are_held_to_their_plans_limit_not_the_guests(
 def test_redis_outage_costs_no_5xx_and_the_limiter_returns_to_redis(
     restartable_redis: RedisServer, service: Service, accounts: Accounts
 ) -> None:
+    """With Redis down requests are limited in memory, never 5xx; counting returns to Redis."""
     configure(
         service, restartable_redis.url, accounts.database_url, GUEST_RATE_LIMIT="1000 per minute"
     )
@@ -497,17 +504,15 @@ def hung_redis(port: int) -> Iterator[None]:
 
 
 def test_requests_in_flight_when_redis_hangs_are_limited_and_logged_once(
-    restartable_redis: RedisServer, service: Service, tmp_path: Path
+    restartable_redis: RedisServer, service: Service, database: str
 ) -> None:
-    """Redis stops answering under load: every request is still limited, one warning a worker.
-
-    The requests in flight while the first one waits for Redis fail too; they must be counted
-    in memory like the rest, not let through unlimited with an ERROR and a traceback each.
-    """
+    """Redis stops answering under load: every request is still limited, one warning a worker."""
+    # The requests in flight while the first one waits for Redis fail too; they must be counted
+    # in memory like the rest, not let through unlimited with an ERROR and a traceback each.
     configure(
         service,
         restartable_redis.url,
-        no_credentials_db(tmp_path),
+        database,
         GUEST_RATE_LIMIT="10 per minute",
     )
     service.start_web(workers=WORKERS)
