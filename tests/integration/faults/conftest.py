@@ -1,0 +1,153 @@
+"""Fixtures of the fault suite: real accounts databases, a pausable proxy, own Redis servers.
+
+Accounts are made with the documented CLI as their own processes (``flask --app wsgi db
+upgrade``, ``users create``, ``keys create``). PostgreSQL is a scratch database of the
+module's own on the local server, dropped at the end; the proxy (``tests/support/proxy.py``)
+sits between gunicorn and it. Every process a fixture starts is stopped by pid, even when
+the test fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import os
+import signal
+import sqlite3
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+import pytest
+import redis
+
+from tests.conftest import TEST_PEPPER
+from tests.support.databases import scratch_postgres_database
+from tests.support.processes import RedisServer, Service, flask_cli, service_env
+from tests.support.proxy import TcpProxy
+
+USER = "alice"
+LEASES = "probboard:streams:"  # app/stream/slots.py: one sorted set of leases per key
+
+
+@dataclass(frozen=True)
+class Accounts:
+    """A migrated accounts database with one vip_pro user and one key of theirs."""
+
+    database_url: str  # the database itself (the CLI's), not through any proxy
+    key: str
+    key_id: int
+
+
+def _key_id(database_url: str, key: str) -> int:
+    """The id of ``key``'s row, found by its keyed hash as the service stores it."""
+    digest = hmac.new(TEST_PEPPER.encode(), key.encode(), hashlib.sha256).hexdigest()
+    query = "SELECT id FROM api_keys WHERE key_hash = "
+    if database_url.startswith("sqlite:///"):
+        with contextlib.closing(sqlite3.connect(database_url.removeprefix("sqlite:///"))) as db:
+            row = db.execute(query + "?", (digest,)).fetchone()
+    else:
+        with psycopg.connect(database_url, connect_timeout=5) as db:
+            row = db.execute(query + "%s", (digest,)).fetchone()
+    assert row is not None, "the key made by the CLI is not in the database"
+    return int(row[0])
+
+
+def make_accounts(database_url: str) -> Accounts:
+    """Migrate ``database_url`` and make a vip_pro user with a key, all with the CLI."""
+    env = service_env(DATABASE_URL=database_url, API_KEY_PEPPER=TEST_PEPPER)
+    flask_cli(env, "db", "upgrade")
+    flask_cli(env, "users", "create", USER, "--plan", "vip_pro")
+    key = flask_cli(env, "keys", "create", USER).splitlines()[-1].strip()
+    assert key.startswith("pbk_"), key
+    return Accounts(database_url=database_url, key=key, key_id=_key_id(database_url, key))
+
+
+@pytest.fixture(scope="module")
+def pg_accounts() -> Iterator[Accounts]:
+    """A scratch PostgreSQL database of this module's own, migrated, with alice's key."""
+    with scratch_postgres_database() as url:
+        yield make_accounts(url)
+
+
+@pytest.fixture(scope="module")
+def sqlite_accounts(tmp_path_factory: pytest.TempPathFactory) -> Accounts:
+    """An SQLite accounts file of this module's own, migrated, with alice's key."""
+    path = tmp_path_factory.mktemp("fault-accounts") / "accounts.sqlite3"
+    return make_accounts(f"sqlite:///{path}")
+
+
+def through(database_url: str, proxy: TcpProxy) -> str:
+    """``database_url`` with its host and port replaced by the proxy's."""
+    parts = urlsplit(database_url)
+    credentials = parts.netloc.rpartition("@")[0]
+    netloc = (
+        f"{credentials}@{proxy.host}:{proxy.port}" if credentials else f"{proxy.host}:{proxy.port}"
+    )
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+
+
+@pytest.fixture
+def pg_proxy(pg_accounts: Accounts) -> Iterator[TcpProxy]:
+    """A pausable proxy in front of the PostgreSQL server of ``pg_accounts``."""
+    parts = urlsplit(pg_accounts.database_url)
+    proxy = TcpProxy(parts.port or 5432, parts.hostname or "127.0.0.1")
+    try:
+        yield proxy
+    finally:
+        proxy.stop()
+
+
+@pytest.fixture
+def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
+    """A redis-server of this test's own (it may be stopped, killed or restarted)."""
+    server = RedisServer(tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        if server.process is not None:
+            # A SIGSTOPped server would sit out SIGTERM until the SIGKILL: let it run first.
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(server.process.pid, signal.SIGCONT)
+        server.stop()
+
+
+ServiceFactory = Callable[..., Service]
+
+
+@pytest.fixture
+def make_service(tmp_path: Path) -> Iterator[ServiceFactory]:
+    """Build ``Service`` handles with extra settings (not started); all stopped at the end."""
+    made: list[Service] = []
+
+    def build(**settings: str) -> Service:
+        """A Service with ``settings`` on top of the suite's environment."""
+        workdir = tmp_path / f"service-{len(made)}"
+        workdir.mkdir()
+        service = Service(workdir, service_env(API_KEY_PEPPER=TEST_PEPPER, **settings))
+        made.append(service)
+        return service
+
+    try:
+        yield build
+    finally:
+        for service in made:
+            service.stop()
+
+
+def leases(redis_url: str, key_id: int) -> dict[str, float]:
+    """The stream leases of ``key_id`` in Redis: connection id -> lease end (unix seconds)."""
+    client = redis.Redis.from_url(redis_url, socket_timeout=5)
+    try:
+        found = cast(
+            "list[tuple[bytes, float]]",
+            client.zrange(f"{LEASES}{key_id}", 0, -1, withscores=True),
+        )
+    finally:
+        client.close()
+    return {member.decode(): float(score) for member, score in found}
