@@ -32,6 +32,7 @@ HEARTBEAT_S = 15.0
 TICK_S = 0.25
 RECHECK_S = 10.0
 RENEW_S = 5.0  # leases last LEASE_S (15 s): two renewals may fail before one lapses
+RENEW_RETRY_S = 1.0
 STALE_REFRESH_S = 1.0
 
 
@@ -253,6 +254,7 @@ class Broker:
 
     def _tick_forever(self) -> None:
         last_recheck = last_renew = last_restale = time.monotonic()
+        renew_every = RENEW_S
         while not self._closing:
             time.sleep(TICK_S)
             if not self._alive():
@@ -264,9 +266,12 @@ class Broker:
                 if now - last_restale >= STALE_REFRESH_S:
                     last_restale = now
                     self._refresh_if_stale()
-                if now - last_renew >= RENEW_S and self._clients:
+                if now - last_renew >= renew_every and self._clients:
                     last_renew = now
-                    self._renew_leases(list(self._clients))
+                    # After a failed renewal (Redis away or hung) try every second, so
+                    # leases are back in Redis within a second of it answering again.
+                    renewed = self._renew_leases(list(self._clients))
+                    renew_every = RENEW_S if renewed else RENEW_RETRY_S
                 elif self._fresh:
                     self._renew_leases(self._fresh)
                 if now - last_recheck >= RECHECK_S and self._clients:
@@ -275,15 +280,16 @@ class Broker:
             except Exception:
                 log.exception("stream ticker step failed")
 
-    def _renew_leases(self, live: list[Client]) -> None:
+    def _renew_leases(self, live: list[Client]) -> bool:
         with self._lock:
             self._fresh = []
-        self._slots.renew([(c.key_id, c.conn_id) for c in live])
+        renewed = self._slots.renew([(c.key_id, c.conn_id) for c in live])
         # A stream that ended while the renewal was on its way may have had its lease
         # written back after it removed it: remove those again.
         for client in live:
             if client not in self._clients:
                 self._slots.release(client.key_id, client.conn_id)
+        return renewed
 
     def _refresh_if_stale(self) -> None:
         snapshot = self._snapshot

@@ -54,8 +54,8 @@ class StreamSlots(Protocol):
     def acquire(self, key_id: int, conn_id: str, limit: int) -> bool:
         """Take a slot for ``conn_id`` unless ``key_id`` already holds ``limit`` streams."""
 
-    def renew(self, leases: Iterable[tuple[int, str]]) -> None:
-        """Extend the leases of live streams."""
+    def renew(self, leases: Iterable[tuple[int, str]]) -> bool:
+        """Extend the leases of live streams; False when they could not be written."""
 
     def release(self, key_id: int, conn_id: str) -> None:
         """Give the slot back."""
@@ -77,8 +77,9 @@ class MemorySlots:
             held.add(conn_id)
             return True
 
-    def renew(self, leases: Iterable[tuple[int, str]]) -> None:
+    def renew(self, leases: Iterable[tuple[int, str]]) -> bool:
         """Nothing expires in memory."""
+        return True
 
     def release(self, key_id: int, conn_id: str) -> None:
         """Give the slot back."""
@@ -124,8 +125,8 @@ class RedisSlots:
         self._warned = False
         return bool(taken)
 
-    def renew(self, leases: Iterable[tuple[int, str]]) -> None:
-        """Write the leases of live streams again (one pipeline for all).
+    def renew(self, leases: Iterable[tuple[int, str]]) -> bool:
+        """Write the leases of live streams again (one pipeline for all); False on failure.
 
         Writing, not just extending, matters: after Redis restarts empty, or for streams
         admitted while it was away, this is what puts their leases (back) in Redis.
@@ -137,18 +138,19 @@ class RedisSlots:
             pipe.zadd(f"{KEY_PREFIX}{key_id}", {conn_id: until})
             pipe.pexpire(f"{KEY_PREFIX}{key_id}", int(KEY_TTL_S * 1000))
         if not renewed:
-            return
+            return True
         try:
             pipe.execute()
         except PoolBusyError:
-            return  # busy, not down: the next renewal writes them (leases outlast two)
+            return False  # busy, not down: tried again shortly
         except SLOT_ERRORS as exc:
             self._down(exc)
-            return
+            return False
         for key_id, conn_id in renewed:
             if conn_id in self._in_fallback:  # counted in Redis from now on
                 self._in_fallback.discard(conn_id)
                 self._fallback.release(key_id, conn_id)
+        return True
 
     def release(self, key_id: int, conn_id: str) -> None:
         """Remove the lease (or the fallback slot)."""
