@@ -26,6 +26,7 @@ from werkzeug.test import TestResponse
 from app import create_app
 from app.accounts.models import ApiKey, Session
 from app.extensions import db
+from app.logs import RepeatFilter
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from tests.conftest import BASE_CONFIG, TEST_PEPPER
@@ -154,8 +155,8 @@ class Probe:
         return validated("board", response.get_data())
 
 
-def verified(response: TestResponse, key: str) -> dict[str, Any]:
-    """A 200 KeyVerificationResponse for ``key``, checked field by field."""
+def verified(response: TestResponse, key: str, *, used_before: bool | None) -> dict[str, Any]:
+    """A 200 KeyVerificationResponse for ``key``; ``used_before``: must lastUsedAt be set?"""
     assert response.status_code == 200, response.get_data(as_text=True)
     assert response.mimetype == "application/json"
     body = response.get_json()
@@ -168,7 +169,16 @@ def verified(response: TestResponse, key: str) -> dict[str, Any]:
     assert isinstance(masked, str)
     assert masked.startswith(key[:12]) and masked.endswith(key[-4:]), masked
     assert key not in masked and len(masked) < len(key)
-    assert body["lastUsedAt"] is None or ISO_Z.fullmatch(body["lastUsedAt"]), body
+    # lastUsedAt is the previous successful use: null exactly when there was none. A caller
+    # that cannot know (None) still gets the format and the "not in the future" checks.
+    last_used = body["lastUsedAt"]
+    if used_before is True:
+        assert last_used is not None, f"a key used before reports lastUsedAt null: {body}"
+    elif used_before is False:
+        assert last_used is None, f"a key never used before reports a last use: {body}"
+    if last_used is not None:
+        assert isinstance(last_used, str), body
+        assert parse_iso(last_used) <= utc_now(), body  # a previous use, never a future one
     return body
 
 
@@ -214,13 +224,13 @@ def make_app(database_url: str) -> Iterator[Callable[..., Flask]]:
 
 def test_verify_accepts_both_header_schemes(probe: Probe) -> None:
     key = probe.key("alice")
-    for scheme in ("x-api-key", "Bearer", "bearer", "BEARER"):
-        body = verified(probe.verify(key, scheme), key)
+    for i, scheme in enumerate(("x-api-key", "Bearer", "bearer", "BEARER")):
+        body = verified(probe.verify(key, scheme), key, used_before=i > 0)
         assert (body["userId"], body["plan"]) == ("alice", "vip_pro"), scheme
         assert body["maskedKey"] == f"{key[:12]}...{key[-4:]}"
     # The same key in both headers is no conflict; surrounding blanks are not part of it.
     both = probe.get(VERIFY, {"X-API-Key": f" {key} ", "Authorization": f"Bearer  {key} "})
-    assert verified(both, key)["userId"] == "alice"
+    assert verified(both, key, used_before=True)["userId"] == "alice"
     assert probe.get(VERIFY, {"X-API-Key": key}).headers["Cache-Control"] == "no-store"
 
 
@@ -236,7 +246,7 @@ def test_latest_with_a_vip_pro_key(probe: Probe, scheme: str) -> None:
 def test_latest_with_an_admin_key(probe: Probe) -> None:
     probe.account("root", "admin")
     key = probe.key("root")
-    assert verified(probe.verify(key, "Bearer"), key)["plan"] == "admin"
+    assert verified(probe.verify(key, "Bearer"), key, used_before=False)["plan"] == "admin"
     board = probe.board({"Authorization": f"Bearer {key}"})
     assert (board["plan"], board["planLabel"], board["refreshMs"]) == ("admin", "Admin", 500)
     assert board["items"]
@@ -322,7 +332,8 @@ def test_header_problems_are_401_with_their_own_code(
     sent = [(name, value.format(key=key)) for name, value in headers]
     body = refused(probe.get(path, sent, session=probe.session("ursula")), code)
     assert body["code"] != "invalid_key"
-    assert verified(probe.verify(key), key)["plan"] == "vip_pro"
+    # The refused request was no use of the key: this verification is its first.
+    assert verified(probe.verify(key), key, used_before=False)["plan"] == "vip_pro"
 
 
 @pytest.mark.parametrize("path", [VERIFY, LATEST])
@@ -345,7 +356,7 @@ def test_every_invalid_key_gets_the_same_answer(probe: Probe, path: str) -> None
     expired = probe.key("alice", "--expires-in-days", "1")
     disabled_owner = probe.key("dora")
     for key in (revoked, expired, disabled_owner):
-        assert verified(probe.verify(key), key)  # each works before
+        assert verified(probe.verify(key), key, used_before=False)  # each works before
 
     probe.cli("keys", "revoke", revoked)
     probe.change_key(expired, expires_at=utc_now() - timedelta(seconds=1))
@@ -384,7 +395,7 @@ def test_every_invalid_key_gets_the_same_answer(probe: Probe, path: str) -> None
 
 def test_an_expired_key_stops_working(probe: Probe) -> None:
     key = probe.key("alice", "--expires-in-days", "1")
-    assert verified(probe.verify(key), key)["plan"] == "vip_pro"
+    assert verified(probe.verify(key), key, used_before=False)["plan"] == "vip_pro"
     assert probe.board({"X-API-Key": key})["plan"] == "vip_pro"
     probe.change_key(key, expires_at=utc_now() - timedelta(minutes=5))
     probe.forget()
@@ -401,7 +412,8 @@ def test_disabled_owner_then_enabled_again(probe: Probe) -> None:
     assert probe.board(session=token)["plan"] == "guest"
     probe.cli("users", "enable", "alice")
     probe.forget()
-    assert verified(probe.verify(key), key)["plan"] == "vip_pro"
+    # The refused attempt while disabled was no use: the key has still never been used.
+    assert verified(probe.verify(key), key, used_before=False)["plan"] == "vip_pro"
     assert probe.board(session=token)["plan"] == "vip_pro"
 
 
@@ -430,7 +442,7 @@ def test_a_bad_session_cookie_is_the_guest_board(probe: Probe, state: str) -> No
 
 def test_revocation_takes_effect_within_5_seconds_without_forget(probe: Probe) -> None:
     key = probe.key("alice")
-    assert verified(probe.verify(key), key)  # cached now
+    assert verified(probe.verify(key), key, used_before=False)  # cached now
     assert probe.board({"X-API-Key": key})["plan"] == "vip_pro"
     probe.cli("keys", "revoke", key)
     assert wait_until(lambda: probe.verify(key).status_code == 401, timeout=5.0)
@@ -440,10 +452,10 @@ def test_revocation_takes_effect_within_5_seconds_without_forget(probe: Probe) -
 
 def test_downgrade_takes_effect_within_5_seconds_without_forget(probe: Probe) -> None:
     key = probe.key("alice")
-    assert verified(probe.verify(key), key)["plan"] == "vip_pro"
+    assert verified(probe.verify(key), key, used_before=False)["plan"] == "vip_pro"
     probe.cli("users", "set-plan", "alice", "user")
     assert wait_until(lambda: probe.verify(key).get_json()["plan"] == "user", timeout=5.0)
-    assert verified(probe.verify(key), key)["plan"] == "user"
+    assert verified(probe.verify(key), key, used_before=True)["plan"] == "user"
     board = probe.board({"X-API-Key": key})
     assert (board["plan"], board["planLabel"], board["refreshMs"]) == ("user", "User", 2000)
 
@@ -454,24 +466,24 @@ def test_downgrade_and_upgrade_with_forget(probe: Probe) -> None:
     assert probe.board({"X-API-Key": key})["refreshMs"] == 500
     probe.cli("users", "set-plan", "alice", "user")
     probe.forget()
-    body = verified(probe.verify(key, "Bearer"), key)
+    body = verified(probe.verify(key, "Bearer"), key, used_before=True)
     assert (body["userId"], body["plan"]) == ("alice", "user")
     for board in (probe.board({"X-API-Key": key}), probe.board(session=token)):
         assert (board["plan"], board["refreshMs"]) == ("user", 2000)
     probe.cli("users", "set-plan", "alice", "admin")
     probe.forget()
-    assert verified(probe.verify(key), key)["plan"] == "admin"
+    assert verified(probe.verify(key), key, used_before=True)["plan"] == "admin"
     assert probe.board({"X-API-Key": key})["refreshMs"] == 500
 
 
 def test_revocation_with_forget_is_immediate(probe: Probe) -> None:
     kept = probe.key("alice")
     gone = probe.key("alice")
-    assert verified(probe.verify(gone), gone)
+    assert verified(probe.verify(gone), gone, used_before=False)
     probe.cli("keys", "revoke", gone)
     probe.forget()
     refused(probe.verify(gone), "invalid_key")
-    assert verified(probe.verify(kept), kept)["plan"] == "vip_pro"
+    assert verified(probe.verify(kept), kept, used_before=False)["plan"] == "vip_pro"
 
 
 # -- lastUsedAt --------------------------------------------------------------------------
@@ -480,10 +492,10 @@ def test_revocation_with_forget_is_immediate(probe: Probe) -> None:
 def test_last_used_at_reports_the_previous_use(probe: Probe) -> None:
     key = probe.key("alice")
     before = utc_now()
-    first = verified(probe.verify(key), key)
+    first = verified(probe.verify(key), key, used_before=False)
     after = utc_now()
     assert first["lastUsedAt"] is None
-    second = verified(probe.verify(key, "Bearer"), key)
+    second = verified(probe.verify(key, "Bearer"), key, used_before=True)
     assert second["lastUsedAt"] is not None
     used = parse_iso(second["lastUsedAt"])
     assert before - timedelta(milliseconds=1) <= used <= after, (before, used, after)
@@ -491,7 +503,7 @@ def test_last_used_at_reports_the_previous_use(probe: Probe) -> None:
     before = utc_now()
     probe.board({"X-API-Key": key})
     after = utc_now()
-    third = parse_iso(verified(probe.verify(key), key)["lastUsedAt"])
+    third = parse_iso(verified(probe.verify(key), key, used_before=True)["lastUsedAt"])
     assert before - timedelta(milliseconds=1) <= third <= after
     # Uses are coalesced: nothing is written within LAST_USED_FLUSH_S (default 10 s).
     assert probe.stored_last_used(key) is None
@@ -505,9 +517,12 @@ def test_last_used_at_is_written_after_the_flush_interval(
     key = probe.key("alice")
     other = probe.key("alice")
     start = utc_now()
-    verified(probe.verify(key), key)
+    verified(probe.verify(key), key, used_before=False)
     assert wait_until(
-        lambda: verified(probe.verify(key), key) and probe.stored_last_used(key) is not None,
+        lambda: (
+            verified(probe.verify(key), key, used_before=True)
+            and probe.stored_last_used(key) is not None
+        ),
         timeout=5.0,
         interval=0.2,
     )
@@ -522,16 +537,16 @@ def test_last_used_at_survives_a_flush(make_app: Callable[..., Flask]) -> None:
     probe.account("alice", "vip_pro")
     key = probe.key("alice")
     first_at = utc_now()
-    assert verified(probe.verify(key), key)["lastUsedAt"] is None
+    assert verified(probe.verify(key), key, used_before=False)["lastUsedAt"] is None
     time.sleep(1.1)  # past LAST_USED_FLUSH_S: the next use writes the batch
     second_at = utc_now()
-    second = verified(probe.verify(key), key)
+    second = verified(probe.verify(key), key, used_before=True)
     after_second = utc_now()
     # That use starts the write of the batch, in the background (never in the request).
     assert wait_until(lambda: probe.stored_last_used(key) is not None, timeout=5.0, interval=0.05)
     stored = probe.stored_last_used(key)
     assert stored is not None and second_at <= stored <= after_second  # written by that use
-    third = verified(probe.verify(key), key)
+    third = verified(probe.verify(key), key, used_before=True)
 
     assert second["lastUsedAt"] is not None
     assert first_at - timedelta(milliseconds=1) <= parse_iso(second["lastUsedAt"]) <= second_at
@@ -552,8 +567,8 @@ def test_failed_key_attempts_are_throttled(make_app: Callable[..., Flask]) -> No
     key = probe.key("alice")
     token = probe.session("ursula")
     # Successful uses do not count.
-    for _ in range(8):
-        verified(probe.verify(key), key)
+    for i in range(8):
+        verified(probe.verify(key), key, used_before=i > 0)
     failures = [
         (VERIFY, {"X-API-Key": UNKNOWN_KEY}, "invalid_key"),
         (LATEST, {"X-API-Key": "pbk_guess"}, "invalid_key"),
@@ -592,6 +607,16 @@ def test_failed_key_attempts_are_throttled(make_app: Callable[..., Flask]) -> No
 # -- nothing leaks -----------------------------------------------------------------------
 
 
+@pytest.fixture
+def fresh_repeat_filters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """New RepeatFilters for this test: lines an earlier test logged do not hold back its own."""
+    for logger in list(logging.Logger.manager.loggerDict.values()):
+        if isinstance(logger, logging.Logger):
+            fresh = [RepeatFilter() if isinstance(f, RepeatFilter) else f for f in logger.filters]
+            monkeypatch.setattr(logger, "filters", fresh)
+
+
+@pytest.mark.usefixtures("fresh_repeat_filters")
 def test_no_response_or_log_line_carries_a_key_or_token(
     make_app: Callable[..., Flask], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -605,8 +630,8 @@ def test_no_response_or_log_line_carries_a_key_or_token(
     probe.cli("keys", "revoke", revoked)
     caplog.set_level(logging.DEBUG)
     with captured_log() as buffer:
-        verified(probe.verify(key), key)
-        verified(probe.verify(key, "Bearer"), key)
+        verified(probe.verify(key), key, used_before=False)
+        verified(probe.verify(key, "Bearer"), key, used_before=True)
         probe.board({"X-API-Key": key}, session=token)
         probe.board(session=token)
         refused(probe.verify(revoked), "invalid_key")

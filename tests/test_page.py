@@ -4,7 +4,8 @@ Every test serves the app with gunicorn (the ``service`` fixture) exactly as it 
 production and drives a fresh chromium profile against it. Nothing is downloaded: the
 browser is ``/usr/bin/chromium`` and the driver ``/usr/bin/chromedriver``; without them (or
 without selenium) the module is skipped. Accounts and keys are made with the documented CLI,
-as their own processes, on an SQLite file migrated with ``flask db upgrade``.
+as their own processes, on a PostgreSQL database of the module's own (as in production),
+migrated with ``flask db upgrade``.
 
 The machine may be busy with other work: every wait is a generous deadline on a condition,
 and nothing asserts on elapsed time. Screenshots go to ``test-artifacts/`` (git-ignored) at
@@ -53,6 +54,7 @@ from app.bus.redis_bus import RedisBoardBus  # noqa: E402
 from app.refresher.loop import Refresher  # noqa: E402
 from app.refresher.sources.simulated import SimulatedSource  # noqa: E402
 from tests.conftest import TEST_PEPPER  # noqa: E402
+from tests.support.databases import scratch_postgres_database  # noqa: E402
 from tests.support.processes import (  # noqa: E402
     ROOT,
     RedisServer,
@@ -98,7 +100,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # -- accounts, services, browser -------------------------------------------------------------
 @dataclass(frozen=True)
 class Accounts:
-    """A migrated SQLite accounts database and the keys the CLI printed."""
+    """A migrated PostgreSQL accounts database and the keys the CLI printed."""
 
     env: dict[str, str]
     vip_key: str
@@ -106,19 +108,20 @@ class Accounts:
 
 
 @pytest.fixture(scope="module")
-def accounts(tmp_path_factory: pytest.TempPathFactory) -> Accounts:
-    path = tmp_path_factory.mktemp("page") / "accounts.sqlite3"
-    env = service_env(DATABASE_URL=f"sqlite:///{path}", API_KEY_PEPPER=TEST_PEPPER)
-    flask_cli(env, "db", "upgrade")
-    flask_cli(env, "users", "create", "vic", "--plan", "vip_pro")
-    vip_key = flask_cli(env, "keys", "create", "vic").splitlines()[-1].strip()
-    # Only vip_pro and admin accounts are given keys; a key whose account then moves to
-    # `user` is what a `user`-plan key looks like.
-    flask_cli(env, "users", "create", "ursula", "--plan", "vip_pro")
-    user_key = flask_cli(env, "keys", "create", "ursula").splitlines()[-1].strip()
-    flask_cli(env, "users", "set-plan", "ursula", "user")
-    assert vip_key and user_key and vip_key != user_key
-    return Accounts(env=env, vip_key=vip_key, user_key=user_key)
+def accounts() -> Iterator[Accounts]:
+    """A PostgreSQL database of this module's own, migrated, with vic (vip_pro) and ursula."""
+    with scratch_postgres_database() as url:
+        env = service_env(DATABASE_URL=url, API_KEY_PEPPER=TEST_PEPPER)
+        flask_cli(env, "db", "upgrade")
+        flask_cli(env, "users", "create", "vic", "--plan", "vip_pro")
+        vip_key = flask_cli(env, "keys", "create", "vic").splitlines()[-1].strip()
+        # Only vip_pro and admin accounts are given keys; a key whose account then moves to
+        # `user` is what a `user`-plan key looks like.
+        flask_cli(env, "users", "create", "ursula", "--plan", "vip_pro")
+        user_key = flask_cli(env, "keys", "create", "ursula").splitlines()[-1].strip()
+        flask_cli(env, "users", "set-plan", "ursula", "user")
+        assert vip_key and user_key and vip_key != user_key
+        yield Accounts(env=env, vip_key=vip_key, user_key=user_key)
 
 
 def serve(service: Service, accounts: Accounts, **settings: str) -> Service:

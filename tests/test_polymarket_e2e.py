@@ -1,6 +1,8 @@
 """The live source as a new user runs it, with local fakes standing in for the internet:
 ``flask --app wsgi refresher --once``, and the production shape (a refresher process and
 gunicorn on Redis) serving the fake market, then turning stale when the price goes silent.
+Both run on PostgreSQL, the accounts store production uses (the session's migrated database;
+neither creates accounts, so sharing it is harmless).
 
 These run on the real clock: the fakes list every window (``auto_markets``), stream real-time
 prices and keep the books busy, so a window boundary during a test is harmless.
@@ -12,7 +14,6 @@ import json
 import subprocess
 import time
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -53,13 +54,13 @@ def assert_is_the_fake_market(item: dict[str, Any], world: FakePolymarket) -> No
 
 
 def test_refresher_once_prints_the_fake_markets_board(
-    live_world: FakePolymarket, tmp_path: Path
+    live_world: FakePolymarket, postgres_database: str
 ) -> None:
     env = service_env(
         **live_world.env(),
         REDIS_URL="memory://",
         SECRET_KEY="test-secret",
-        DATABASE_URL=f"sqlite:///{tmp_path / 'app.sqlite3'}",
+        DATABASE_URL=postgres_database,
     )
     result = subprocess.run(
         [str(BIN / "flask"), "--app", "wsgi", "refresher", "--once"],
@@ -112,11 +113,12 @@ def _wait_item(
 
 
 def test_production_shape_serves_the_fake_market_and_turns_stale_when_rtds_goes_silent(
-    live_world: FakePolymarket, fresh_redis: RedisServer, service: Service
+    live_world: FakePolymarket, fresh_redis: RedisServer, service: Service, postgres_database: str
 ) -> None:
     service.env.update(
         live_world.env(),
         REDIS_URL=fresh_redis.url,
+        DATABASE_URL=postgres_database,
         STALE_THRESHOLD_MS="1000",
         SEVERE_STALE_THRESHOLD_MS="2500",
     )
