@@ -103,7 +103,10 @@ def engine_options(uri: str, timeout_s: float) -> dict[str, object]:
     """
     if uri.startswith("sqlite"):
         # The busy timeout: how long a statement waits for another writer's lock.
-        return {"connect_args": {"timeout": timeout_s}}
+        options: dict[str, object] = {"connect_args": {"timeout": timeout_s}}
+        if ":memory:" not in uri:  # a file database has a queue pool; checkout is bounded
+            options["pool_timeout"] = timeout_s
+        return options
     return {
         "pool_pre_ping": True,
         "pool_size": 5,
