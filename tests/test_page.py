@@ -53,15 +53,18 @@ from app.board.timefmt import now_ms  # noqa: E402
 from app.bus.redis_bus import RedisBoardBus  # noqa: E402
 from app.refresher.loop import Refresher  # noqa: E402
 from app.refresher.sources.simulated import SimulatedSource  # noqa: E402
-from tests.conftest import TEST_PEPPER  # noqa: E402
-from tests.support.databases import scratch_postgres_database  # noqa: E402
+from tests.support.accounts import (  # noqa: E402
+    TEST_PEPPER,
+    create_user,
+    issue_key,
+    scratch_accounts,
+)
 from tests.support.processes import (  # noqa: E402
     ROOT,
     RedisServer,
     Service,
     flask_cli,
     http_get,
-    service_env,
 )
 
 T = TypeVar("T")
@@ -110,17 +113,15 @@ class Accounts:
 @pytest.fixture(scope="module")
 def accounts() -> Iterator[Accounts]:
     """A PostgreSQL database of this module's own, migrated, with vic (vip_pro) and ursula."""
-    with scratch_postgres_database() as url:
-        env = service_env(DATABASE_URL=url, API_KEY_PEPPER=TEST_PEPPER)
-        flask_cli(env, "db", "upgrade")
-        flask_cli(env, "users", "create", "vic", "--plan", "vip_pro")
-        vip_key = flask_cli(env, "keys", "create", "vic").splitlines()[-1].strip()
+    with scratch_accounts() as env:
+        create_user(env, "vic", "vip_pro")
+        vip_key = issue_key(env, "vic")
         # Only vip_pro and admin accounts are given keys; a key whose account then moves to
         # `user` is what a `user`-plan key looks like.
-        flask_cli(env, "users", "create", "ursula", "--plan", "vip_pro")
-        user_key = flask_cli(env, "keys", "create", "ursula").splitlines()[-1].strip()
+        create_user(env, "ursula", "vip_pro")
+        user_key = issue_key(env, "ursula")
         flask_cli(env, "users", "set-plan", "ursula", "user")
-        assert vip_key and user_key and vip_key != user_key
+        assert vip_key != user_key
         yield Accounts(env=env, vip_key=vip_key, user_key=user_key)
 
 

@@ -14,7 +14,6 @@ import hashlib
 import hmac
 import os
 import signal
-import sqlite3
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,9 +24,8 @@ import psycopg
 import pytest
 import redis
 
-from tests.conftest import TEST_PEPPER
-from tests.support.databases import scratch_postgres_database
-from tests.support.processes import RedisServer, Service, flask_cli, service_env
+from tests.support.accounts import TEST_PEPPER, create_user, issue_key, scratch_accounts
+from tests.support.processes import RedisServer, Service, service_env
 from tests.support.proxy import TcpProxy
 
 USER = "alice"
@@ -46,39 +44,20 @@ class Accounts:
 def _key_id(database_url: str, key: str) -> int:
     """The id of ``key``'s row, found by its keyed hash as the service stores it."""
     digest = hmac.new(TEST_PEPPER.encode(), key.encode(), hashlib.sha256).hexdigest()
-    query = "SELECT id FROM api_keys WHERE key_hash = "
-    if database_url.startswith("sqlite:///"):
-        with contextlib.closing(sqlite3.connect(database_url.removeprefix("sqlite:///"))) as db:
-            row = db.execute(query + "?", (digest,)).fetchone()
-    else:
-        with psycopg.connect(database_url, connect_timeout=5) as db:
-            row = db.execute(query + "%s", (digest,)).fetchone()
+    with psycopg.connect(database_url, connect_timeout=5) as db:
+        row = db.execute("SELECT id FROM api_keys WHERE key_hash = %s", (digest,)).fetchone()
     assert row is not None, "the key made by the CLI is not in the database"
     return int(row[0])
-
-
-def make_accounts(database_url: str) -> Accounts:
-    """Migrate ``database_url`` and make a vip_pro user with a key, all with the CLI."""
-    env = service_env(DATABASE_URL=database_url, API_KEY_PEPPER=TEST_PEPPER)
-    flask_cli(env, "db", "upgrade")
-    flask_cli(env, "users", "create", USER, "--plan", "vip_pro")
-    key = flask_cli(env, "keys", "create", USER).splitlines()[-1].strip()
-    assert key.startswith("pbk_"), key
-    return Accounts(database_url=database_url, key=key, key_id=_key_id(database_url, key))
 
 
 @pytest.fixture(scope="module")
 def pg_accounts() -> Iterator[Accounts]:
     """A scratch PostgreSQL database of this module's own, migrated, with alice's key."""
-    with scratch_postgres_database() as url:
-        yield make_accounts(url)
-
-
-@pytest.fixture(scope="module")
-def sqlite_accounts(tmp_path_factory: pytest.TempPathFactory) -> Accounts:
-    """An SQLite accounts file of this module's own, migrated, with alice's key."""
-    path = tmp_path_factory.mktemp("fault-accounts") / "accounts.sqlite3"
-    return make_accounts(f"sqlite:///{path}")
+    with scratch_accounts() as env:
+        create_user(env, USER, "vip_pro")
+        key = issue_key(env, USER)
+        url = env["DATABASE_URL"]
+        yield Accounts(database_url=url, key=key, key_id=_key_id(url, key))
 
 
 def through(database_url: str, proxy: TcpProxy) -> str:

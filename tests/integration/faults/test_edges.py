@@ -26,10 +26,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import TEST_PEPPER
 from tests.stream_client_helpers import Closed, Event, ResponseEnd, StreamConnection, summarize
+from tests.support.accounts import TEST_PEPPER, create_user, issue_key, scratch_accounts
 from tests.support.contract import validated
-from tests.support.databases import scratch_postgres_database
 from tests.support.processes import (
     ROOT,
     RedisServer,
@@ -61,14 +60,9 @@ class Accounts:
 @pytest.fixture(scope="module")
 def accounts() -> Iterator[Accounts]:
     """One vip_pro account ``alice`` with one key per stream test (revoking spends a key)."""
-    with scratch_postgres_database() as url:
-        env = service_env(DATABASE_URL=url, API_KEY_PEPPER=TEST_PEPPER)
-        flask_cli(env, "db", "upgrade")
-        flask_cli(env, "users", "create", "alice", "--plan", "vip_pro")
-        keys = {
-            name: flask_cli(env, "keys", "create", "alice").splitlines()[-1] for name in STREAM_KEYS
-        }
-        yield Accounts(env=env, keys=keys)
+    with scratch_accounts() as env:
+        create_user(env, "alice", "vip_pro")
+        yield Accounts(env=env, keys={name: issue_key(env, "alice") for name in STREAM_KEYS})
 
 
 def configure(service: Service, redis_url: str, accounts: Accounts, **settings: str) -> None:

@@ -22,10 +22,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.conftest import TEST_PEPPER
+from tests.support.accounts import (
+    TEST_PEPPER,
+    create_user,
+    issue_key,
+    issue_session,
+    scratch_accounts,
+)
 from tests.support.contract import validated
-from tests.support.databases import scratch_postgres_database
-from tests.support.processes import RedisServer, Service, flask_cli, service_env, wait_until
+from tests.support.processes import RedisServer, Service, wait_until
 
 LATEST = "/api/probboard/latest"
 VERIFY = "/api/keys/verify"
@@ -45,17 +50,10 @@ class Accounts:
 @pytest.fixture(scope="module")
 def accounts() -> Iterator[Accounts]:
     """A vip_pro account ``alice`` with one key per probe that uses an issued key."""
-    with scratch_postgres_database() as url:
-        env = service_env(DATABASE_URL=url, API_KEY_PEPPER=TEST_PEPPER)
-        flask_cli(env, "db", "upgrade")
-        flask_cli(env, "users", "create", "alice", "--plan", "vip_pro")
-        keys = {
-            name: flask_cli(env, "keys", "create", "alice").splitlines()[-1] for name in ISSUED_KEYS
-        }
-        session = flask_cli(env, "sessions", "create", "alice").splitlines()[-1]
-        assert all(key.startswith("pbk_") for key in keys.values()), keys
-        assert session.startswith("pbs_"), session
-        yield Accounts(env=env, keys=keys, session=session)
+    with scratch_accounts() as env:
+        create_user(env, "alice", "vip_pro")
+        keys = {name: issue_key(env, "alice") for name in ISSUED_KEYS}
+        yield Accounts(env=env, keys=keys, session=issue_session(env, "alice"))
 
 
 def body_of(secret: str) -> str:

@@ -1,10 +1,10 @@
 """Fault suite, Redis (issue 15): crowds, a hung Redis and a killed one, for real.
 
 Real processes only: gunicorn with two gevent workers, real redis-servers (a test's own
-where it stops, hangs or kills it), the refresher when boards are needed, and accounts in
-an SQLite file made with the CLI. Crowds of simultaneous requests come from one process
-(``tests/support/crowd.py``): every connection is established first, then every request is
-written in the same instant.
+where it stops, hangs or kills it), the refresher when boards are needed, and accounts on a
+PostgreSQL database of the module's own (as in production), made with the CLI. Crowds of
+simultaneous requests come from one process (``tests/support/crowd.py``): every connection
+is established first, then every request is written in the same instant.
 
 The bounds below are the behaviour under test (seconds, generous); nothing else is timed.
 """
@@ -73,16 +73,16 @@ def check_refusal(answer: Answer) -> None:
 
 
 def test_a_crowd_of_stream_opens_on_one_key_admits_at_most_the_limit(
-    make_service: ServiceFactory, fresh_redis: RedisServer, sqlite_accounts: Accounts
+    make_service: ServiceFactory, fresh_redis: RedisServer, pg_accounts: Accounts
 ) -> None:
     """Figure: 400 simultaneous stream opens on ONE vip_pro key (STREAM_MAX_PER_KEY=5, two
     workers, Redis up) admit at most 5 streams; every other open is refused with 429
     too_many_streams or 503, with Retry-After; no other status, none unanswered in 30 s.
     (The issue: 15 admitted, a busy worker taking its own pool limit for a Redis outage.)"""
     service = start_service(
-        make_service, fresh_redis, sqlite_accounts, STREAM_MAX_PER_KEY=str(MAX_STREAMS)
+        make_service, fresh_redis, pg_accounts, STREAM_MAX_PER_KEY=str(MAX_STREAMS)
     )
-    answers = open_streams(service.port, 400, {"X-API-Key": sqlite_accounts.key}, timeout=30)
+    answers = open_streams(service.port, 400, {"X-API-Key": pg_accounts.key}, timeout=30)
     outcomes = dict(tally(answers))
     admitted = [a for a in answers if a.status == 200]
     assert 1 <= len(admitted) <= MAX_STREAMS, f"{len(admitted)} streams admitted: {outcomes}"
@@ -97,11 +97,11 @@ def test_a_crowd_of_stream_opens_on_one_key_admits_at_most_the_limit(
 
 
 def test_a_crowd_of_health_checks_never_reports_redis_down(
-    make_service: ServiceFactory, fresh_redis: RedisServer, sqlite_accounts: Accounts
+    make_service: ServiceFactory, fresh_redis: RedisServer, pg_accounts: Accounts
 ) -> None:
     """Figure: 1,000 simultaneous /api/health with Redis up answer 200 with redisReady true
     every time: redisReady false 0 times (the issue: 384 times)."""
-    service = start_service(make_service, fresh_redis, sqlite_accounts, refresher=False)
+    service = start_service(make_service, fresh_redis, pg_accounts, refresher=False)
     time.sleep(1.5)  # the health verdict is cached for 1 s: the crowd finds it expired
     answers = fire(service.port, [Request(HEALTH)] * 1000, timeout=30)
     assert all(a.status == 200 for a in answers), dict(tally(answers))
@@ -120,7 +120,7 @@ def open_conn(service: Service, key: str) -> StreamConnection:
 
 
 def test_slots_do_not_leak_after_a_redis_hang(
-    make_service: ServiceFactory, own_redis: RedisServer, sqlite_accounts: Accounts
+    make_service: ServiceFactory, own_redis: RedisServer, pg_accounts: Accounts
 ) -> None:
     """Figure: a key holds 4 of its 5 streams; Redis hangs (SIGSTOP) for 10 s while 3 more
     opens are tried (admitted per worker or refused; reset at once); after SIGCONT a 5th
@@ -129,9 +129,9 @@ def test_slots_do_not_leak_after_a_redis_hang(
     still counts."""
     # With boards flowing (and re-sent every second while stale) the server notices a
     # closed stream at its next write: a stream the client left does not hold its slot.
-    service = start_service(make_service, own_redis, sqlite_accounts, STREAM_MAX_PER_KEY="5")
+    service = start_service(make_service, own_redis, pg_accounts, STREAM_MAX_PER_KEY="5")
     assert own_redis.process is not None
-    key, key_id = sqlite_accounts.key, sqlite_accounts.key_id
+    key, key_id = pg_accounts.key, pg_accounts.key_id
     live: list[StreamConnection] = []
     tried: list[str] = []
     try:
@@ -251,16 +251,16 @@ def ready_streak(service: Service, needed: int, timeout: float) -> float | None:
 def test_a_killed_redis_fails_open_and_health_recovers_after_its_restart(
     make_service: ServiceFactory,
     own_redis: RedisServer,
-    sqlite_accounts: Accounts,
+    pg_accounts: Accounts,
     poller_factory: list[GuestPoller],
 ) -> None:
     """Figure: SIGKILL of redis-server under two open streams and a guest polling /latest:
     /latest answers no 5xx (nor fails) throughout, the streams stay open and keep getting
     events, and after Redis restarts on the same port /api/health says redisReady true again
     (10 answers in a row) within 10 s, and the streams get new boards."""
-    service = start_service(make_service, own_redis, sqlite_accounts)
+    service = start_service(make_service, own_redis, pg_accounts)
     assert own_redis.process is not None
-    streams = [open_conn(service, sqlite_accounts.key) for _ in range(2)]
+    streams = [open_conn(service, pg_accounts.key) for _ in range(2)]
     try:
         last_id = 0
         for conn in streams:
