@@ -3,6 +3,6 @@
 Building the app does no I/O: connections open lazily in each worker after fork.
 """
 
-from app import create_app
+from app.web import create_app
 
 app = create_app()

@@ -1,28 +1,24 @@
 """The one configured logger: readable lines or JSON lines, a request id, no secrets.
 
-Every record carries the request id of the request it was logged in (``-`` outside one).
+Used by every process (web, refresher, CLI); it imports no web framework. Every record
+carries the request id of the request it was logged in (``-`` outside one; the web app
+supplies the id through ``set_request_id_source``).
 A redaction filter masks anything that looks like an API key, a bearer token, a session
 token or a cookie value, so a careless ``log.info("%s", headers)`` cannot leak one.
 """
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import re
-import secrets
 import sys
 import threading
 import time
 from collections.abc import Callable
 
-from flask import Flask, Response, current_app, g, has_request_context, request
-
 from app.config import Settings
 
-REQUEST_ID_HEADER = "X-Request-ID"
-_VALID_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 # A key or session token wherever it stands (after a letter, a digit, "%20" or "+"), its
 # underscore and body characters possibly URL-encoded ("pbk%5F...", "%2D").
 _TOKEN = re.compile(r"(?i)(pbk|pbs)(_|%5f)(?:[a-z0-9_-]|%[0-9a-f]{2})+")
@@ -35,7 +31,13 @@ _SENSITIVE = re.compile(
     r"([\"']?\s*[:=,]\s*)(?:([\"'])(.*?)\3|([^\n]*))"
 )
 _HANDLER_NAME = "probboard"
-REQUEST_IDS_KEY = "probboard.request_ids"
+
+
+def _outside_requests() -> str:
+    return "-"
+
+
+_request_id_source: Callable[[], str] = _outside_requests
 REPEAT_INTERVAL_S = 10.0
 
 
@@ -52,23 +54,14 @@ def redact(text: str) -> str:
 
 
 def current_request_id() -> str:
-    """The id of the request being served (the caller's valid one, or a new one), or ``-``.
+    """The id of the request being logged in, or ``-`` (the web app supplies the source)."""
+    return _request_id_source()
 
-    Assigned on first use, so every response carries one whichever hook answered it
-    (a blocked address is refused before any other hook runs).
-    """
-    if not has_request_context():
-        return "-"
-    request_id: str | None = g.get("request_id")
-    if request_id is None:
-        incoming = request.headers.get(REQUEST_ID_HEADER, "")
-        if _VALID_REQUEST_ID.fullmatch(incoming):
-            request_id = incoming
-        else:
-            new_id = current_app.extensions.get(REQUEST_IDS_KEY)
-            request_id = new_id() if new_id is not None else secrets.token_hex(16)
-        g.request_id = request_id
-    return request_id
+
+def set_request_id_source(source: Callable[[], str]) -> None:
+    """Where log records get their request id (``app.request_ids`` in the web app)."""
+    global _request_id_source
+    _request_id_source = source
 
 
 class RepeatFilter(logging.Filter):
@@ -171,30 +164,3 @@ def configure_logging(settings: Settings) -> None:
     handler.setFormatter(JsonFormatter() if settings.log_format == "json" else TextFormatter())
     root.addHandler(handler)
     root.setLevel(settings.log_level)
-
-
-def _request_ids() -> Callable[[], str]:
-    """Unique ids without a system call per request: 32 hex digits, a random half per app
-    and a counter (uuid4 per request cost a read of the system's random source each).
-
-    Each gunicorn worker builds its own app after the fork, so workers never share a prefix.
-    """
-    prefix = secrets.token_hex(8)
-    counter = itertools.count(1)
-    return lambda: f"{prefix}{next(counter):016x}"
-
-
-def _request_id_hooks(app: Flask) -> None:
-    app.extensions[REQUEST_IDS_KEY] = _request_ids()
-
-    def echo(response: Response) -> Response:
-        response.headers[REQUEST_ID_HEADER] = current_request_id()
-        return response
-
-    app.after_request(echo)
-
-
-def init_app(app: Flask, settings: Settings) -> None:
-    """Configure logging and give every request an id, echoed in ``X-Request-ID``."""
-    configure_logging(settings)
-    _request_id_hooks(app)

@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 BIN=${VENV:-.venv}/bin
 : "${REDIS_URL:?set REDIS_URL=redis://host:port/db}"
 
-"$BIN/flask" --app wsgi refresher &
+"$BIN/python" -m app.refresher &
 refresher=$!
 trap 'kill "$refresher" 2>/dev/null || true; wait "$refresher" 2>/dev/null || true' EXIT
 echo "Probboard (gunicorn + refresher, $REDIS_URL) on http://${HOST:-127.0.0.1}:${PORT:-8000}"

@@ -9,7 +9,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
-from app import create_app
+from app.web import create_app
 from tests.support.accounts import TEST_PEPPER as TEST_PEPPER  # re-exported: tests import it here
 from tests.support.databases import empty_tables, scratch_postgres_database
 from tests.support.processes import RedisServer, Service, service_env

@@ -23,7 +23,7 @@ from sqlalchemy import select, update
 from werkzeug.datastructures import Headers
 from werkzeug.test import TestResponse
 
-from app import create_app
+from app.web import create_app
 from app.accounts.models import ApiKey, Session
 from app.extensions import db
 from app.logs import RepeatFilter

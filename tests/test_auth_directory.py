@@ -17,7 +17,7 @@ import pytest
 from flask import Flask
 from sqlalchemy import event, update
 
-from app import create_app
+from app.web import create_app
 from app.accounts.models import Account
 from app.auth import authenticator
 from app.auth.directory import KeyRecord

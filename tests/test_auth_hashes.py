@@ -19,7 +19,7 @@ from flask import Flask
 from sqlalchemy import event, select, update
 from sqlalchemy.sql.dml import Update
 
-from app import create_app
+from app.web import create_app
 from app.accounts import tokens
 from app.accounts.models import Account, ApiKey, Session
 from app.auth import AUTH_KEY

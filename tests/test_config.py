@@ -6,7 +6,7 @@ import subprocess
 
 import pytest
 
-from app import create_app
+from app.web import create_app
 from app.config import ConfigError, Settings, load_settings
 from app.extensions import settings_of
 from tests.conftest import BASE_CONFIG

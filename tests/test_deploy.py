@@ -137,7 +137,9 @@ def test_deploy_switch_and_rollback(vm: Vm, bundle: Path, tmp_path: Path) -> Non
     web = vm.cmdline("probboard-web")
     assert web[-3:] == ["-c", f"{root}/current/gunicorn.conf.py", "wsgi:app"], web
     assert any(part.endswith("/current/venv/bin/gunicorn") for part in vm.cmdline("probboard-web"))
-    assert vm.cmdline("probboard-refresher")[-3:] == ["--app", "wsgi", "refresher"]
+    refresher = vm.cmdline("probboard-refresher")
+    assert refresher[-2:] == ["-m", "app.refresher"], refresher  # its own program
+    assert refresher[0].endswith("/current/venv/bin/python"), refresher
     env_before = vm.env_file
     assert "SECRET_KEY=" in env_before and "API_KEY_PEPPER=" in env_before
 
@@ -171,7 +173,7 @@ def _substituted_units(tmp_path: Path) -> list[Path]:
         text = (ROOT / "deploy" / name).read_text()
         # Point at executables that exist here, so verify checks everything else.
         text = text.replace("/opt/probboard/current/venv/bin/gunicorn", shutil.which("true") or "")
-        text = text.replace("/opt/probboard/current/venv/bin/flask", shutil.which("true") or "")
+        text = text.replace("/opt/probboard/current/venv/bin/python", shutil.which("true") or "")
         text = text.replace("User=probboard", "User=root").replace("Group=probboard", "Group=root")
         unit = tmp_path / name
         unit.write_text(text)

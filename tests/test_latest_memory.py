@@ -14,7 +14,7 @@ from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 import app.api.latest as latest_view
-from app import create_app
+from app.web import create_app
 from app.board.snapshot import parse_snapshot
 from app.board.timefmt import now_ms
 from app.bus import BoardBus

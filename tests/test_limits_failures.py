@@ -13,7 +13,7 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from app import create_app
+from app.web import create_app
 from app.extensions import db
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from flask import Flask, request
 
-from app import create_app
+from app.web import create_app
 from app.logs import redact
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated

@@ -22,7 +22,7 @@ import pytest
 from flask import Flask
 
 import app.api.latest as latest_view
-from app import create_app
+from app.web import create_app
 from app.bus import BoardBus
 from app.bus.memory import MemoryBoardBus
 from app.refresher.loop import Refresher

@@ -17,7 +17,7 @@ import pytest
 from flask import Flask
 from werkzeug.test import TestResponse
 
-from app import create_app
+from app.web import create_app
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.stream import broker_of

@@ -21,7 +21,7 @@ from flask.testing import FlaskClient
 from limits import parse_many
 from werkzeug.test import TestResponse
 
-from app import create_app
+from app.web import create_app
 from app.config import ConfigError, load_settings
 from app.extensions import board_bus, db
 from app.refresher.loop import Refresher

@@ -1,14 +1,6 @@
-"""The refresher: a separate process (Redis bus) or a thread of the web process (memory bus)."""
+"""The refresher: builds the board from a source every tick and publishes it on the bus.
 
-from __future__ import annotations
-
-from flask import Flask
-
-
-def init_app(app: Flask) -> None:
-    """Register the ``refresher`` CLI command and, on ``memory://``, the embedded refresher."""
-    from app.refresher.cli import refresher_command
-    from app.refresher.embedded import init_embedded
-
-    app.cli.add_command(refresher_command)
-    init_embedded(app)
+Its own program is ``python -m app.refresher`` (``__main__.py``): settings, bus, source and
+model, no web framework. On ``memory://`` the web process runs it in a thread instead
+(``embedded.py``, wired by ``app.web.create_app``).
+"""

@@ -11,8 +11,12 @@ from app.refresher.loop import Refresher
 from app.refresher.sources import create_source
 
 
-def init_embedded(app: Flask) -> None:
-    """Start the refresher thread with the first request (never at import or in the factory)."""
+def init_app(app: Flask) -> None:
+    """Register ``flask refresher`` and, on ``memory://``, start the refresher thread with the
+    first request (never at import or in the factory)."""
+    from app.refresher.cli import refresher_command
+
+    app.cli.add_command(refresher_command)
     settings = settings_of(app)
     bus = board_bus.bus_of(app)
     if not (bus.embedded and settings.embedded_refresher):

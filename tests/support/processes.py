@@ -179,8 +179,8 @@ class Service:
             raise RuntimeError(f"gunicorn did not become healthy:\n{self.web.output()}")
 
     def start_refresher(self) -> None:
-        """``flask --app wsgi refresher`` as its own process."""
-        argv = [str(BIN / "flask"), "--app", "wsgi", "refresher"]
+        """``python -m app.refresher``: the refresher's own program, as its own process."""
+        argv = [str(BIN / "python"), "-m", "app.refresher"]
         self.refresher = Process(argv, self.env, self.workdir / "refresher.log")
 
     def _healthy(self) -> bool:

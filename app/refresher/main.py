@@ -1,0 +1,80 @@
+"""The refresher as a program: ``python -m app.refresher [--once]`` (or ``probboard-refresher``).
+
+It reads the settings, configures logging, builds the bus and the source and runs the loop:
+no web app, no limiter, no accounts database. ``flask --app wsgi refresher`` runs the same.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from app.bus import create_bus
+from app.config import ConfigError, Settings, load_settings
+from app.logs import configure_logging
+from app.refresher.loop import Refresher
+from app.refresher.sources import create_source
+
+ONCE_WARM_UP_S = 10.0
+
+
+def print_once(settings: Settings) -> None:
+    """Build one board from a fresh source and print it as JSON (publishes nothing)."""
+    refresher = Refresher(create_source(settings), create_bus(settings), settings.refresh_tick_ms)
+    warm_up = getattr(refresher.source, "warm_up", None)
+    if warm_up is not None:
+        warm_up(ONCE_WARM_UP_S)  # live sources need a moment for their sockets
+    print(json.dumps(refresher.build(), indent=2))
+    close = getattr(refresher.source, "close", None)
+    if close is not None:
+        close()
+
+
+def serve(settings: Settings) -> int:
+    """Publish a board every tick until SIGTERM or SIGINT; 2 when the bus is ``memory://``."""
+    bus = create_bus(settings)
+    if bus.embedded:
+        print(
+            "REDIS_URL is memory://: the refresher runs inside the web process there. "
+            "Set REDIS_URL=redis://host:port/db to run it as its own process.",
+            file=sys.stderr,
+        )
+        return 2
+    refresher = Refresher(create_source(settings), bus, settings.refresh_tick_ms)
+    stop = threading.Event()
+
+    def on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    refresher.run(stop)
+    bus.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse arguments and the environment, then run; the process's exit status."""
+    parser = argparse.ArgumentParser(
+        prog="python -m app.refresher",
+        description="Build the board every tick and publish it on the Redis board bus.",
+    )
+    parser.add_argument(
+        "--once", action="store_true", help="print one board as JSON and exit (publishes nothing)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        settings = load_settings()
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    configure_logging(settings)
+    if args.once:
+        print_once(settings)
+        return 0
+    return serve(settings)
