@@ -35,14 +35,14 @@ forwarded_allow_ips = "127.0.0.1"
 
 def post_worker_init(worker: Any) -> None:
     """After fork: open this worker's board subscription before the first request."""
-    from app.extensions import start_worker
+    from app.services import start_worker
 
     start_worker(worker.wsgi, alive=lambda: bool(worker.alive))
 
 
 def worker_exit(server: Any, worker: Any) -> None:
     """Before a worker goes: write what it coalesced (key uses)."""
-    from app.extensions import stop_worker
+    from app.services import stop_worker
 
     stop_worker(worker.wsgi)
 

@@ -1,4 +1,5 @@
-"""Extensions, created unbound here and bound to an app by ``create_app``.
+"""The Flask extensions (SQLAlchemy, Flask-Migrate), created unbound here and bound by
+``create_app``, with the accounts database's engine settings and the API-key pepper.
 
 Nothing here opens a connection: binding only records objects on the app; connections are
 opened lazily by the first request (after gunicorn has forked its workers).
@@ -11,7 +12,7 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from flask import Flask, current_app
+from flask import Flask
 from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy.orm import Session as DbSession
@@ -19,17 +20,8 @@ from sqlalchemy.orm import Session as DbSession
 from app.accounts.deadline import DatabaseGuard
 from app.accounts.models import Base
 from app.accounts.pepper import load_pepper
-from app.board.render import BoardRenderer
-from app.bus import BoardBus, create_bus
 from app.config import Settings
 
-SETTINGS_KEY = "probboard.settings"
-BUS_KEY = "probboard.bus"
-RENDERER_KEY = "probboard.renderer"
-EMBEDDED_STARTER_KEY = "probboard.embedded_refresher"
-PEPPER_KEY = "probboard.pepper"
-EXIT_HOOKS_KEY = "probboard.exit_hooks"
-DB_GUARD_KEY = "probboard.db_guard"
 # In a checkout the migrations sit beside the package; in a deployed release (the package
 # installed in a virtualenv) they sit in the release directory, the working directory.
 MIGRATIONS_CANDIDATES = (Path(__file__).resolve().parent.parent / "migrations", Path("migrations"))
@@ -41,43 +33,7 @@ db = SQLAlchemy(model_class=Base)
 migrate = Migrate()
 
 
-def settings_of(app: Flask) -> Settings:
-    """The parsed settings ``create_app`` bound to ``app``."""
-    settings: Settings = app.extensions[SETTINGS_KEY]
-    return settings
-
-
-class BoardBusExtension:
-    """Owns the board bus and the renderer of one app."""
-
-    def init_app(self, app: Flask) -> None:
-        """Create the bus backend and renderer the settings ask for (no I/O)."""
-        settings = settings_of(app)
-        app.extensions[BUS_KEY] = create_bus(settings)
-        app.extensions[RENDERER_KEY] = BoardRenderer(settings)
-
-    @staticmethod
-    def bus_of(app: Flask) -> BoardBus:
-        """The bus bound to ``app``."""
-        bus: BoardBus = app.extensions[BUS_KEY]
-        return bus
-
-    @property
-    def bus(self) -> BoardBus:
-        """The bus of the current app."""
-        return self.bus_of(current_app)
-
-    @property
-    def renderer(self) -> BoardRenderer:
-        """The renderer of the current app."""
-        renderer: BoardRenderer = current_app.extensions[RENDERER_KEY]
-        return renderer
-
-
-board_bus = BoardBusExtension()
-
-
-def init_db(app: Flask, settings: Settings) -> None:
+def init_db(app: Flask, settings: Settings) -> DatabaseGuard:
     """Bind SQLAlchemy and Flask-Migrate; the default is an SQLite file in the instance folder.
 
     Nothing connects here, and migrations never run here: ``flask db upgrade`` runs them.
@@ -89,9 +45,9 @@ def init_db(app: Flask, settings: Settings) -> None:
     app.config["SQLALCHEMY_DATABASE_URI"] = uri
     app.config["SQLALCHEMY_ENGINE_OPTIONS"] = engine_options(uri, settings.db_timeout_ms / 1000)
     db.init_app(app)
-    app.extensions[DB_GUARD_KEY] = DatabaseGuard(app.app_context, settings.db_timeout_ms / 1000)
     directory = next((p for p in MIGRATIONS_CANDIDATES if p.is_dir()), MIGRATIONS_CANDIDATES[0])
     migrate.init_app(app, db, directory=str(directory.resolve()))
+    return DatabaseGuard(app.app_context, settings.db_timeout_ms / 1000)
 
 
 def engine_options(uri: str, timeout_s: float) -> dict[str, object]:
@@ -125,55 +81,18 @@ def engine_options(uri: str, timeout_s: float) -> dict[str, object]:
     }
 
 
-def db_guard_of(app: Flask) -> DatabaseGuard:
-    """The deadline runner for database work of ``app`` (``DB_TIMEOUT_MS``)."""
-    guard: DatabaseGuard = app.extensions[DB_GUARD_KEY]
-    return guard
-
-
 def db_session() -> DbSession:
     """The SQLAlchemy session of the current app context."""
     return db.session()
 
 
-def pepper_of(app: Flask) -> bytes:
-    """The API-key pepper of ``app``, loaded once per process on first use."""
-    pepper: bytes | None = app.extensions.get(PEPPER_KEY)
-    if pepper is None:
-        pepper = load_pepper(settings_of(app).api_key_pepper, app.instance_path)
-        app.extensions[PEPPER_KEY] = pepper
+def pepper_loader(settings: Settings, instance_path: str) -> Callable[[], bytes]:
+    """The API-key pepper, loaded once per process on first use (never in the factory)."""
+    loaded: list[bytes] = []
+
+    def pepper() -> bytes:
+        if not loaded:
+            loaded.append(load_pepper(settings.api_key_pepper, instance_path))
+        return loaded[0]
+
     return pepper
-
-
-def start_worker(app: Flask, alive: Callable[[], bool] | None = None) -> None:
-    """Start what a serving process runs in the background (called after fork).
-
-    Any other WSGI app served with our gunicorn.conf.py (the benchmark baseline) is left alone.
-    """
-    if BUS_KEY not in getattr(app, "extensions", {}):
-        return
-    BoardBusExtension.bus_of(app).start()
-    if alive is not None:
-        from app.stream import broker_of
-
-        stream_broker = broker_of(app)
-        if stream_broker is not None:
-            stream_broker.start(alive)
-    starter = app.extensions.get(EMBEDDED_STARTER_KEY)
-    if starter is not None:
-        starter()
-
-
-def on_worker_exit(app: Flask, hook: Callable[[], object]) -> None:
-    """Run ``hook`` in an app context when the serving process exits (``stop_worker``)."""
-    app.extensions.setdefault(EXIT_HOOKS_KEY, []).append(hook)
-
-
-def stop_worker(app: Flask) -> None:
-    """Run the exit hooks of ``app`` (gunicorn's worker_exit); a failing hook is logged."""
-    for hook in getattr(app, "extensions", {}).get(EXIT_HOOKS_KEY, []):
-        try:
-            with app.app_context():
-                hook()
-        except Exception:
-            log.exception("exit hook failed")

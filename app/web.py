@@ -13,9 +13,12 @@ from collections.abc import Mapping
 from flask import Flask
 
 from app import accounts, api, auth, errors, limits, logs, request_ids, stream
+from app.board.render import BoardRenderer
+from app.bus import create_bus
 from app.config import load_settings
-from app.extensions import SETTINGS_KEY, board_bus, init_db
+from app.extensions import init_db, pepper_loader
 from app.refresher import embedded
+from app.services import SERVICES_KEY, Lifecycle, Services
 
 log = logging.getLogger(__name__)
 
@@ -33,19 +36,35 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     # "//" in a path must not become an HTML redirect: every answer is an API answer.
     app.url_map.merge_slashes = False
     app.config.update(SECRET_KEY=settings.secret_key, MAX_CONTENT_LENGTH=64 * 1024)
-    app.extensions[SETTINGS_KEY] = settings
+    lifecycle = Lifecycle()
 
+    # Every request: an id (assigned on first use), errors as ErrorResponse JSON.
     logs.configure_logging(settings)
     request_ids.init_app(app)
     errors.init_app(app)
-    init_db(app, settings)
-    board_bus.init_app(app)
-    embedded.init_app(app)
-    accounts.init_app(app)
-    auth.init_app(app)
-    stream.init_app(app)
-    api.init_app(app)
-    limits.init_app(app)  # after the blueprints it limits, after auth's identification
+    # The services, in the order they depend on each other.
+    db_guard = init_db(app, settings)
+    bus = create_bus(settings)
+    lifecycle.on_start(lambda alive: bus.start())  # the worker's one subscription
+    renderer = BoardRenderer(settings)
+    pepper = pepper_loader(settings, app.instance_path)
+    authenticator = auth.init_app(app, settings, db_guard, pepper, lifecycle)
+    broker = stream.create_broker(app, settings, bus, renderer, authenticator, lifecycle)
+    embedded.init_app(app, settings, bus, lifecycle)  # on memory:// only
+    accounts.init_app(app)  # operator CLI: users, keys, sessions
+    api.init_app(app)  # one blueprint per endpoint
+    limiter = limits.init_app(app, settings)  # after the blueprints it limits and auth's hook
+    app.extensions[SERVICES_KEY] = Services(
+        settings=settings,
+        bus=bus,
+        renderer=renderer,
+        db_guard=db_guard,
+        pepper=pepper,
+        authenticator=authenticator,
+        broker=broker,
+        limiter=limiter,
+        lifecycle=lifecycle,
+    )
 
     if settings.secret_key_generated:
         log.warning("SECRET_KEY is not set: using a random one for this process only")

@@ -12,12 +12,12 @@ from functools import wraps
 from typing import Any, TypeVar
 
 import click
-from flask import current_app
 from flask.cli import AppGroup
 
 from app.accounts import service
 from app.accounts.models import ACCOUNT_PLANS
-from app.extensions import db_session, pepper_of, settings_of
+from app.extensions import db_session
+from app.services import services
 
 users = AppGroup("users", help="Create and change accounts.")
 keys = AppGroup("keys", help="Create, list and revoke API keys.")
@@ -97,7 +97,7 @@ def users_enable(name: str) -> None:
 def keys_create(name: str, expires_in_days: int | None) -> None:
     """Create an API key for NAME; the key is printed once, on the last line."""
     key, clear = service.create_key(
-        db_session(), pepper_of(current_app), name, expires_in_days=expires_in_days
+        db_session(), services().pepper(), name, expires_in_days=expires_in_days
     )
     expiry = f", expires {_when(key.expires_at)}" if key.expires_at else ""
     click.echo(f"created key {key.id} ({key.masked}) for {name}{expiry}; it is shown only now:")
@@ -123,7 +123,7 @@ def keys_list(name: str | None) -> None:
 @_one_line_errors
 def keys_revoke(key_or_id: str) -> None:
     """Revoke a key, given in clear or by id; it stops working within seconds."""
-    key = service.revoke_key(db_session(), pepper_of(current_app), key_or_id)
+    key = service.revoke_key(db_session(), services().pepper(), key_or_id)
     click.echo(f"revoked key {key.id} ({key.masked})")
 
 
@@ -133,8 +133,8 @@ def keys_revoke(key_or_id: str) -> None:
 @_one_line_errors
 def sessions_create(name: str, days: int | None) -> None:
     """Create a session for NAME; its cookie token is printed once, on the last line."""
-    ttl = days or settings_of(current_app).session_ttl_days
-    session, clear = service.create_session(db_session(), pepper_of(current_app), name, ttl)
+    ttl = days or services().settings.session_ttl_days
+    session, clear = service.create_session(db_session(), services().pepper(), name, ttl)
     click.echo(
         f"created session {session.id} for {name}, expires {_when(session.expires_at)}; "
         "send it as the cookie probboard_session:"
@@ -147,5 +147,5 @@ def sessions_create(name: str, days: int | None) -> None:
 @_one_line_errors
 def sessions_revoke(token: str) -> None:
     """End the session whose cookie token is TOKEN."""
-    session = service.revoke_session(db_session(), pepper_of(current_app), token)
+    session = service.revoke_session(db_session(), services().pepper(), token)
     click.echo(f"revoked session {session.id}")

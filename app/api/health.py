@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Response
 
 from app.board.snapshot import dumps
-from app.extensions import board_bus, settings_of
+from app.services import services
 
 bp = Blueprint("health", __name__)
 
@@ -13,12 +13,13 @@ bp = Blueprint("health", __name__)
 @bp.get("/api/health")
 def health() -> Response:
     """HealthResponse: always ``ok``; ``redisReady`` says whether the bus backend answers."""
-    ready, status = board_bus.bus.status()
+    held = services()
+    ready, status = held.bus.status()
     body = {
         "ok": True,
         "redisReady": ready,
         "redisStatus": status,
-        "refreshMs": settings_of(current_app).refresh_ms,
+        "refreshMs": held.settings.refresh_ms,
         "symbols": ["btc"],
     }
     response = Response(dumps(body), mimetype="application/json")

@@ -6,8 +6,8 @@ from flask import Blueprint, Response
 
 from app.auth import current_identity, identifies_caller
 from app.board.timefmt import now_ms
-from app.extensions import board_bus
 from app.plans import GUEST
+from app.services import services
 
 bp = Blueprint("latest", __name__)
 
@@ -18,7 +18,8 @@ def latest() -> Response:
     """BoardResponse under the caller's plan (the bus is in memory: no Redis per request)."""
     identity = current_identity()
     plan = identity.plan if identity is not None else GUEST
-    body = board_bus.renderer.render(board_bus.bus.latest(), plan, now_ms())
+    held = services()
+    body = held.renderer.render(held.bus.latest(), plan, now_ms())
     response = Response(body, mimetype="application/json")
     response.headers["Cache-Control"] = "no-store"
     response.headers["Vary"] = "Authorization, X-API-Key, Cookie"

@@ -11,8 +11,8 @@ from flask import Blueprint, Response, request
 
 from app.auth import authenticator
 from app.errors import ApiError
-from app.extensions import db, settings_of
-from app.stream import broker
+from app.extensions import db
+from app.services import services
 from app.stream.broker import STREAM_PLANS, Broker, Client
 from app.stream.slots import SlotsBusyError
 from app.stream.writer import DirectWriter
@@ -27,8 +27,6 @@ STREAM_SEND_BUFFER = 32 * 1024
 @bp.get("/api/probboard/stream")
 def stream() -> Response:
     """Opens with ``retry:``, sends the current board at once, then every new board."""
-    from flask import current_app
-
     identity = authenticator().require_key(request)
     key = identity.key
     assert key is not None
@@ -40,8 +38,8 @@ def stream() -> Response:
         )
     if request.method == "HEAD":
         return _stream_response(b"")  # the headers a GET would get, and no stream
-    settings = settings_of(current_app)
-    stream_broker = broker()
+    held = services()
+    settings, stream_broker = held.settings, held.broker
     try:
         client = stream_broker.connect(
             key.key_id, key.key_hash, identity.plan, settings.stream_max_per_key

@@ -16,14 +16,16 @@ from flask import Flask, Request, Response, current_app, g, request
 from flask.sessions import SessionInterface, SessionMixin
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.accounts.deadline import DatabaseGuard
 from app.accounts.models import utcnow
 from app.auth.credentials import invalid_key, missing_key, read_credentials
 from app.auth.directory import Directory, KeyRecord
 from app.auth.usage import UsageRecorder
+from app.config import Settings
 from app.errors import ApiError
-from app.extensions import db_guard_of, db_session, on_worker_exit, pepper_of, settings_of
+from app.extensions import db_session
+from app.services import Lifecycle, services
 
-AUTH_KEY = "probboard.auth"
 _IDENTIFIES = "_probboard_identifies"
 V = TypeVar("V", bound=Callable[..., object])
 
@@ -51,12 +53,12 @@ def _store_unavailable() -> ApiError:
 class Authenticator:
     """Resolves credentials for one app; holds the per-worker caches."""
 
-    def __init__(self, app: Flask) -> None:
-        settings = settings_of(app)
-        guard = db_guard_of(app)
+    def __init__(
+        self, settings: Settings, guard: DatabaseGuard, pepper: Callable[[], bytes]
+    ) -> None:
         self.directory = Directory(
             session=db_session,
-            pepper=lambda: pepper_of(app),
+            pepper=pepper,
             ttl_ms=settings.auth_cache_ms,
             guard=guard,
             wait_s=guard.timeout_s,
@@ -144,8 +146,7 @@ def _identify_marked_views() -> None:
 
 def authenticator() -> Authenticator:
     """The authenticator of the current app."""
-    auth: Authenticator = current_app.extensions[AUTH_KEY]
-    return auth
+    return services().authenticator
 
 
 class NoFlaskSessions(SessionInterface):
@@ -161,11 +162,17 @@ class NoFlaskSessions(SessionInterface):
         return None
 
 
-def init_app(app: Flask) -> None:
-    """Create the app's authenticator; pending key uses are written when the worker exits."""
-    auth = Authenticator(app)
-    app.extensions[AUTH_KEY] = auth
+def init_app(
+    app: Flask,
+    settings: Settings,
+    guard: DatabaseGuard,
+    pepper: Callable[[], bytes],
+    lifecycle: Lifecycle,
+) -> Authenticator:
+    """The app's authenticator; pending key uses are written when the worker exits."""
+    auth = Authenticator(settings, guard, pepper)
     app.session_interface = NoFlaskSessions()
     # Registered before the limiter's own hook (see create_app): limits depend on the plan.
     app.before_request(_identify_marked_views)
-    on_worker_exit(app, auth.usage.flush_now)
+    lifecycle.on_exit(auth.usage.flush_now)
+    return auth

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from app.board.snapshot import Snapshot
-from app.bus import Listener
+from app.bus.base import Listener
 from app.bus.receiver import SnapshotHolder
 
 STATUS = "embedded: in-process board bus (memory://), no Redis in use"

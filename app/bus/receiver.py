@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 
 from app.board.snapshot import Snapshot, parse_snapshot
-from app.bus import Listener
+from app.bus.base import Listener
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ import time
 import redis
 
 from app.board.snapshot import Snapshot
-from app.bus import Listener
+from app.bus.base import Listener
 from app.bus.receiver import SnapshotHolder
 from app.redis_pool import DEFAULT_POOL_SIZE, PoolBusyError, redis_client
 

@@ -37,18 +37,17 @@ from app.auth import credentials_failed, peek_identity
 from app.auth.credentials import presents_key
 from app.config import Settings
 from app.errors import api_error_response, error_response
-from app.extensions import settings_of
 from app.limits import failover, failures
 from app.limits.accounts import AccountLimits, Quota
 from app.limits.failures import FailureThrottle
 from app.logs import limit_repeats
 from app.plans import USER, VIP_PRO
+from app.services import services_of
 
 log = logging.getLogger(__name__)
 
 LIMITED_METHODS = ["get", "head"]
 KEY_PREFIX = "probboard"
-LIMITER_KEY = "probboard.limiter"
 FLASK_LIMITER_LOGGER = "flask-limiter"
 
 
@@ -70,8 +69,7 @@ def _not_a_guest() -> bool:
 
 def limiter_of(app: Flask) -> Limiter:
     """The limiter bound to ``app`` (one per app: its storage and state are its own)."""
-    limiter: Limiter = app.extensions[LIMITER_KEY]
-    return limiter
+    return services_of(app).limiter
 
 
 def _guest_limit(limiter: Limiter, settings: Settings) -> None:
@@ -168,13 +166,12 @@ def _storage_uri(settings: Settings) -> str:
     return uri + f"{separator}socket_connect_timeout=0.25&socket_timeout=0.5"
 
 
-def init_app(app: Flask) -> None:
+def init_app(app: Flask, settings: Settings) -> Limiter:
     """Give ``app`` its limits: counters on ``REDIS_URL``, ProxyFix for trusted hops.
 
     Called after the blueprints are registered (the limits attach to them) and after the
     authenticator (whose hook must run before the limiter's: limits depend on the plan).
     """
-    settings = settings_of(app)
     if settings.trusted_proxies:
         hops = settings.trusted_proxies
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
@@ -187,7 +184,6 @@ def init_app(app: Flask) -> None:
         storage_options={"pool_size": settings.redis_pool_size} if settings.uses_redis else {},
     )
     limiter.init_app(app)
-    app.extensions[LIMITER_KEY] = limiter
     _guest_limit(limiter, settings)
     plans = {USER: settings.user_rate_limit, VIP_PRO: settings.vip_pro_rate_limit}
     workers = settings.web_concurrency if settings.uses_redis else 1
@@ -205,3 +201,4 @@ def init_app(app: Flask) -> None:
     limit_repeats(FLASK_LIMITER_LOGGER, failures.__name__)
     app.register_error_handler(RateLimitExceeded, _too_many)
     app.after_request(_rate_limit_headers)
+    return limiter

@@ -5,11 +5,10 @@ from __future__ import annotations
 import sys
 
 import click
-from flask import current_app
 from flask.cli import with_appcontext
 
-from app.extensions import settings_of
 from app.refresher.main import print_once, serve
+from app.services import services
 
 
 @click.command("refresher")
@@ -17,7 +16,7 @@ from app.refresher.main import print_once, serve
 @with_appcontext
 def refresher_command(once: bool) -> None:
     """Build the board every tick and publish it on the Redis board bus."""
-    settings = settings_of(current_app)
+    settings = services().settings
     if once:
         print_once(settings)
         return

@@ -6,19 +6,19 @@ import threading
 
 from flask import Flask
 
-from app.extensions import EMBEDDED_STARTER_KEY, board_bus, settings_of
+from app.bus import BoardBus
+from app.config import Settings
 from app.refresher.loop import Refresher
 from app.refresher.sources import create_source
+from app.services import Lifecycle
 
 
-def init_app(app: Flask) -> None:
+def init_app(app: Flask, settings: Settings, bus: BoardBus, lifecycle: Lifecycle) -> None:
     """Register ``flask refresher`` and, on ``memory://``, start the refresher thread with the
     first request (never at import or in the factory)."""
     from app.refresher.cli import refresher_command
 
     app.cli.add_command(refresher_command)
-    settings = settings_of(app)
-    bus = board_bus.bus_of(app)
     if not (bus.embedded and settings.embedded_refresher):
         return
     lock = threading.Lock()
@@ -35,4 +35,4 @@ def init_app(app: Flask) -> None:
             started.append(refresher.start_background())
 
     app.before_request(start_once)
-    app.extensions[EMBEDDED_STARTER_KEY] = start_once
+    lifecycle.on_start(lambda alive: start_once())

@@ -10,7 +10,7 @@ from typing import Any
 
 from app.board.snapshot import dumps
 from app.bus import BoardBus
-from app.refresher.sources import Source
+from app.refresher.sources.base import Source
 from app.schemas import check
 from app.schemas.board import PublishedBoardSchema
 

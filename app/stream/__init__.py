@@ -4,26 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from flask import Flask, current_app
+from flask import Flask
 
 from app.accounts.models import utcnow
-from app.auth import AUTH_KEY, Authenticator
-from app.extensions import BUS_KEY, RENDERER_KEY, settings_of
+from app.auth import Authenticator
+from app.board.render import BoardRenderer
+from app.bus import BoardBus
+from app.config import Settings
+from app.services import Lifecycle
 from app.stream.broker import STREAM_PLANS, Broker, error_json
 from app.stream.slots import MemorySlots, RedisSlots, StreamSlots
-
-BROKER_KEY = "probboard.stream_broker"
-
-
-def broker() -> Broker:
-    """The stream broker of the current app."""
-    found: Broker = current_app.extensions[BROKER_KEY]
-    return found
-
-
-def broker_of(app: Flask) -> Broker | None:
-    """The broker of ``app`` (None for apps that are not Probboard's)."""
-    return getattr(app, "extensions", {}).get(BROKER_KEY)
 
 
 def _key_check(auth: Authenticator) -> Callable[[str], str | None]:
@@ -38,9 +28,15 @@ def _key_check(auth: Authenticator) -> Callable[[str], str | None]:
     return check
 
 
-def init_app(app: Flask) -> None:
-    """Create the broker and subscribe it to the bus (no I/O until the first board)."""
-    settings = settings_of(app)
+def create_broker(
+    app: Flask,
+    settings: Settings,
+    bus: BoardBus,
+    renderer: BoardRenderer,
+    auth: Authenticator,
+    lifecycle: Lifecycle,
+) -> Broker:
+    """The app's stream broker, fed by ``bus`` (no I/O until the first board)."""
     slots: StreamSlots = (
         RedisSlots(settings.redis_url, settings.redis_pool_size)
         if settings.uses_redis
@@ -52,11 +48,12 @@ def init_app(app: Flask) -> None:
             job()
 
     stream_broker = Broker(
-        renderer=app.extensions[RENDERER_KEY],
+        renderer=renderer,
         slots=slots,
         stale_ms=settings.stale_threshold_ms,
         run_in_context=run_in_context,
     )
-    stream_broker.key_check = _key_check(app.extensions[AUTH_KEY])
-    app.extensions[BUS_KEY].add_listener(stream_broker.on_snapshot)
-    app.extensions[BROKER_KEY] = stream_broker
+    stream_broker.key_check = _key_check(auth)
+    bus.add_listener(stream_broker.on_snapshot)
+    lifecycle.on_start(stream_broker.start)
+    return stream_broker

@@ -27,7 +27,7 @@ from datetime import UTC, datetime
 import httpx
 
 from app.refresher.model import TWAP, percentages, probability_up
-from app.refresher.sources import WINDOW_S, window_start
+from app.refresher.sources.base import WINDOW_S, window_start
 from app.refresher.sources.polymarket.book import Books, Quote
 from app.refresher.sources.polymarket.clob import REST, ClobFeed, fetch_books
 from app.refresher.sources.polymarket.gamma import GammaClient, UpstreamError, WindowMarket
