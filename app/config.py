@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
 
+from app.plans import GUEST, USER, VIP_PRO
+
 T = TypeVar("T")
 
 MIN_REFRESH_MS = 500
@@ -82,9 +84,9 @@ class Settings:
     def refresh_ms(self) -> dict[str, int]:
         """Recommended refresh interval per plan, as the health endpoint reports it."""
         return {
-            "guest": self.refresh_ms_guest,
-            "user": self.refresh_ms_user,
-            "vip_pro": self.refresh_ms_vip_pro,
+            GUEST: self.refresh_ms_guest,
+            USER: self.refresh_ms_user,
+            VIP_PRO: self.refresh_ms_vip_pro,
         }
 
 

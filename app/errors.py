@@ -71,14 +71,21 @@ def error_response(
         retry_after_ms = max(1, int(retry_after_ms))
         body["retryAfterMs"] = retry_after_ms
         out_headers["Retry-After"] = str(max(1, math.ceil(retry_after_ms / 1000)))
-    response = Response(
-        json.dumps(body, separators=(",", ":")),
-        status=status,
-        mimetype="application/json",
-        headers=out_headers,
-    )
+    return json_response(json.dumps(body, separators=(",", ":")), status, out_headers)
+
+
+def json_response(
+    body: str | bytes, status: int = 200, headers: Mapping[str, str] | None = None
+) -> Response:
+    """The one shape of every API answer: JSON, never cached (``Cache-Control: no-store``)."""
+    response = Response(body, status=status, mimetype="application/json", headers=headers)
     response.headers["Cache-Control"] = "no-store"
     return response
+
+
+def too_many_requests(message: str, retry_after_ms: int, code: str = "rate_limited") -> ApiError:
+    """The 429 of every limit (guests, accounts, failed keys, open streams)."""
+    return ApiError(429, code, message, retry_after_ms=max(1, retry_after_ms))
 
 
 # What gunicorn's own refusals mean to a client (it answers them before the app runs).

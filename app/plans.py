@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from app.config import Settings
+if TYPE_CHECKING:
+    from app.config import Settings
 
 GUEST = "guest"
 USER = "user"
@@ -12,6 +14,9 @@ VIP_PRO = "vip_pro"
 ADMIN = "admin"
 
 ALL_PLANS = (GUEST, USER, VIP_PRO, ADMIN)
+ACCOUNT_PLANS = (USER, VIP_PRO, ADMIN)  # what an account can hold (guests have none)
+STREAM_PLANS = (VIP_PRO, ADMIN)  # entitled to the stream, and so to API keys
+KEY_PLANS = STREAM_PLANS
 LABELS = {GUEST: "Guest", USER: "User", VIP_PRO: "VIP Pro", ADMIN: "Admin"}
 
 

@@ -15,8 +15,8 @@ import click
 from flask.cli import AppGroup
 
 from app.accounts import service
-from app.accounts.models import ACCOUNT_PLANS
 from app.extensions import db_session
+from app.plans import ACCOUNT_PLANS
 from app.services import services
 
 users = AppGroup("users", help="Create and change accounts.")

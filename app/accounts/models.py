@@ -11,8 +11,6 @@ from datetime import UTC, datetime
 from sqlalchemy import Boolean, DateTime, ForeignKey, Integer, String
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-ACCOUNT_PLANS = ("user", "vip_pro", "admin")
-
 
 def utcnow() -> datetime:
     """Now, naive UTC, to the microsecond."""

@@ -14,9 +14,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session as DbSession
 
 from app.accounts import tokens
-from app.accounts.models import ACCOUNT_PLANS, Account, ApiKey, Session, utcnow
+from app.accounts.models import Account, ApiKey, Session, utcnow
+from app.plans import ACCOUNT_PLANS, KEY_PLANS
 
-KEY_PLANS = ("vip_pro", "admin")
 MAX_ID = 2**31 - 1
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from flask import Blueprint, Response
 
 from app.board.snapshot import dumps
+from app.errors import json_response
 from app.services import services
 
 bp = Blueprint("health", __name__)
@@ -22,6 +23,4 @@ def health() -> Response:
         "refreshMs": held.settings.refresh_ms,
         "symbols": ["btc"],
     }
-    response = Response(dumps(body), mimetype="application/json")
-    response.headers["Cache-Control"] = "no-store"
-    return response
+    return json_response(dumps(body))

@@ -8,6 +8,7 @@ from flask import Blueprint, Response, request
 
 from app.auth import authenticator
 from app.board.snapshot import dumps
+from app.errors import json_response
 
 bp = Blueprint("keys_verify", __name__)
 
@@ -31,6 +32,4 @@ def verify() -> Response:
         "maskedKey": key.masked,
         "lastUsedAt": _iso(identity.previous_use),
     }
-    response = Response(dumps(body), mimetype="application/json")
-    response.headers["Cache-Control"] = "no-store"
-    return response
+    return json_response(dumps(body))

@@ -6,10 +6,13 @@ from flask import Blueprint, Response
 
 from app.auth import current_identity, identifies_caller
 from app.board.timefmt import now_ms
+from app.errors import json_response
 from app.plans import GUEST
 from app.services import services
 
 bp = Blueprint("latest", __name__)
+# The board depends on who asks: a shared cache must key on the credentials.
+VARY = {"Vary": "Authorization, X-API-Key, Cookie"}
 
 
 @bp.get("/api/probboard/latest")
@@ -20,7 +23,4 @@ def latest() -> Response:
     plan = identity.plan if identity is not None else GUEST
     held = services()
     body = held.renderer.render(held.bus.latest(), plan, now_ms())
-    response = Response(body, mimetype="application/json")
-    response.headers["Cache-Control"] = "no-store"
-    response.headers["Vary"] = "Authorization, X-API-Key, Cookie"
-    return response
+    return json_response(body, headers=VARY)

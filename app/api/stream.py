@@ -10,10 +10,11 @@ from socket import socket as SocketType  # noqa: N812 - the class, not the modul
 from flask import Blueprint, Response, request
 
 from app.auth import authenticator
-from app.errors import ApiError
+from app.errors import ApiError, too_many_requests
 from app.extensions import db
+from app.plans import STREAM_PLANS
 from app.services import services
-from app.stream.broker import STREAM_PLANS, Broker, Client
+from app.stream.broker import Broker, Client
 from app.stream.slots import SlotsBusyError
 from app.stream.writer import DirectWriter
 
@@ -52,12 +53,11 @@ def stream() -> Response:
             retry_after_ms=BUSY_RETRY_MS,
         ) from exc
     if client is None:
-        raise ApiError(
-            429,
-            "too_many_streams",
+        raise too_many_requests(
             f"This key already holds {settings.stream_max_per_key} open streams; "
             "close one or retry later.",
-            retry_after_ms=SLOT_RETRY_MS,
+            SLOT_RETRY_MS,
+            code="too_many_streams",
         )
     # The stream may last hours: give the database connection back now.
     db.session.remove()

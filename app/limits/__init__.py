@@ -36,7 +36,7 @@ from werkzeug.middleware.proxy_fix import ProxyFix
 from app.auth import credentials_failed, peek_identity
 from app.auth.credentials import presents_key
 from app.config import Settings
-from app.errors import api_error_response, error_response
+from app.errors import api_error_response, too_many_requests
 from app.limits import failover, failures
 from app.limits.accounts import AccountLimits, Quota
 from app.limits.failures import FailureThrottle
@@ -127,11 +127,11 @@ def retry_after_ms() -> int:
 
 
 def _too_many(error: RateLimitExceeded) -> Response:
-    return error_response(
-        429,
-        "rate_limited",
-        f"Too many requests ({error.description}); retry after the delay given.",
-        retry_after_ms=retry_after_ms(),
+    return api_error_response(
+        too_many_requests(
+            f"Too many requests ({error.description}); retry after the delay given.",
+            retry_after_ms(),
+        )
     )
 
 

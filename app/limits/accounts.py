@@ -31,7 +31,7 @@ from limits.storage import Storage
 from limits.strategies import SlidingWindowCounterRateLimiter
 from limits.util import WindowStats
 
-from app.errors import ApiError
+from app.errors import ApiError, too_many_requests
 
 # A caller's pace is measured over PACE_S; a reservation covers AHEAD_S of it (long next
 # to a round trip on a busy worker, short next to any window); held slots last HOLD_S.
@@ -72,11 +72,8 @@ class _Account:
 
 def too_many(item: RateLimitItem, retry_after_ms: int) -> ApiError:
     """The 429 for an account over its plan's limit (worded as the guests' one)."""
-    return ApiError(
-        429,
-        "rate_limited",
-        f"Too many requests ({item}); retry after the delay given.",
-        retry_after_ms=retry_after_ms,
+    return too_many_requests(
+        f"Too many requests ({item}); retry after the delay given.", retry_after_ms
     )
 
 

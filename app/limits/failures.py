@@ -23,7 +23,7 @@ from limits import RateLimitItem, parse_many
 from limits.storage import Storage
 from limits.strategies import SlidingWindowCounterRateLimiter
 
-from app.errors import ApiError
+from app.errors import ApiError, too_many_requests
 
 log = logging.getLogger(__name__)
 
@@ -32,11 +32,9 @@ SCOPE = "auth-failures"
 
 def too_many_failures(retry_after_ms: int) -> ApiError:
     """The 429 for an address over its failed-attempt limit."""
-    return ApiError(
-        429,
-        "rate_limited",
+    return too_many_requests(
         "Too many failed key attempts from this address; retry after the delay given.",
-        retry_after_ms=retry_after_ms,
+        retry_after_ms,
     )
 
 

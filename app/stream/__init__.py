@@ -11,8 +11,9 @@ from app.auth import Authenticator
 from app.board.render import BoardRenderer
 from app.bus import BoardBus
 from app.config import Settings
+from app.plans import STREAM_PLANS
 from app.services import Lifecycle
-from app.stream.broker import STREAM_PLANS, Broker, error_json
+from app.stream.broker import Broker, error_json
 from app.stream.slots import MemorySlots, RedisSlots, StreamSlots
 
 

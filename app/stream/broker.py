@@ -21,13 +21,13 @@ from dataclasses import dataclass, field
 from app.board.render import BoardRenderer
 from app.board.snapshot import Snapshot, dumps
 from app.board.timefmt import now_ms
+from app.plans import STREAM_PLANS
 from app.stream import events
 from app.stream.slots import StreamSlots
 from app.stream.writer import DirectWriter, chunk
 
 log = logging.getLogger(__name__)
 
-STREAM_PLANS = ("vip_pro", "admin")
 HEARTBEAT_S = 15.0
 TICK_S = 0.25
 RECHECK_S = 10.0
