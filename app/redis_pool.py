@@ -12,12 +12,20 @@ of switching to their outage behaviour.
 
 from __future__ import annotations
 
+import logging
 import queue
-from typing import Any
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import redis
 
 POOL_WAIT_S = 1.0
+PROBE_S = 2.0  # while Redis is away, how often one call tries it again
+T = TypeVar("T")
+
+log = logging.getLogger(__name__)
 DEFAULT_POOL_SIZE = 64
 
 
@@ -58,3 +66,68 @@ def bounded_pool(url: str, timeout_s: float, size: int = DEFAULT_POOL_SIZE) -> B
 def redis_client(url: str, timeout_s: float = 2.0, size: int = DEFAULT_POOL_SIZE) -> redis.Redis:
     """A client on a bounded pool of its own, with short timeouts; opens no connection."""
     return redis.Redis(connection_pool=bounded_pool(url, timeout_s, size))
+
+
+class RedisFallback:
+    """The one "Redis is away" pattern: Redis when it answers, a local stand-in when not.
+
+    A Redis error sends that call, and the following ones, to the local stand-in (logged
+    once per outage); while down, one call every ``probe_s`` tries Redis again, and the
+    first that succeeds ends the outage (logged once). A busy pool (``PoolBusyError``) is
+    not an outage: ``on_busy`` decides what that one call gets (by default the stand-in).
+    """
+
+    def __init__(
+        self,
+        what: str,
+        stand_in: str,
+        probe_s: float = PROBE_S,
+        errors: tuple[type[Exception], ...] = (redis.RedisError, OSError),
+    ) -> None:
+        self._what = what
+        self._stand_in = stand_in
+        self._errors = errors
+        self._probe_s = probe_s
+        self._down = False
+        self._next_probe = 0.0
+        self._lock = threading.Lock()
+
+    @property
+    def down(self) -> bool:
+        """True while calls go to the stand-in."""
+        return self._down
+
+    def call(
+        self,
+        redis_call: Callable[[], T],
+        local_call: Callable[[], T],
+        on_busy: Callable[[PoolBusyError], T] | None = None,
+    ) -> T:
+        """``redis_call()``, or ``local_call()`` while Redis is away (see the class)."""
+        if self._down:
+            now = time.monotonic()
+            with self._lock:
+                probe = now >= self._next_probe
+                if probe:
+                    self._next_probe = now + self._probe_s
+            if not probe:
+                return local_call()
+        try:
+            result = redis_call()
+        except PoolBusyError as busy:
+            return on_busy(busy) if on_busy is not None else local_call()
+        except self._errors as exc:
+            with self._lock:
+                if not self._down:
+                    log.warning(
+                        "%s unreachable (%s): %s", self._what, type(exc).__name__, self._stand_in
+                    )
+                    self._down = True
+                self._next_probe = time.monotonic() + self._probe_s
+            return local_call()
+        if self._down:
+            with self._lock:
+                if self._down:
+                    log.info("%s reachable again: back on Redis", self._what)
+                    self._down = False
+        return result

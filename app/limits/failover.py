@@ -18,7 +18,6 @@ so the X-RateLimit headers read right after the hit need no second round trip.
 from __future__ import annotations
 
 import logging
-import threading
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -30,7 +29,7 @@ from limits.storage.base import SlidingWindowCounterSupport, Storage
 from redis import Redis
 
 from app.limits.batching import ScriptBatcher
-from app.redis_pool import DEFAULT_POOL_SIZE, PoolBusyError, bounded_pool
+from app.redis_pool import DEFAULT_POOL_SIZE, RedisFallback, bounded_pool
 
 log = logging.getLogger(__name__)
 
@@ -62,9 +61,9 @@ class FailoverStorage(Storage, SlidingWindowCounterSupport):
         client = cast(Redis, self.redis.get_connection())
         self._sliding_window = ScriptBatcher(client, script)
         self.memory = MemoryStorage()
-        self._down = False
-        self._next_probe = 0.0
-        self._lock = threading.Lock()
+        self._fallback = RedisFallback(
+            "rate-limit storage", "counting in memory in this worker", PROBE_S, errors=(Exception,)
+        )
 
     @property
     def base_exceptions(self) -> type[Exception] | tuple[type[Exception], ...]:
@@ -74,38 +73,11 @@ class FailoverStorage(Storage, SlidingWindowCounterSupport):
     @property
     def in_fallback(self) -> bool:
         """True while counting in memory."""
-        return self._down
+        return self._fallback.down
 
     def _call(self, redis_call: Callable[[], T], memory_call: Callable[[], T]) -> T:
-        if self._down:
-            now = time.monotonic()
-            with self._lock:
-                probe = now >= self._next_probe
-                if probe:
-                    self._next_probe = now + PROBE_S
-            if not probe:
-                return memory_call()
-        try:
-            result = redis_call()
-        except PoolBusyError:
-            # This worker is busy, Redis is not down: count this one call here.
-            return memory_call()
-        except Exception as exc:  # any failure of the Redis path: count in memory instead
-            with self._lock:
-                if not self._down:
-                    log.warning(
-                        "rate-limit storage unreachable (%s): counting in memory in this worker",
-                        type(exc).__name__,
-                    )
-                    self._down = True
-                self._next_probe = time.monotonic() + PROBE_S
-            return memory_call()
-        if self._down:
-            with self._lock:
-                if self._down:
-                    log.info("rate-limit storage reachable again: counting in Redis")
-                    self._down = False
-        return result
+        # Any failure of the Redis path (the limits library raises its own errors too).
+        return self._fallback.call(redis_call, memory_call)
 
     def incr(self, key: str, expiry: int, amount: int = 1) -> int:
         """Increment a fixed-window counter."""
@@ -172,7 +144,7 @@ class FailoverStorage(Storage, SlidingWindowCounterSupport):
         reported = _reported.get()
         if reported is not None and reported[0] == key:
             _reported.set(None)
-            if time.monotonic() < reported[1] and not self._down:
+            if time.monotonic() < reported[1] and not self._fallback.down:
                 return reported[2]
         return self._call(
             lambda: self._redis_window(key, 0, expiry, 0)[1],

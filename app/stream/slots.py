@@ -23,9 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Protocol
 
-import redis
-
-from app.redis_pool import DEFAULT_POOL_SIZE, PoolBusyError, redis_client
+from app.redis_pool import DEFAULT_POOL_SIZE, PoolBusyError, RedisFallback, redis_client
 
 log = logging.getLogger(__name__)
 
@@ -33,7 +31,7 @@ LEASE_S = 15.0
 FIRST_LEASE_S = 3.0
 KEY_TTL_S = 2 * LEASE_S
 KEY_PREFIX = "probboard:streams:"
-SLOT_ERRORS = (redis.RedisError, OSError)
+PROBE_S = 1.0  # while Redis is away, one slot call a second tries it again
 
 _ACQUIRE = """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
@@ -97,33 +95,31 @@ class RedisSlots:
     def __init__(self, url: str, pool_size: int = DEFAULT_POOL_SIZE) -> None:
         self._client = redis_client(url, timeout_s=1.0, size=pool_size)
         self._acquire = self._client.register_script(_ACQUIRE)
+        self._redis = RedisFallback("stream slots", "counting per worker", probe_s=PROBE_S)
         self._fallback = MemorySlots()
         self._in_fallback: set[str] = set()
-        self._warned = False
-
-    def _down(self, exc: BaseException) -> None:
-        if not self._warned:
-            log.warning("stream slots: Redis unreachable (%s); counting per worker", exc)
-            self._warned = True
 
     def acquire(self, key_id: int, conn_id: str, limit: int) -> bool:
         """Take a lease unless the key already holds ``limit`` live ones."""
-        now = time.time()
-        try:
+
+        def in_redis() -> bool:
+            now = time.time()
             taken = self._acquire(
                 keys=[f"{KEY_PREFIX}{key_id}"],
                 args=[now, now + FIRST_LEASE_S, limit, conn_id, int(KEY_TTL_S * 1000)],
             )
-        except PoolBusyError as exc:
-            raise SlotsBusyError(str(exc)) from exc
-        except SLOT_ERRORS as exc:
-            self._down(exc)
+            return bool(taken)
+
+        def here() -> bool:
             if self._fallback.acquire(key_id, conn_id, limit):
                 self._in_fallback.add(conn_id)
                 return True
             return False
-        self._warned = False
-        return bool(taken)
+
+        def busy(exc: PoolBusyError) -> bool:
+            raise SlotsBusyError(str(exc)) from exc
+
+        return self._redis.call(in_redis, here, on_busy=busy)
 
     def renew(self, leases: Iterable[tuple[int, str]]) -> bool:
         """Write the leases of live streams again (one pipeline for all); False on failure.
@@ -139,13 +135,13 @@ class RedisSlots:
             pipe.pexpire(f"{KEY_PREFIX}{key_id}", int(KEY_TTL_S * 1000))
         if not renewed:
             return True
-        try:
+
+        def written() -> bool:
             pipe.execute()
-        except PoolBusyError:
-            return False  # busy, not down: tried again shortly
-        except SLOT_ERRORS as exc:
-            self._down(exc)
-            return False
+            return True
+
+        if not self._redis.call(written, lambda: False, on_busy=lambda exc: False):
+            return False  # tried again shortly (busy or away)
         for key_id, conn_id in renewed:
             if conn_id in self._in_fallback:  # counted in Redis from now on
                 self._in_fallback.discard(conn_id)
@@ -159,7 +155,9 @@ class RedisSlots:
             self._fallback.release(key_id, conn_id)
             # Its open may have reached Redis after all (applied when a hung server woke):
             # remove that lease too rather than wait for it to lapse.
-        try:
-            self._client.zrem(f"{KEY_PREFIX}{key_id}", conn_id)
-        except SLOT_ERRORS as exc:
-            self._down(exc)  # the lease expires by itself
+        # Away or busy: the lease expires by itself.
+        self._redis.call(
+            lambda: self._client.zrem(f"{KEY_PREFIX}{key_id}", conn_id),
+            lambda: 0,
+            on_busy=lambda exc: 0,
+        )
