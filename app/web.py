@@ -53,7 +53,7 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     embedded.init_app(app, settings, bus, lifecycle)  # on memory:// only
     accounts.init_app(app)  # operator CLI: users, keys, sessions
     api.init_app(app)  # one blueprint per endpoint
-    limiter = limits.init_app(app, settings)  # after the blueprints it limits and auth's hook
+    limits_ = limits.init_app(app, settings)  # steps the limited endpoints call
     app.extensions[SERVICES_KEY] = Services(
         settings=settings,
         bus=bus,
@@ -62,7 +62,7 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
         pepper=pepper,
         authenticator=authenticator,
         broker=broker,
-        limiter=limiter,
+        limits=limits_,
         lifecycle=lifecycle,
     )
 

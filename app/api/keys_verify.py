@@ -9,8 +9,12 @@ from flask import Blueprint, Response, request
 from app.auth import authenticator
 from app.board.snapshot import dumps
 from app.errors import json_response
+from app.limits import count_failure, refuse_blocked
 
 bp = Blueprint("keys_verify", __name__)
+# A blocked address is refused first; a 401 to a presented key counts a failure.
+bp.before_request(refuse_blocked)
+bp.after_request(count_failure)
 
 
 def _iso(moment: datetime | None) -> str | None:

@@ -12,6 +12,7 @@ from flask import Blueprint, Response, request
 from app.auth import authenticator
 from app.errors import ApiError, too_many_requests
 from app.extensions import db
+from app.limits import count_failure, refuse_blocked
 from app.plans import STREAM_PLANS
 from app.services import services
 from app.stream.broker import Broker, Client
@@ -19,6 +20,9 @@ from app.stream.slots import SlotsBusyError
 from app.stream.writer import DirectWriter
 
 bp = Blueprint("stream", __name__)
+# A blocked address is refused first; a 401 to a presented key counts a failure.
+bp.before_request(refuse_blocked)
+bp.after_request(count_failure)
 
 SLOT_RETRY_MS = 5000
 BUSY_RETRY_MS = 1000

@@ -10,9 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
 
-from flask import Flask, Request, Response, current_app, g, request
+from flask import Flask, Request, Response
 from flask.sessions import SessionInterface, SessionMixin
 from sqlalchemy.exc import SQLAlchemyError
 
@@ -25,9 +24,6 @@ from app.config import Settings
 from app.errors import ApiError
 from app.extensions import db_session
 from app.services import Lifecycle, services
-
-_IDENTIFIES = "_probboard_identifies"
-V = TypeVar("V", bound=Callable[..., object])
 
 
 @dataclass(frozen=True)
@@ -107,43 +103,6 @@ class Authenticator:
         return self._from_key(presented.api_key)
 
 
-def identifies_caller(view: V) -> V:
-    """Mark a view whose caller is identified before the rate limiter runs (``g.identity``)."""
-    setattr(view, _IDENTIFIES, True)
-    return view
-
-
-def current_identity() -> Identity | None:
-    """The caller of a marked view (None is guest); raises the 401/503 its credentials earned."""
-    error: ApiError | None = g.get("identity_error")
-    if error is not None:
-        raise error
-    return peek_identity()
-
-
-def peek_identity() -> Identity | None:
-    """The caller as far as it is known, never raising: for rate-limit key functions."""
-    identity: Identity | None = g.get("identity")
-    return identity
-
-
-def credentials_failed() -> bool:
-    """True when the caller's credentials were refused (the view will answer 401/503)."""
-    return g.get("identity_error") is not None
-
-
-def _identify_marked_views() -> None:
-    view = current_app.view_functions.get(request.endpoint or "")
-    if view is None or not getattr(view, _IDENTIFIES, False):
-        return
-    # The error is kept for the view to raise: raising here would skip the limiter's hook,
-    # and with it the counting of failed key attempts.
-    try:
-        g.identity = authenticator().identify(request)
-    except ApiError as error:
-        g.identity_error = error
-
-
 def authenticator() -> Authenticator:
     """The authenticator of the current app."""
     return services().authenticator
@@ -172,7 +131,5 @@ def init_app(
     """The app's authenticator; pending key uses are written when the worker exits."""
     auth = Authenticator(settings, guard, pepper)
     app.session_interface = NoFlaskSessions()
-    # Registered before the limiter's own hook (see create_app): limits depend on the plan.
-    app.before_request(_identify_marked_views)
     lifecycle.on_exit(auth.usage.flush_now)
     return auth

@@ -10,6 +10,13 @@
   that presents a key counts only when answered 401; over the limit, requests presenting a
   key get 429.
 
+How they run: no limit hooks every request. The endpoints that are limited call them as
+steps of their own pipelines (``Limits`` in the app's services): ``/latest`` runs identify
+→ (guest: flask-limiter's check | account: its plan's limit) → render → headers; the
+key-taking blueprints refuse blocked addresses before anything else and count the 401s
+they answer. flask-limiter stays the guests' limiter, called from the pipeline: its
+app-wide hooks are taken off the app.
+
 Strategy: sliding window counter. A fixed window lets a client spend two windows' worth
 at a boundary; a moving window is exact but keeps one entry per request (memory and Lua work
 grow with the limit). The sliding window counter weighs the previous window's count by how
@@ -27,13 +34,14 @@ from __future__ import annotations
 import logging
 import math
 import time
+from collections.abc import Callable
 
-from flask import Flask, Response, current_app, g, request
+from flask import Flask, Response, request
 from flask_limiter import Limiter, RateLimitExceeded
 from limits import parse_many
 from werkzeug.middleware.proxy_fix import ProxyFix
 
-from app.auth import credentials_failed, peek_identity
+from app.auth import Identity
 from app.auth.credentials import presents_key
 from app.config import Settings
 from app.errors import api_error_response, too_many_requests
@@ -42,7 +50,7 @@ from app.limits.accounts import AccountLimits, Quota
 from app.limits.failures import FailureThrottle
 from app.logs import limit_repeats
 from app.plans import USER, VIP_PRO
-from app.services import services_of
+from app.services import services
 
 log = logging.getLogger(__name__)
 
@@ -61,65 +69,9 @@ def guest_key() -> str:
     return f"address:{client_address()}"
 
 
-def _not_a_guest() -> bool:
-    # Accounts have limits of their own (accounts.py); refused credentials are counted by
-    # the failed-attempt limit. Checked first by flask-limiter, before any of its work.
-    return peek_identity() is not None or credentials_failed()
-
-
-def limiter_of(app: Flask) -> Limiter:
-    """The limiter bound to ``app`` (one per app: its storage and state are its own)."""
-    return services_of(app).limiter
-
-
-def _guest_limit(limiter: Limiter, settings: Settings) -> None:
-    """Attach the guests' limit to the ``/latest`` blueprint (one blueprint per endpoint)."""
-    from app.api import latest
-
-    limiter.request_filter(_not_a_guest)
-    limiter.limit(settings.guest_rate_limit, key_func=guest_key, methods=LIMITED_METHODS)(latest.bp)
-
-
-def _account_hooks(app: Flask, accounts: AccountLimits) -> None:
-    """Count an account's ``/latest`` reads against its plan; say where it stands."""
-    from app.api import latest
-
-    def admit_account() -> None:
-        identity = peek_identity()
-        if identity is not None and request.method in ("GET", "HEAD"):
-            g.account_quota = accounts.admit(identity.account_id, identity.plan)
-
-    # A hook of this app for the /latest blueprint only (after the app-wide hooks, so the
-    # caller is identified); refused credentials leave no identity.
-    app.before_request_funcs.setdefault(latest.bp.name, []).append(admit_account)
-
-
-def _failure_hooks(app: Flask, throttle: FailureThrottle) -> None:
-    """Refuse blocked addresses before anything else runs; count the 401s that presented a key."""
-    from app.api import keys_verify, latest, stream
-
-    guarded = {bp.name for bp in (latest.bp, keys_verify.bp, stream.bp)}
-
-    def refuse_blocked() -> None:
-        # Nearly always nobody is blocked: answer that before looking at the request.
-        if throttle.blocking and request.blueprint in guarded and presents_key(request):
-            throttle.check(client_address())
-
-    def count_failure(response: Response) -> Response:
-        if response.status_code == 401 and request.blueprint in guarded and presents_key(request):
-            refusal = throttle.failed(client_address())
-            if refusal is not None:
-                return api_error_response(refusal)
-        return response
-
-    # First of all before-request hooks: a blocked address gets no key lookup at all.
-    app.before_request_funcs.setdefault(None, []).insert(0, refuse_blocked)
-    app.after_request(count_failure)
-
-
 def retry_after_ms() -> int:
     """Milliseconds until the breached guest limit of this request has room (at least 1)."""
-    current = limiter_of(current_app).current_limit
+    current = services().limits.limiter.current_limit
     if current is None:
         return 1000
     reset_at = float(current.window[0])
@@ -127,20 +79,21 @@ def retry_after_ms() -> int:
 
 
 def _too_many(error: RateLimitExceeded) -> Response:
-    return api_error_response(
+    response = api_error_response(
         too_many_requests(
             f"Too many requests ({error.description}); retry after the delay given.",
             retry_after_ms(),
         )
     )
+    return rate_limit_headers(response, None)
 
 
-def _rate_limit_headers(response: Response) -> Response:
-    quota: Quota | None = g.get("account_quota")
+def rate_limit_headers(response: Response, quota: Quota | None) -> Response:
+    """``X-RateLimit-*`` of the account's ``quota``, or of the guest limit this request hit."""
     if quota is not None:
         limit, remaining, reset_at = quota.limit, quota.remaining, quota.reset_at
     else:
-        current = limiter_of(current_app).current_limit
+        current = services().limits.limiter.current_limit
         if current is None:
             return response
         try:
@@ -166,11 +119,62 @@ def _storage_uri(settings: Settings) -> str:
     return uri + f"{separator}socket_connect_timeout=0.25&socket_timeout=0.5"
 
 
-def init_app(app: Flask, settings: Settings) -> Limiter:
+class Limits:
+    """The limits of one app, as steps the limited endpoints call (see the module docstring)."""
+
+    def __init__(
+        self, limiter: Limiter, guest_check: Callable[[], None], accounts: AccountLimits,
+        throttle: FailureThrottle,
+    ) -> None:  # fmt: skip
+        self.limiter = limiter
+        self.guest = guest_check  # flask-limiter's check of the guest limit; 429 when over
+        self._accounts = accounts
+        self._throttle = throttle
+
+    def account(self, identity: Identity) -> Quota | None:
+        """Count one read of an account against its plan (None: no limit); 429 when over it."""
+        return self._accounts.admit(identity.account_id, identity.plan)
+
+    def refuse_blocked(self) -> None:
+        """First step of a key-taking endpoint: a blocked address gets 429, no key lookup."""
+        # Nearly always nobody is blocked: answer that before looking at the request.
+        if self._throttle.blocking and presents_key(request):
+            self._throttle.check(client_address())
+
+    def count_failure(self, response: Response) -> Response:
+        """Last step of a key-taking endpoint: a 401 to a presented key counts a failure."""
+        if response.status_code == 401 and presents_key(request):
+            refusal = self._throttle.failed(client_address())
+            if refusal is not None:
+                return api_error_response(refusal)
+        return response
+
+
+def refuse_blocked() -> None:
+    """``before_request`` of a key-taking blueprint (see ``Limits.refuse_blocked``)."""
+    services().limits.refuse_blocked()
+
+
+def count_failure(response: Response) -> Response:
+    """``after_request`` of a key-taking blueprint (see ``Limits.count_failure``)."""
+    return services().limits.count_failure(response)
+
+
+def _take_off_app_hooks(app: Flask, limiter: Limiter) -> None:
+    """flask-limiter hooks every request (check, headers, context reset); the endpoints call
+    its check themselves, so its hooks would only cost time on every request."""
+    before = app.before_request_funcs.get(None, [])
+    before[:] = [f for f in before if getattr(f, "__self__", None) is not limiter]
+    after = app.after_request_funcs.get(None, [])
+    after[:] = [f for f in after if limiter not in getattr(f, "args", ())]
+    teardown = app.teardown_request_funcs.get(None, [])
+    teardown[:] = [f for f in teardown if getattr(f, "__self__", None) is not limiter]
+
+
+def init_app(app: Flask, settings: Settings) -> Limits:
     """Give ``app`` its limits: counters on ``REDIS_URL``, ProxyFix for trusted hops.
 
-    Called after the blueprints are registered (the limits attach to them) and after the
-    authenticator (whose hook must run before the limiter's: limits depend on the plan).
+    The endpoints call the steps of the returned ``Limits`` (kept in the app's services).
     """
     if settings.trusted_proxies:
         hops = settings.trusted_proxies
@@ -184,7 +188,14 @@ def init_app(app: Flask, settings: Settings) -> Limiter:
         storage_options={"pool_size": settings.redis_pool_size} if settings.uses_redis else {},
     )
     limiter.init_app(app)
-    _guest_limit(limiter, settings)
+    _take_off_app_hooks(app, limiter)
+
+    def guest_read() -> None:
+        """One guest read of the board (flask-limiter counts each call)."""
+
+    guest_check = limiter.limit(
+        settings.guest_rate_limit, key_func=guest_key, methods=LIMITED_METHODS
+    )(guest_read)
     plans = {USER: settings.user_rate_limit, VIP_PRO: settings.vip_pro_rate_limit}
     workers = settings.web_concurrency if settings.uses_redis else 1
     accounts = AccountLimits(
@@ -193,12 +204,8 @@ def init_app(app: Flask, settings: Settings) -> Limiter:
         workers=workers,
         key_prefix=KEY_PREFIX,
     )
-    _account_hooks(app, accounts)
-    _failure_hooks(
-        app, FailureThrottle(limiter.storage, settings.auth_failure_limit, key_prefix=KEY_PREFIX)
-    )
+    throttle = FailureThrottle(limiter.storage, settings.auth_failure_limit, key_prefix=KEY_PREFIX)
     # One line per refused request would let one client flood the log: one per interval.
     limit_repeats(FLASK_LIMITER_LOGGER, failures.__name__)
     app.register_error_handler(RateLimitExceeded, _too_many)
-    app.after_request(_rate_limit_headers)
-    return limiter
+    return Limits(limiter, guest_check, accounts, throttle)
