@@ -54,8 +54,10 @@ clean:
 ## bench: performance figures (never part of `make test`); needs wrk (apt-get install wrk)
 bench: bench-latest bench-stream bench-refresher
 
+## bench-latest: /latest against a bare route, ordinary (2 workers) then pinned (1 worker on CPU 0)
 bench-latest: $(BIN)/activate
-	$(BIN)/python -m bench.latest
+	$(BIN)/python -m bench.latest $(BENCH_LATEST_ARGS)
+	$(BIN)/python -m bench.latest --pinned $(BENCH_LATEST_ARGS)
 
 .PHONY: bench-stream bench-refresher bench-truth
 ## bench-truth: the live source against a moving stand-in market: P(up) vs the exact value (7 min)

@@ -1,6 +1,6 @@
 """Refresher latency: from a change at the (fake) upstream to the board being published.
 
-Starts the fake Polymarket upstreams (tests/support/fake_polymarket.py), a redis-server and
+Starts the fake Polymarket upstreams (harness/fake_polymarket.py), a redis-server and
 the refresher process with ``BOARD_SOURCE=polymarket``; subscribes to the board channel;
 then, N times, moves the UP token's best bid at the fake CLOB (a ``price_change`` over its
 WebSocket) and measures the time until a published board carries the new bid. The
@@ -25,8 +25,8 @@ import redis
 
 from app.bus.redis_bus import BOARD_CHANNEL
 from app.refresher.sources import window_start
-from tests.support.fake_polymarket import FakePolymarket
-from tests.support.processes import BIN, ROOT, Process, RedisServer, service_env
+from harness.fake_polymarket import FakePolymarket
+from harness.processes import BIN, ROOT, Process, RedisServer, service_env
 
 RESULTS = ROOT / "bench" / "results.json"
 

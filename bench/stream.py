@@ -22,8 +22,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.support.processes import BIN, ROOT, Process, RedisServer, free_port, service_env
-from tests.support.processes import http_get as get
+from harness.processes import BIN, ROOT, Process, RedisServer, free_port, service_env
+from harness.processes import http_get as get
 
 RESULTS = ROOT / "bench" / "results.json"
 

@@ -1,6 +1,6 @@
 """Is the live board true? The real source against a moving stand-in market, on the real clock.
 
-Starts the fake Polymarket upstreams (tests/support/fake_polymarket.py) with every window
+Starts the fake Polymarket upstreams (harness/fake_polymarket.py) with every window
 listed as a TWAP market (today's rule), a Brownian spot of known sigma with 20 minutes of
 history and its exact 60 s / 30 s TWAP reports, and a market maker that moves each window's
 UP and DOWN books (one tick wide, ``price_change`` messages with best levels) so the UP mid
@@ -28,7 +28,7 @@ from typing import Any
 
 from app.refresher.sources import WINDOW_S, window_start
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
-from tests.support.fake_polymarket import TWAP, BrownianPath, FakeBook, FakeMarket, FakePolymarket
+from harness.fake_polymarket import TWAP, BrownianPath, FakeBook, FakeMarket, FakePolymarket
 
 SIGMA = 1.2e-4
 STALE_MS = 3000

@@ -10,9 +10,9 @@ from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
 from app.web import create_app
-from tests.support.accounts import TEST_PEPPER as TEST_PEPPER  # re-exported: tests import it here
-from tests.support.databases import empty_tables, scratch_postgres_database
-from tests.support.processes import RedisServer, Service, service_env
+from harness.accounts import TEST_PEPPER as TEST_PEPPER  # re-exported: tests import it here
+from harness.databases import empty_tables, scratch_postgres_database
+from harness.processes import RedisServer, Service, service_env
 
 BASE_CONFIG = {
     "REDIS_URL": "memory://",

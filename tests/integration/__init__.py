@@ -1,1 +1,1 @@
-"""Tests that run the service as real processes."""
+"""Tests that run the service as real processes: gunicorn, the refresher, the CLI, a browser."""

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
-from tests.support.fake_polymarket import FakePolymarket
+from harness.fake_polymarket import FakePolymarket
 
 POLL_S = 30.0  # generous: another process may be loading the machine
 

@@ -2,7 +2,7 @@
 
 Accounts are made with the documented CLI as their own processes (``flask --app wsgi db
 upgrade``, ``users create``, ``keys create``). PostgreSQL is a scratch database of the
-module's own on the local server, dropped at the end; the proxy (``tests/support/proxy.py``)
+module's own on the local server, dropped at the end; the proxy (``harness/proxy.py``)
 sits between gunicorn and it. Every process a fixture starts is stopped by pid, even when
 the test fails.
 """
@@ -24,9 +24,9 @@ import psycopg
 import pytest
 import redis
 
-from tests.support.accounts import TEST_PEPPER, create_user, issue_key, scratch_accounts
-from tests.support.processes import RedisServer, Service, service_env
-from tests.support.proxy import TcpProxy
+from harness.accounts import TEST_PEPPER, create_user, issue_key, scratch_accounts
+from harness.processes import RedisServer, Service, service_env
+from harness.proxy import TcpProxy
 
 USER = "alice"
 LEASES = "probboard:streams:"  # app/stream/slots.py: one sorted set of leases per key

@@ -2,7 +2,7 @@
 
 Real processes only: gunicorn with two gevent workers, a real redis-server, the refresher
 when boards are needed, and a scratch PostgreSQL database reached through a pausable TCP
-proxy (``tests/support/proxy.py``). ``pause()`` is a hung database: connections are
+proxy (``harness/proxy.py``). ``pause()`` is a hung database: connections are
 accepted and kept, the kernel ACKs, and nothing comes back. ``refuse()`` with ``close()``
 is a database that is gone. Keys are re-read from the database on every request
 (``AUTH_CACHE_MS=0``), so each keyed request really asks it.
@@ -18,12 +18,12 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from harness.processes import RedisServer, Service, wait_until
+from harness.proxy import TcpProxy
 from tests.integration.faults.conftest import Accounts, ServiceFactory, leases, through
-from tests.stream_client_helpers import Closed, Comment, Event, ResponseEnd, StreamConnection
 from tests.support.contract import validated
 from tests.support.crowd import Answer, Request, fire, tally
-from tests.support.processes import RedisServer, Service, wait_until
-from tests.support.proxy import TcpProxy
+from tests.support.stream_client import Closed, Comment, Event, ResponseEnd, StreamConnection
 
 VERIFY = "/api/keys/verify"
 LATEST = "/api/probboard/latest"

@@ -26,10 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.stream_client_helpers import Closed, Event, ResponseEnd, StreamConnection, summarize
-from tests.support.accounts import TEST_PEPPER, create_user, issue_key, scratch_accounts
-from tests.support.contract import validated
-from tests.support.processes import (
+from harness.accounts import TEST_PEPPER, create_user, issue_key, scratch_accounts
+from harness.processes import (
     ROOT,
     RedisServer,
     Service,
@@ -40,6 +38,8 @@ from tests.support.processes import (
     service_env,
     wait_until,
 )
+from tests.support.contract import validated
+from tests.support.stream_client import Closed, Event, ResponseEnd, StreamConnection, summarize
 
 LATEST = "/api/probboard/latest"
 VERIFY = "/api/keys/verify"

@@ -22,15 +22,15 @@ from dataclasses import dataclass
 
 import pytest
 
-from tests.support.accounts import (
+from harness.accounts import (
     TEST_PEPPER,
     create_user,
     issue_key,
     issue_session,
     scratch_accounts,
 )
+from harness.processes import RedisServer, Service, wait_until
 from tests.support.contract import validated
-from tests.support.processes import RedisServer, Service, wait_until
 
 LATEST = "/api/probboard/latest"
 VERIFY = "/api/keys/verify"

@@ -26,16 +26,16 @@ from typing import Any
 import pytest
 import redis
 
-from tests.conftest import TEST_PEPPER
-from tests.support.contract import validated
-from tests.support.databases import scratch_postgres_database
-from tests.support.processes import (
+from harness.databases import scratch_postgres_database
+from harness.processes import (
     RedisServer,
     Service,
     flask_cli,
     service_env,
     wait_until,
 )
+from tests.conftest import TEST_PEPPER
+from tests.support.contract import validated
 
 LATEST = "/api/probboard/latest"
 HEALTH = "/api/health"

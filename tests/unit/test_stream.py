@@ -17,13 +17,13 @@ import pytest
 from flask import Flask
 from werkzeug.test import TestResponse
 
-from app.web import create_app
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
-from app.stream import broker_of
+from app.services import services_of
+from app.web import create_app
 from tests.conftest import BASE_CONFIG
-from tests.stream_client_helpers import STREAM, Event, Retry, SseParser, naive_boards
 from tests.support.contract import validated
+from tests.support.stream_client import STREAM, Event, Retry, SseParser, naive_boards
 
 UNKNOWN_KEY = "pbk_" + "Q" * 43
 
@@ -34,7 +34,7 @@ class Probe:
     def __init__(self, app: Flask) -> None:
         self.app = app
         self.client = app.test_client(use_cookies=False)
-        self.refresher = Refresher(SimulatedSource(seed=1), app.extensions["probboard.bus"], 500)
+        self.refresher = Refresher(SimulatedSource(seed=1), services_of(app).bus, 500)
         self.open: list[TestResponse] = []
 
     def cli(self, *args: str) -> str:
@@ -65,9 +65,7 @@ class Probe:
         for response in self.open:
             response.close()
         self.open.clear()
-        found = broker_of(self.app)
-        if found is not None:
-            found.shutdown()  # ends the broker's ticker thread
+        services_of(self.app).broker.shutdown()  # ends the broker's ticker thread
 
 
 @pytest.fixture

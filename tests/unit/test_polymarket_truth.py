@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from app.refresher.sources.polymarket.source import PolymarketSource
-from tests.support.fake_polymarket import (
+from harness.fake_polymarket import (
     SPOT,
     SPOT_TOPIC,
     TWAP,

@@ -19,7 +19,7 @@ from limits.storage import MemoryStorage
 from app.errors import ApiError
 from app.limits.accounts import AccountLimits, Quota
 from app.limits.failover import FailoverStorage
-from tests.support.processes import RedisServer
+from harness.processes import RedisServer
 
 PLAN = "vip_pro"
 

@@ -14,12 +14,13 @@ from flask.testing import FlaskClient
 from werkzeug.test import TestResponse
 
 import app.api.latest as latest_view
-from app.web import create_app
 from app.board.snapshot import parse_snapshot
 from app.board.timefmt import now_ms
 from app.bus import BoardBus
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
+from app.services import services_of
+from app.web import create_app
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 
@@ -68,7 +69,7 @@ def board(seq: int, ts_ms: int, items: list[dict[str, Any]] | None = None) -> di
 
 
 def bus_of(app: Flask) -> BoardBus:
-    bus: BoardBus = app.extensions["probboard.bus"]
+    bus: BoardBus = services_of(app).bus
     return bus
 
 
@@ -490,7 +491,7 @@ def test_refresh_intervals_per_plan_follow_the_configuration() -> None:
 )
 def test_board_rendered_for_each_plan(app: Flask, plan: str, label: str, refresh_ms: int) -> None:
     publish(app, board(1, T0_MS))
-    renderer = app.extensions["probboard.renderer"]
+    renderer = services_of(app).renderer
 
     body = validated("board", renderer.render(bus_of(app).latest(), plan, T0_MS + 10))
 

@@ -19,13 +19,12 @@ from flask import Flask
 from sqlalchemy import event, select, update
 from sqlalchemy.sql.dml import Update
 
-from app.web import create_app
 from app.accounts import tokens
 from app.accounts.models import Account, ApiKey, Session
-from app.auth import AUTH_KEY
 from app.auth.directory import Directory, KeyRecord, SessionRecord
-from app.extensions import db, pepper_of
-from app.stream import broker_of
+from app.extensions import db
+from app.services import services_of
+from app.web import create_app
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 
@@ -85,8 +84,8 @@ class Probe:
     def __init__(self, app: Flask) -> None:
         self.app = app
         self.client = app.test_client(use_cookies=False)
-        self.pepper = pepper_of(app)
-        self.directory: Directory = app.extensions[AUTH_KEY].directory
+        self.pepper = services_of(app).pepper()
+        self.directory: Directory = services_of(app).authenticator.directory
 
     def cli(self, *args: str) -> str:
         """An operator command; its output."""
@@ -228,9 +227,7 @@ def probe(database_url: str) -> Iterator[Probe]:
         {**BASE_CONFIG, "DATABASE_URL": database_url, "AUTH_FAILURE_LIMIT": "100000 per minute"}
     )
     yield Probe(app)
-    found = broker_of(app)
-    if found is not None:
-        found.shutdown()
+    services_of(app).broker.shutdown()
     with app.app_context():
         db.session.remove()
         db.engine.dispose()

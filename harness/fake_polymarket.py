@@ -1389,7 +1389,7 @@ def running(auto_markets: bool = False, auto_rule: str = SPOT) -> Iterator[FakeP
 
 
 def main() -> None:
-    """``python -m tests.support.fake_polymarket``: live fakes until Ctrl-C (manual checks,
+    """``python -m harness.fake_polymarket``: live fakes until Ctrl-C (manual checks,
     benchmarks); prints the environment that points the service at them. Every window is
     listed, settled on the 60-second TWAP as today's markets are."""
     with running(auto_markets=True, auto_rule=TWAP) as world:

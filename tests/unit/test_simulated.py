@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import json
 import math
-import subprocess
 from typing import Any
 
 import pytest
@@ -20,8 +19,8 @@ from app.refresher.sources import WINDOW_S, window_start
 from app.refresher.sources.simulated import DEFAULT_SIGMA, START_PRICE, SimulatedSource, token_id
 from app.schemas import ContractError, check
 from app.schemas.board import PublishedBoardSchema
+from app.services import services_of
 from tests.support.contract import validated
-from tests.support.processes import BIN, ROOT, service_env
 
 # A window boundary: 1_800_000_000 is a multiple of 300.
 BOUNDARY = 1_800_000_000
@@ -272,7 +271,7 @@ def test_seq_increases_even_when_the_clock_does_not() -> None:
 
 
 def test_tick_publishes_a_board_that_latest_serves(app: Flask, client: FlaskClient) -> None:
-    bus: BoardBus = app.extensions["probboard.bus"]
+    bus: BoardBus = services_of(app).bus
     times = iter([BOUNDARY + 1.0, BOUNDARY + 2.0])
     refresher = Refresher(SimulatedSource(seed=7), bus, 500, clock=lambda: next(times))
 
@@ -311,7 +310,7 @@ class _BrokenSource:
     ids=["raises", "bad probabilities", "nan price"],
 )
 def test_a_bad_tick_publishes_nothing_and_does_not_raise(app: Flask, source: _BrokenSource) -> None:
-    bus: BoardBus = app.extensions["probboard.bus"]
+    bus: BoardBus = services_of(app).bus
     refresher = Refresher(source, bus, 500, clock=lambda: BOUNDARY + 1.0)
 
     assert refresher.tick() is False
@@ -344,21 +343,4 @@ def test_refresher_once_prints_a_valid_board(runner: FlaskCliRunner) -> None:
 
     assert result.exception is None, repr(result.exception)
     assert result.exit_code == 0, result.output
-    check_once_output(result.stdout)
-
-
-def test_refresher_once_from_the_command_line() -> None:
-    env = service_env(REDIS_URL="memory://", SIMULATION_SEED="3", LOG_FORMAT="json")
-
-    result = subprocess.run(
-        [str(BIN / "flask"), "--app", "wsgi", "refresher", "--once"],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-    assert result.returncode == 0, result.stderr
     check_once_output(result.stdout)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import re
-import subprocess
 from typing import Any
 
 import pytest
@@ -20,7 +19,6 @@ from sqlalchemy import select, text
 from app.accounts.models import Session
 from app.extensions import db
 from tests.conftest import TEST_PEPPER
-from tests.support.processes import BIN, ROOT, service_env
 
 KEY = re.compile(r"^pbk_[A-Za-z0-9_-]{43}$")
 TOKEN = re.compile(r"^pbs_[A-Za-z0-9_-]{43}$")
@@ -342,49 +340,3 @@ def test_sessions_create_and_revoke(accounts_app: Flask) -> None:
     assert fails(accounts_app, "sessions", "create", "ursula") == (
         "Error: account 'ursula' is disabled"
     )
-
-
-# -- the documented command, as a real process --------------------------------------------
-
-
-def flask_command(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """``.venv/bin/flask --app wsgi <args>`` as the README runs it, on ``database_url``."""
-    env = service_env(
-        DATABASE_URL=database_url, API_KEY_PEPPER=TEST_PEPPER, SECRET_KEY="test-secret"
-    )
-    return subprocess.run(
-        [str(BIN / "flask"), "--app", "wsgi", *args],
-        env=env,
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-
-
-def test_documented_cli_runs_as_a_real_process(accounts_app: Flask, database_url: str) -> None:
-    created = flask_command(database_url, "users", "create", "carol", "--plan", "vip_pro")
-    assert created.returncode == 0, created.stderr
-    assert created.stdout == "created account carol (plan vip_pro)\n"
-
-    made = flask_command(database_url, "keys", "create", "carol")
-    assert made.returncode == 0, made.stderr
-    key = made.stdout.splitlines()[-1]
-    assert KEY.fullmatch(key), made.stdout
-    assert key not in made.stderr
-
-    refused = flask_command(database_url, "users", "create", "carol", "--plan", "gold")
-    assert refused.returncode != 0
-    assert refused.stdout == ""
-    assert refused.stderr.splitlines() == [
-        "Error: unknown plan 'gold': choose one of user, vip_pro, admin"
-    ]
-
-    # The key made by that process works in this one (same database, same pepper).
-    response = accounts_app.test_client().get("/api/keys/verify", headers={"X-API-Key": key})
-    assert response.status_code == 200, response.get_data(as_text=True)
-    body = response.get_json()
-    assert (body["ok"], body["userId"], body["plan"]) == (True, "carol", "vip_pro")
-    listed = succeeds(accounts_app, "users", "list")
-    assert listed.startswith("carol\tvip_pro\tactive\t")

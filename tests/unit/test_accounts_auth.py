@@ -23,16 +23,17 @@ from sqlalchemy import select, update
 from werkzeug.datastructures import Headers
 from werkzeug.test import TestResponse
 
-from app.web import create_app
 from app.accounts.models import ApiKey, Session
 from app.extensions import db
 from app.logs import RepeatFilter
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
+from app.services import services_of
+from app.web import create_app
+from harness.processes import wait_until
 from tests.conftest import BASE_CONFIG, TEST_PEPPER
 from tests.support.contract import validated
 from tests.support.logs import captured_log
-from tests.support.processes import wait_until
 
 VERIFY = "/api/keys/verify"
 LATEST = "/api/probboard/latest"
@@ -93,7 +94,7 @@ class Probe:
         return token
 
     def forget(self) -> None:
-        self.app.extensions["probboard.auth"].directory.forget()
+        services_of(self.app).authenticator.directory.forget()
 
     def change_key(self, key: str, **values: Any) -> None:
         with self.app.app_context():
@@ -117,7 +118,7 @@ class Probe:
 
     def publish_board(self) -> None:
         with self.app.app_context():
-            bus = self.app.extensions["probboard.bus"]
+            bus = services_of(self.app).bus
             assert Refresher(SimulatedSource(seed=1), bus, 500).tick()
 
     # -- requests ----------------------------------------------------------------------

@@ -22,7 +22,6 @@ import pytest
 from flask import Flask
 
 import app.api.latest as latest_view
-from app.web import create_app
 from app.bus import BoardBus
 from app.bus.memory import MemoryBoardBus
 from app.refresher.loop import Refresher
@@ -34,9 +33,9 @@ from app.refresher.sources.polymarket.clob import ClobFeed
 from app.refresher.sources.polymarket.rtds import TWAP_KEYS, PriceSeries, RtdsFeed
 from app.refresher.sources.polymarket.source import PolymarketSource
 from app.refresher.volatility import SCALE_BOUNDS, SIGMA_WINDOW_S
-from tests.conftest import BASE_CONFIG
-from tests.support.contract import validated
-from tests.support.fake_polymarket import (
+from app.services import services_of
+from app.web import create_app
+from harness.fake_polymarket import (
     SPOT_HISTORY_TOPIC,
     SPOT_TOPIC,
     TWAP30_TOPIC,
@@ -50,8 +49,10 @@ from tests.support.fake_polymarket import (
     running,
     scaled,
 )
+from harness.processes import wait_until
+from tests.conftest import BASE_CONFIG
+from tests.support.contract import validated
 from tests.support.live_source import Clock, first_row, poll, upstreams, wait_for
-from tests.support.processes import wait_until
 
 TWAP60 = TWAP_KEYS[60]
 
@@ -1126,7 +1127,7 @@ def test_silent_rtds_turns_the_item_stale_not_wrong(
             "SEVERE_STALE_THRESHOLD_MS": "2500",
         }
     )
-    bus: BoardBus = app.extensions["probboard.bus"]
+    bus: BoardBus = services_of(app).bus
     client = app.test_client()
     market = world.list_market(FakeMarket(T0, outcomes=("Down", "Up")))
     world.clob_ws.keep_alive(0.1)  # a busy market: the books stay fresh

@@ -19,10 +19,10 @@ from typing import Any
 import psycopg
 import pytest
 
+from harness.databases import empty_tables
+from harness.processes import RedisServer, Service, flask_cli, wait_until
 from tests.conftest import TEST_PEPPER
 from tests.support.contract import validated
-from tests.support.databases import empty_tables
-from tests.support.processes import RedisServer, Service, flask_cli, wait_until
 
 VERIFY = "/api/keys/verify"
 LATEST = "/api/probboard/latest"

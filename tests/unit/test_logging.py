@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from flask import Flask, request
 
-from app.web import create_app
 from app.logs import redact
+from app.web import create_app
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 from tests.support.logs import captured_log

@@ -8,8 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from harness.processes import RedisServer, Service, wait_until
 from tests.support.contract import validated
-from tests.support.processes import RedisServer, Service, wait_until
 
 
 @pytest.fixture

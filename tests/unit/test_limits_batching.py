@@ -17,7 +17,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import ResponseError
 
 from app.limits.batching import ScriptBatcher
-from tests.support.processes import RedisServer
+from harness.processes import RedisServer
 
 # Adds ARGV[1] to KEYS[1] and answers {the new value, ARGV[2]}: each caller can recognise
 # its own reply, and the sum shows every call ran exactly once.

@@ -21,9 +21,9 @@ import pytest
 from app.refresher.sources import window_start
 from app.schemas import check
 from app.schemas.board import PublishedBoardSchema
+from harness.fake_polymarket import SPOT_TOPIC, FakePolymarket, running
+from harness.processes import BIN, ROOT, RedisServer, Service, service_env
 from tests.support.contract import validated
-from tests.support.fake_polymarket import SPOT_TOPIC, FakePolymarket, running
-from tests.support.processes import BIN, ROOT, RedisServer, Service, service_env
 
 LATEST = "/api/probboard/latest"
 DEADLINE_S = 45.0  # generous: another process may be loading the machine

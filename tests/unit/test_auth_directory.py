@@ -17,13 +17,13 @@ import pytest
 from flask import Flask
 from sqlalchemy import event, update
 
-from app.web import create_app
 from app.accounts.models import Account
 from app.auth import authenticator
 from app.auth.directory import KeyRecord
 from app.extensions import db
+from app.web import create_app
+from harness.processes import wait_until
 from tests.conftest import BASE_CONFIG
-from tests.support.processes import wait_until
 
 SHORT_TTL_MS = 500
 

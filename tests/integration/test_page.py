@@ -53,13 +53,13 @@ from app.board.timefmt import now_ms  # noqa: E402
 from app.bus.redis_bus import RedisBoardBus  # noqa: E402
 from app.refresher.loop import Refresher  # noqa: E402
 from app.refresher.sources.simulated import SimulatedSource  # noqa: E402
-from tests.support.accounts import (  # noqa: E402
+from harness.accounts import (  # noqa: E402
     TEST_PEPPER,
     create_user,
     issue_key,
     scratch_accounts,
 )
-from tests.support.processes import (  # noqa: E402
+from harness.processes import (  # noqa: E402
     ROOT,
     RedisServer,
     Service,

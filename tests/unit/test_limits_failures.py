@@ -13,11 +13,11 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient
 
-from app.web import create_app
 from app.extensions import db
+from app.web import create_app
+from harness.processes import RedisServer
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
-from tests.support.processes import RedisServer
 
 VERIFY = "/api/keys/verify"
 UNKNOWN_KEY = "pbk_" + "A" * 43

@@ -10,7 +10,7 @@ from app.bus.redis_bus import BOARD_KEY, RedisBoardBus
 from app.config import load_settings
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
-from tests.support.processes import RedisServer, wait_until
+from harness.processes import RedisServer, wait_until
 
 
 def _refresher(bus: RedisBoardBus) -> Refresher:

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.processes import ROOT, RedisServer, free_port, http_get
 from tests.support.contract import validated
-from tests.support.processes import ROOT, RedisServer, free_port, http_get
 
 REMOTE = ROOT / "deploy" / "remote.sh"
 

@@ -21,14 +21,15 @@ from flask.testing import FlaskClient
 from limits import parse_many
 from werkzeug.test import TestResponse
 
-from app.web import create_app
 from app.config import ConfigError, load_settings
-from app.extensions import board_bus, db
+from app.extensions import db
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
+from app.services import services_of
+from app.web import create_app
+from harness.processes import RedisServer
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
-from tests.support.processes import RedisServer
 
 LATEST = "/api/probboard/latest"
 HEALTH = "/api/health"
@@ -83,7 +84,7 @@ def accounts_db_app(database_url: str) -> Iterator[Flask]:
 
 def publish_board(app: Flask) -> None:
     with app.app_context():
-        assert Refresher(SimulatedSource(seed=1), board_bus.bus_of(app), 500).tick()
+        assert Refresher(SimulatedSource(seed=1), services_of(app).bus, 500).tick()
 
 
 def cli(app: Flask, *args: str) -> str:
@@ -412,4 +413,4 @@ def test_each_app_counts_in_its_own_storage(tmp_path: Path, fresh_redis: RedisSe
         # last, so these requests were counted in the other app's memory.
         assert stored, "the Redis app's requests were not counted in its Redis"
     finally:
-        board_bus.bus_of(on_redis).close()
+        services_of(on_redis).bus.close()

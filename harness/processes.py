@@ -1,4 +1,4 @@
-"""Real server processes for tests: started on free loopback ports, always stopped by pid."""
+"""Real server processes for tests and benchmarks: on free loopback ports, always stopped by pid."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
@@ -35,6 +35,16 @@ def wait_until(predicate: object, timeout: float = 15.0, interval: float = 0.05)
             return True
         time.sleep(interval)
     return bool(predicate())  # type: ignore[operator]
+
+
+def on_cpus(argv: Sequence[str], cpus: str | None) -> list[str]:
+    """``argv`` under ``taskset -c CPUS`` (its children inherit the set), or as it is."""
+    if cpus is None:
+        return list(argv)
+    taskset = shutil.which("taskset")
+    if taskset is None:
+        raise RuntimeError("taskset is not installed (apt-get install util-linux)")
+    return [taskset, "-c", cpus, *argv]
 
 
 def port_open(port: int) -> bool:
@@ -91,14 +101,18 @@ class Process:
 
 
 class RedisServer:
-    """A throwaway ``redis-server`` on a free port, restartable on the same port."""
+    """A throwaway ``redis-server`` on a free port, restartable on the same port.
 
-    def __init__(self, workdir: Path) -> None:
+    ``cpus`` (a ``taskset -c`` list such as ``"1"``) pins the server to those CPUs.
+    """
+
+    def __init__(self, workdir: Path, cpus: str | None = None) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             raise RuntimeError("redis-server is not installed (apt-get install redis-server)")
         self.binary = binary
         self.workdir = workdir
+        self.cpus = cpus
         self.port = free_port()
         self.process: Process | None = None
 
@@ -113,7 +127,7 @@ class RedisServer:
             self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
             "--save", "", "--appendonly", "no", "--dir", str(self.workdir),
         ]  # fmt: skip
-        self.process = Process(argv, os.environ, self.workdir / "redis.log")
+        self.process = Process(on_cpus(argv, self.cpus), os.environ, self.workdir / "redis.log")
         if not wait_until(lambda: port_open(self.port), timeout=10):
             raise RuntimeError(f"redis-server did not start:\n{self.process.output()}")
 

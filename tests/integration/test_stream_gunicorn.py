@@ -1,6 +1,6 @@
 """The vip_pro stream for real: gunicorn with two gevent workers, a refresher, a redis-server.
 
-Streams are read with a raw-socket client (``tests/stream_client_helpers.py``) that checks
+Streams are read with a raw-socket client (``tests/support/stream_client.py``) that checks
 the HTTP framing (chunked for HTTP/1.1, until-close for HTTP/1.0) and parses the events twice:
 by the SSE rules of the HTML standard and by a naive line splitter. Every board is validated
 against the BoardResponse schema and every error against ErrorResponse. Accounts and keys are
@@ -29,8 +29,17 @@ import psycopg
 import pytest
 import redis
 
+from harness.databases import scratch_postgres_database
+from harness.processes import (
+    RedisServer,
+    Service,
+    flask_cli,
+    service_env,
+    wait_until,
+)
 from tests.conftest import TEST_PEPPER
-from tests.stream_client_helpers import (
+from tests.support.contract import validated
+from tests.support.stream_client import (
     Closed,
     Comment,
     Event,
@@ -41,15 +50,6 @@ from tests.stream_client_helpers import (
     StreamConnection,
     naive_boards,
     summarize,
-)
-from tests.support.contract import validated
-from tests.support.databases import scratch_postgres_database
-from tests.support.processes import (
-    RedisServer,
-    Service,
-    flask_cli,
-    service_env,
-    wait_until,
 )
 
 LATEST = "/api/probboard/latest"

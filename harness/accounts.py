@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
-from tests.support.databases import scratch_postgres_database
-from tests.support.processes import flask_cli, service_env
+from harness.databases import scratch_postgres_database
+from harness.processes import flask_cli, service_env
 
 TEST_PEPPER = "test-pepper-0123456789abcdef"
 

@@ -1,0 +1,1 @@
+"""Tests that run in the pytest process: no gunicorn, refresher, CLI, deploy or browser process."""

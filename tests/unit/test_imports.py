@@ -1,0 +1,144 @@
+"""The package's shape: no import cycles, and each program imports only what it needs.
+
+Imports are read from the source (every ``import``/``from`` of an ``app`` module, at module
+level or inside a function, except under ``if TYPE_CHECKING:``), so a cycle hidden in a
+function body counts: it is still a knot a reader has to untie.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+PACKAGE = Path(__file__).resolve().parents[2] / "app"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _is_type_checking(node: ast.If) -> bool:
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _imports(path: Path, modules: set[str]) -> set[str]:
+    """The ``app`` modules that ``path`` imports (a package import counts as its ``__init__``)."""
+    tree = ast.parse(path.read_text(), str(path))
+    this = _module_name(path)
+    is_package = path.name == "__init__.py"
+    found: set[str] = set()
+
+    def add(name: str) -> None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        if name and name != this:
+            found.add(name)
+
+    def visit(node: ast.AST) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node):
+            for branch in node.orelse:
+                visit(branch)
+            return
+        if isinstance(node, ast.Import):
+            for alias in node.names:
+                if alias.name.split(".")[0] == "app":
+                    add(alias.name)
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = this if is_package else this.rpartition(".")[0]
+                for _ in range(node.level - 1):
+                    anchor = anchor.rpartition(".")[0]
+                base = f"{anchor}.{base}" if base else anchor
+            if base.split(".")[0] == "app":
+                for alias in node.names:
+                    full = f"{base}.{alias.name}"
+                    add(full if full in modules else base)
+        for child in ast.iter_child_nodes(node):
+            visit(child)
+
+    visit(tree)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    """Every module of the package and the package modules it imports."""
+    paths = sorted(PACKAGE.rglob("*.py"))
+    modules = {_module_name(p) for p in paths}
+    return {_module_name(p): _imports(p, modules) for p in paths}
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def connect(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, ())):
+            if target not in index:
+                connect(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            connect(node)
+    return found
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """The check can fail: a made-up graph with a knot is reported."""
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_the_package_has_no_import_cycles() -> None:
+    """No module of ``app`` reaches itself through its imports."""
+    graph = import_graph()
+    assert graph.get("app.web"), "the graph was not read"
+    assert cycles(graph) == []
+
+
+def _loaded_after(statement: str) -> set[str]:
+    code = f"import sys; {statement}; print('\\n'.join(sorted(sys.modules)))"
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60
+    )
+    return set(done.stdout.split())
+
+
+HEAVY = {"flask", "flask_limiter", "flask_sqlalchemy", "flask_migrate", "sqlalchemy", "alembic"}
+
+
+def test_the_package_root_and_the_config_import_nothing_heavy() -> None:
+    """``import app`` and ``import app.config`` (gunicorn.conf.py) load no framework."""
+    assert not HEAVY & _loaded_after("import app.config")
+
+
+def test_the_refresher_program_loads_no_web_framework() -> None:
+    """The refresher's own program imports no Flask, no extension and no SQL store."""
+    loaded = _loaded_after("import app.refresher.main, app.refresher.loop")
+    assert "app.refresher.main" in loaded
+    assert not (HEAVY | {"werkzeug", "gevent"}) & loaded, HEAVY & loaded
