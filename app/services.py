@@ -1,0 +1,95 @@
+"""The per-app container: the services one app (one process) holds, typed, in one place.
+
+``app.web.create_app`` builds each service in a visible order and puts them here; views and
+hooks read them with ``services()``. This module imports none of the subsystems it holds
+(their types are for the type checker only), so it can be imported from anywhere without
+closing a cycle. ``Lifecycle`` is what a serving process starts after fork and runs at exit.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from flask import Flask, current_app
+
+if TYPE_CHECKING:
+    from app.accounts.deadline import DatabaseGuard
+    from app.auth import Authenticator
+    from app.board.render import BoardRenderer
+    from app.bus import BoardBus
+    from app.config import Settings
+    from app.limits import Limits
+    from app.stream.broker import Broker
+
+SERVICES_KEY = "probboard.services"
+Alive = Callable[[], bool]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Lifecycle:
+    """What a serving process starts after fork (given the worker's ``alive`` flag) and runs
+    when it exits, in the order registered."""
+
+    starters: list[Callable[[Alive], object]] = field(default_factory=list)
+    exits: list[Callable[[], object]] = field(default_factory=list)
+
+    def on_start(self, starter: Callable[[Alive], object]) -> None:
+        """Run ``starter(alive)`` when the process starts serving."""
+        self.starters.append(starter)
+
+    def on_exit(self, hook: Callable[[], object]) -> None:
+        """Run ``hook()`` when the process exits."""
+        self.exits.append(hook)
+
+
+@dataclass(frozen=True)
+class Services:
+    """Everything one app holds; built once by ``create_app``."""
+
+    settings: Settings
+    bus: BoardBus
+    renderer: BoardRenderer
+    db_guard: DatabaseGuard
+    pepper: Callable[[], bytes]
+    authenticator: Authenticator
+    broker: Broker
+    limits: Limits
+    lifecycle: Lifecycle
+
+
+def services_of(app: Flask) -> Services:
+    """The services of ``app``."""
+    found: Services = app.extensions[SERVICES_KEY]
+    return found
+
+
+def services() -> Services:
+    """The services of the current app."""
+    found: Services = current_app.extensions[SERVICES_KEY]
+    return found
+
+
+def start_worker(app: Flask, alive: Alive = lambda: True) -> None:
+    """After fork: start what the process runs in the background (other apps: nothing)."""
+    found: Services | None = getattr(app, "extensions", {}).get(SERVICES_KEY)
+    if found is not None:
+        for starter in found.lifecycle.starters:
+            starter(alive)
+
+
+def stop_worker(app: Flask) -> None:
+    """At exit: run the exit hooks in an app context; a failing hook is logged."""
+    found: Services | None = getattr(app, "extensions", {}).get(SERVICES_KEY)
+    if found is None:
+        return
+    for hook in found.lifecycle.exits:
+        try:
+            with app.app_context():
+                hook()
+        except Exception:
+            log.exception("exit hook failed")
