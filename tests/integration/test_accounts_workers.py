@@ -31,6 +31,7 @@ ISO_Z = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$")
 ACCESS_FORMAT = "pbaccess %(p)s %(s)s %({x-request-id}i)s"
 ACCESS_LINE = re.compile(r"^pbaccess <(\d+)> (\d{3}) (\S+)$", re.MULTILINE)
 BATCH = 20
+SPREAD_ATTEMPTS = 30
 _ids = count()
 
 
@@ -84,7 +85,9 @@ def batch(service: Service, path: str, key: str, n: int = BATCH) -> list[Answer]
 def spread(service: Service, path: str, key: str) -> list[Answer]:
     """A batch (or a few) whose requests were served by both workers."""
     answers = batch(service, path, key)
-    for _ in range(4):
+    # Which worker accepts a connection is the kernel's choice: an idle worker may take a
+    # whole batch. Batches are cheap; try until both have answered (almost always 1 or 2).
+    for _ in range(SPREAD_ATTEMPTS):
         if len({a.pid for a in answers}) == 2:
             break
         answers += batch(service, path, key)
