@@ -154,7 +154,8 @@ class Client:
 
     def until_both_workers(self, phase: str, headers: Mapping[str, str] | None = None) -> None:
         """More (limited) requests of ``phase`` until both workers have answered some."""
-        for _ in range(8):
+        # The kernel may give an idle worker a whole burst; bursts are cheap.
+        for _ in range(30):
             if len(self.workers(phase)) == WORKERS:
                 return
             for reply in self.burst(phase, 12, headers):
