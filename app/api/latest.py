@@ -11,7 +11,7 @@ from flask import Blueprint, Response, request
 
 from app.board.timefmt import now_ms
 from app.errors import json_response
-from app.limits import count_failure, rate_limit_headers, refuse_blocked
+from app.limits import count_failure, refuse_blocked
 from app.plans import GUEST
 from app.services import services
 
@@ -33,4 +33,4 @@ def latest() -> Response:
     else:
         plan, quota = identity.plan, held.limits.account(identity)  # 429 over the plan's
     body = held.renderer.render(held.bus.latest(), plan, now_ms())
-    return rate_limit_headers(json_response(body, headers=VARY), quota)
+    return held.limits.headers(json_response(body, headers=VARY), quota)

@@ -85,26 +85,7 @@ def _too_many(error: RateLimitExceeded) -> Response:
             retry_after_ms(),
         )
     )
-    return rate_limit_headers(response, None)
-
-
-def rate_limit_headers(response: Response, quota: Quota | None) -> Response:
-    """``X-RateLimit-*`` of the account's ``quota``, or of the guest limit this request hit."""
-    if quota is not None:
-        limit, remaining, reset_at = quota.limit, quota.remaining, quota.reset_at
-    else:
-        current = services().limits.limiter.current_limit
-        if current is None:
-            return response
-        try:
-            reset_at, remaining = current.window
-        except Exception:  # storage trouble: the answer matters more than its headers
-            return response
-        limit = current.limit.amount
-    response.headers["X-RateLimit-Limit"] = str(limit)
-    response.headers["X-RateLimit-Remaining"] = str(max(0, remaining))
-    response.headers["X-RateLimit-Reset"] = str(math.ceil(reset_at))
-    return response
+    return services().limits.headers(response, None)
 
 
 def _storage_uri(settings: Settings) -> str:
@@ -134,6 +115,24 @@ class Limits:
     def account(self, identity: Identity) -> Quota | None:
         """Count one read of an account against its plan (None: no limit); 429 when over it."""
         return self._accounts.admit(identity.account_id, identity.plan)
+
+    def headers(self, response: Response, quota: Quota | None) -> Response:
+        """``X-RateLimit-*`` of the account's ``quota``, or of the guest limit this request hit."""
+        if quota is not None:
+            limit, remaining, reset_at = quota.limit, quota.remaining, quota.reset_at
+        else:
+            current = self.limiter.current_limit
+            if current is None:
+                return response
+            try:
+                reset_at, remaining = current.window
+            except Exception:  # storage trouble: the answer matters more than its headers
+                return response
+            limit = current.limit.amount
+        response.headers["X-RateLimit-Limit"] = str(limit)
+        response.headers["X-RateLimit-Remaining"] = str(max(0, remaining))
+        response.headers["X-RateLimit-Reset"] = str(math.ceil(reset_at))
+        return response
 
     def refuse_blocked(self) -> None:
         """First step of a key-taking endpoint: a blocked address gets 429, no key lookup."""

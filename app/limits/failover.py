@@ -4,10 +4,10 @@ flask-limiter's own fallback switches only the request that first notices an out
 requests already in flight at that moment fail, go uncounted and log a traceback each.
 This storage (scheme ``probboard+redis://``) makes the switch itself, for every call: any
 Redis error sends that call, and the following ones, to a per-process memory storage
-(logged once per outage); every ``PROBE_S`` seconds one call tries Redis again and, when
-it answers, counting goes back to Redis (logged once). A worker that is only busy (no
-pooled connection free within the pool's wait, ``PoolBusyError``) counts that one call in
-memory and stays on Redis: busy is not an outage.
+(logged once per outage); every ``PROBE_S`` seconds (``app.redis_pool``) one call tries
+Redis again and, when it answers, counting goes back to Redis (logged once). A worker
+that is only busy (no pooled connection free within the pool's wait, ``PoolBusyError``)
+counts that one call in memory and stays on Redis: busy is not an outage.
 
 In Redis, a sliding-window hit is one Lua script (``sliding_window.lua``) that also reports
 the window, sent through a ``ScriptBatcher`` with the hits of concurrent requests. The
@@ -17,7 +17,6 @@ so the X-RateLimit headers read right after the hit need no second round trip.
 
 from __future__ import annotations
 
-import logging
 import time
 from collections.abc import Callable
 from contextvars import ContextVar
@@ -31,10 +30,7 @@ from redis import Redis
 from app.limits.batching import ScriptBatcher
 from app.redis_pool import DEFAULT_POOL_SIZE, RedisFallback, bounded_pool
 
-log = logging.getLogger(__name__)
-
 SCHEME = "probboard+redis"
-PROBE_S = 2.0
 T = TypeVar("T")
 Window = tuple[int, float, int, float]
 # How long a window reported by a hit may stand in for reading it again (same request).
@@ -62,7 +58,7 @@ class FailoverStorage(Storage, SlidingWindowCounterSupport):
         self._sliding_window = ScriptBatcher(client, script)
         self.memory = MemoryStorage()
         self._fallback = RedisFallback(
-            "rate-limit storage", "counting in memory in this worker", PROBE_S, errors=(Exception,)
+            "rate-limit storage", "counting in memory in this worker", errors=(Exception,)
         )
 
     @property

@@ -16,7 +16,6 @@ with ``SlotsBusyError`` and the client retries.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import defaultdict
@@ -24,8 +23,6 @@ from collections.abc import Iterable
 from typing import Protocol
 
 from app.redis_pool import DEFAULT_POOL_SIZE, PoolBusyError, RedisFallback, redis_client
-
-log = logging.getLogger(__name__)
 
 LEASE_S = 15.0
 FIRST_LEASE_S = 3.0

@@ -17,7 +17,7 @@ import signal
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
@@ -25,8 +25,9 @@ import pytest
 import redis
 
 from harness.accounts import TEST_PEPPER, create_user, issue_key, scratch_accounts
-from harness.processes import RedisServer, Service, service_env
+from harness.processes import RedisServer, Service, service_env, wait_until
 from harness.proxy import TcpProxy
+from tests.support.contract import validated
 
 USER = "alice"
 LEASES = "probboard:streams:"  # app/stream/slots.py: one sorted set of leases per key
@@ -130,3 +131,28 @@ def leases(redis_url: str, key_id: int) -> dict[str, float]:
     finally:
         client.close()
     return {member.decode(): float(score) for member, score in found}
+
+
+def start_service(
+    make_service: ServiceFactory,
+    redis_server: RedisServer,
+    database_url: str,
+    refresher: bool = False,
+    **settings: str,
+) -> Service:
+    """gunicorn (2 gevent workers) on ``redis_server``; with the refresher, a first board."""
+    service = make_service(REDIS_URL=redis_server.url, DATABASE_URL=database_url, **settings)
+    service.start_web(workers=2)
+    if refresher:
+        service.start_refresher()
+        assert wait_until(lambda: guest_board(service)["updatedAt"] is not None, timeout=30), (
+            service.refresher.output() if service.refresher else ""
+        )
+    return service
+
+
+def guest_board(service: Service) -> dict[str, Any]:
+    """The guest board (must be a 200 BoardResponse)."""
+    status, _, body = service.get("/api/probboard/latest")
+    assert status == 200, body
+    return validated("board", body)

@@ -16,11 +16,16 @@ import signal
 import subprocess
 import time
 from collections.abc import Sequence
-from typing import Any
 
 from harness.processes import RedisServer, Service, wait_until
 from harness.proxy import TcpProxy
-from tests.integration.faults.conftest import Accounts, ServiceFactory, leases, through
+from tests.integration.faults.conftest import (
+    Accounts,
+    ServiceFactory,
+    leases,
+    through,
+)
+from tests.integration.faults.conftest import start_service as serve
 from tests.support.contract import validated
 from tests.support.crowd import Answer, Request, fire, tally
 from tests.support.stream_client import Closed, Comment, Event, ResponseEnd, StreamConnection
@@ -43,26 +48,8 @@ def start_service(
     **settings: str,
 ) -> Service:
     """gunicorn (2 gevent workers) on ``redis_server``, its database behind ``proxy``."""
-    service = make_service(
-        REDIS_URL=redis_server.url,
-        DATABASE_URL=through(accounts.database_url, proxy),
-        AUTH_CACHE_MS="0",
-        **settings,
-    )
-    service.start_web(workers=2)
-    if refresher:
-        service.start_refresher()
-        assert wait_until(lambda: latest_board(service)["updatedAt"] is not None, timeout=30), (
-            service.refresher.output() if service.refresher else ""
-        )
-    return service
-
-
-def latest_board(service: Service) -> dict[str, Any]:
-    """The guest board (must be a 200 BoardResponse)."""
-    status, _, body = service.get(LATEST)
-    assert status == 200, body
-    return validated("board", body)
+    database_url = through(accounts.database_url, proxy)
+    return serve(make_service, redis_server, database_url, refresher, AUTH_CACHE_MS="0", **settings)
 
 
 def verified(service: Service, key: str) -> bool:

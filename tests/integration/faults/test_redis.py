@@ -17,12 +17,12 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from harness.processes import RedisServer, Service, http_get, wait_until
 from tests.integration.faults.conftest import Accounts, ServiceFactory, leases
+from tests.integration.faults.conftest import start_service as serve
 from tests.support.contract import validated
 from tests.support.crowd import Answer, Request, fire, open_streams, tally
 from tests.support.stream_client import Closed, Event, ResponseEnd, StreamConnection
@@ -40,24 +40,8 @@ def start_service(
     refresher: bool = True,
     **settings: str,
 ) -> Service:
-    """gunicorn (2 gevent workers) on ``redis_server``; with the refresher, a first board."""
-    service = make_service(
-        REDIS_URL=redis_server.url, DATABASE_URL=accounts.database_url, **settings
-    )
-    service.start_web(workers=2)
-    if refresher:
-        service.start_refresher()
-        assert wait_until(lambda: board(service)["updatedAt"] is not None, timeout=30), (
-            service.refresher.output() if service.refresher else ""
-        )
-    return service
-
-
-def board(service: Service) -> dict[str, Any]:
-    """The guest board (must be a 200 BoardResponse)."""
-    status, _, body = service.get(LATEST)
-    assert status == 200, body
-    return validated("board", body)
+    """gunicorn on ``redis_server`` and the accounts database; the refresher by default."""
+    return serve(make_service, redis_server, accounts.database_url, refresher, **settings)
 
 
 def check_refusal(answer: Answer) -> None:
