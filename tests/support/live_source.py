@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -77,3 +78,26 @@ def wait_for(
         if time.monotonic() > deadline:
             pytest.fail(f"timed out waiting for {what}")
         time.sleep(interval)
+
+
+MakeSource = Callable[[Callable[[], float]], PolymarketSource]
+
+
+@contextmanager
+def sources_on(world: FakePolymarket, **options: Any) -> Iterator[MakeSource]:
+    """Make sources on the fakes with a given clock; all closed (threads stopped) at the end."""
+    made: list[PolymarketSource] = []
+
+    def make(clock: Callable[[], float]) -> PolymarketSource:
+        source = PolymarketSource(upstreams(world), clock=clock, **options)
+        made.append(source)
+        return source
+
+    try:
+        yield make
+    finally:
+        for source in made:
+            source.close()
+            for thread in (source.clob, source.rtds):
+                if thread.is_alive():
+                    thread.join(5)

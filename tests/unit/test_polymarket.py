@@ -52,7 +52,14 @@ from harness.fake_polymarket import (
 from harness.processes import wait_until
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
-from tests.support.live_source import Clock, first_row, poll, upstreams, wait_for
+from tests.support.live_source import (
+    Clock,
+    MakeSource,
+    first_row,
+    poll,
+    sources_on,
+    wait_for,
+)
 
 TWAP60 = TWAP_KEYS[60]
 
@@ -66,7 +73,6 @@ STALE_AFTER_MS = 3000  # the source's default: a row lacking an input is older t
 POLL_S = 30.0  # generous: another process may be loading the machine
 
 Row = dict[str, Any]
-MakeSource = Callable[[Callable[[], float]], PolymarketSource]
 
 
 # -- helpers ------------------------------------------------------------------------------
@@ -149,19 +155,8 @@ def make_source(
     world: FakePolymarket,
 ) -> Iterator[Callable[[Callable[[], float]], PolymarketSource]]:
     """Sources on the fakes, closed (threads stopped) before the fakes stop."""
-    made: list[PolymarketSource] = []
-
-    def make(clock: Callable[[], float]) -> PolymarketSource:
-        source = PolymarketSource(upstreams(world), clock=clock)
-        made.append(source)
-        return source
-
-    yield make
-    for source in made:
-        source.close()
-        for thread in (source.clob, source.rtds):
-            if thread.is_alive():
-                thread.join(5)
+    with sources_on(world) as make:
+        yield make
 
 
 @pytest.fixture

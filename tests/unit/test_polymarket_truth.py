@@ -39,7 +39,14 @@ from harness.fake_polymarket import (
     running,
     scaled,
 )
-from tests.support.live_source import Clock, first_row, poll, upstreams, wait_for
+from tests.support.live_source import (
+    Clock,
+    MakeSource,
+    first_row,
+    poll,
+    sources_on,
+    wait_for,
+)
 
 T0 = 1_800_000_000  # a window start (a multiple of 300)
 NEXT = T0 + 300
@@ -52,7 +59,6 @@ SPOT_SERIES = "spot"  # the source's key of the Chainlink spot series
 RTDS_LOGGER = "app.refresher.sources.polymarket.rtds"
 
 Row = dict[str, Any]
-MakeSource = Callable[[Callable[[], float]], PolymarketSource]
 
 
 # -- helpers -------------------------------------------------------------------------------
@@ -106,19 +112,8 @@ def world() -> Iterator[FakePolymarket]:
 @pytest.fixture
 def make_source(world: FakePolymarket) -> Iterator[MakeSource]:
     """Sources on the fakes, closed (threads stopped) before the fakes stop."""
-    made: list[PolymarketSource] = []
-
-    def make(clock: Callable[[], float]) -> PolymarketSource:
-        source = PolymarketSource(upstreams(world), clock=clock, stale_after_ms=STALE_MS)
-        made.append(source)
-        return source
-
-    yield make
-    for source in made:
-        source.close()
-        for thread in (source.clob, source.rtds):
-            if thread.is_alive():
-                thread.join(5)
+    with sources_on(world, stale_after_ms=STALE_MS) as make:
+        yield make
 
 
 # -- 1. the model against exact answers -----------------------------------------------------
