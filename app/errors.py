@@ -74,13 +74,15 @@ def error_response(
     return json_response(json.dumps(body, separators=(",", ":")), status, out_headers)
 
 
+_JSON_HEADERS = (("Content-Type", "application/json"), ("Cache-Control", "no-store"))
+
+
 def json_response(
     body: str | bytes, status: int = 200, headers: Mapping[str, str] | None = None
 ) -> Response:
     """The one shape of every API answer: JSON, never cached (``Cache-Control: no-store``)."""
-    response = Response(body, status=status, mimetype="application/json", headers=headers)
-    response.headers["Cache-Control"] = "no-store"
-    return response
+    fixed = _JSON_HEADERS if headers is None else [*_JSON_HEADERS, *headers.items()]
+    return Response(body, status, fixed)
 
 
 def too_many_requests(message: str, retry_after_ms: int, code: str = "rate_limited") -> ApiError:

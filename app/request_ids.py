@@ -1,8 +1,9 @@
 """Request ids: every response carries ``X-Request-ID`` and every log line of a request its id.
 
 The caller's id is kept when it is sane (1 to 128 of ``A-Za-z0-9._:-``); otherwise a new one is
-made. An id is assigned on first use, so every response carries one whichever step
-answered it (a blocked address is refused before anything else runs).
+made. The id is settled in the WSGI layer, before Flask sees the request, and added to the
+response headers as they are sent: every answer carries one whichever step produced it (a
+blocked address refused first, an error handler, the stream), and no Flask hook runs for it.
 """
 
 from __future__ import annotations
@@ -10,14 +11,18 @@ from __future__ import annotations
 import itertools
 import re
 import secrets
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
-from flask import Flask, Response, current_app, g, has_request_context, request
+from flask import Flask, has_request_context, request
 
 from app.logs import set_request_id_source
 
+if TYPE_CHECKING:
+    from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
+
 REQUEST_ID_HEADER = "X-Request-ID"
-REQUEST_IDS_KEY = "probboard.request_ids"
+ENVIRON_KEY = "probboard.request_id"
 _VALID_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 
 
@@ -25,16 +30,8 @@ def current_request_id() -> str:
     """The id of the request being served (the caller's valid one, or a new one), or ``-``."""
     if not has_request_context():
         return "-"
-    request_id: str | None = g.get("request_id")
-    if request_id is None:
-        incoming = request.headers.get(REQUEST_ID_HEADER, "")
-        if _VALID_REQUEST_ID.fullmatch(incoming):
-            request_id = incoming
-        else:
-            new_id = current_app.extensions.get(REQUEST_IDS_KEY)
-            request_id = new_id() if new_id is not None else secrets.token_hex(16)
-        g.request_id = request_id
-    return request_id
+    found: str = request.environ.get(ENVIRON_KEY, "-")
+    return found
 
 
 def _request_ids() -> Callable[[], str]:
@@ -48,13 +45,28 @@ def _request_ids() -> Callable[[], str]:
     return lambda: f"{prefix}{next(counter):016x}"
 
 
+class RequestIds:
+    """WSGI middleware: settles the request's id and echoes it in ``X-Request-ID``."""
+
+    def __init__(self, app: WSGIApplication) -> None:
+        self.app = app
+        self._new_id = _request_ids()
+
+    def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
+        """Serve ``environ`` with its id in ``environ[ENVIRON_KEY]`` and in the response."""
+        incoming = environ.get("HTTP_X_REQUEST_ID")
+        if incoming is None or not _VALID_REQUEST_ID.fullmatch(incoming):
+            incoming = self._new_id()
+        environ[ENVIRON_KEY] = incoming
+
+        def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
+            headers.append((REQUEST_ID_HEADER, incoming))
+            return start_response(status, headers, exc_info)
+
+        return self.app(environ, start)
+
+
 def init_app(app: Flask) -> None:
     """Give every request an id, echoed in ``X-Request-ID`` and written on its log lines."""
-    app.extensions[REQUEST_IDS_KEY] = _request_ids()
     set_request_id_source(current_request_id)
-
-    def echo(response: Response) -> Response:
-        response.headers[REQUEST_ID_HEADER] = current_request_id()
-        return response
-
-    app.after_request(echo)
+    app.wsgi_app = RequestIds(app.wsgi_app)  # type: ignore[method-assign]

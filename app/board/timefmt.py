@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 
@@ -14,7 +15,13 @@ def updated_at(epoch_ms: int) -> str:
 def served_at(epoch_ms: int) -> str:
     """ISO 8601 with milliseconds and ``Z``, as ``servedAt`` is documented."""
     seconds, millis = divmod(epoch_ms, 1000)
-    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds)) + f".{millis:03d}Z"
+    return f"{_second(seconds)}.{millis:03d}Z"
+
+
+@functools.lru_cache(maxsize=4)
+def _second(seconds: int) -> str:
+    # Every request formats the time; the second changes once per second.
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
 
 def now_ms() -> int:

@@ -11,11 +11,12 @@
   key get 429.
 
 How they run: no limit hooks every request. The endpoints that are limited call them as
-steps of their own pipelines (``Limits`` in the app's services): ``/latest`` runs identify
-→ (guest: flask-limiter's check | account: its plan's limit) → render → headers; the
-key-taking blueprints refuse blocked addresses before anything else and count the 401s
-they answer. flask-limiter stays the guests' limiter, called from the pipeline: its
-app-wide hooks are taken off the app.
+steps of their own pipelines (``Limits`` in the app's services): ``/latest`` runs refuse a
+blocked address → identify (count a 401) → (guest: the guest limit | account: its plan's
+limit) → render → headers; the other key-taking blueprints refuse blocked addresses before
+anything else and count the 401s they answer. flask-limiter stays the guests' limiter: the
+limit is declared with it and counted by its strategy on its storage, resolved once
+(``GuestLimit``); its app-wide hooks are taken off the app.
 
 Strategy: sliding window counter. A fixed window lets a client spend two windows' worth
 at a boundary; a moving window is exact but keeps one entry per request (memory and Lua work
@@ -35,10 +36,13 @@ import logging
 import math
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from flask import Flask, Response, request
 from flask_limiter import Limiter, RateLimitExceeded
+from flask_limiter.util import get_qualified_name
 from limits import parse_many
+from limits.strategies import RateLimiter
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app.auth import Identity
@@ -51,6 +55,9 @@ from app.limits.failures import FailureThrottle
 from app.logs import limit_repeats
 from app.plans import USER, VIP_PRO
 from app.services import services
+
+if TYPE_CHECKING:
+    from flask_limiter._limits import RuntimeLimit
 
 log = logging.getLogger(__name__)
 
@@ -69,23 +76,10 @@ def guest_key() -> str:
     return f"address:{client_address()}"
 
 
-def retry_after_ms() -> int:
-    """Milliseconds until the breached guest limit of this request has room (at least 1)."""
-    current = services().limits.limiter.current_limit
-    if current is None:
-        return 1000
-    reset_at = float(current.window[0])
-    return max(1, math.ceil((reset_at - time.time()) * 1000))
-
-
 def _too_many(error: RateLimitExceeded) -> Response:
-    response = api_error_response(
-        too_many_requests(
-            f"Too many requests ({error.description}); retry after the delay given.",
-            retry_after_ms(),
-        )
-    )
-    return services().limits.headers(response, None)
+    """A limit flask-limiter enforced itself (none on our endpoints today): the usual 429."""
+    message = f"Too many requests ({error.description}); retry after the delay given."
+    return api_error_response(too_many_requests(message, 1000))
 
 
 def _storage_uri(settings: Settings) -> str:
@@ -100,39 +94,95 @@ def _storage_uri(settings: Settings) -> str:
     return uri + f"{separator}socket_connect_timeout=0.25&socket_timeout=0.5"
 
 
+class GuestLimit:
+    """The guests' limit: declared with flask-limiter, resolved once, hit per request.
+
+    flask-limiter's own per-request check works out again, for every request, which of its
+    limits apply to the view (exemption flags, blueprints, methods), and that cost a quarter
+    of a worker serving guests. The answer never changes for ``/latest``, so it is resolved
+    on first use; each request then does what the check does with it: hit every limit with
+    flask-limiter's strategy, on its storage, under the same keys and scopes (so this and
+    flask-limiter's check count on the same counters).
+    """
+
+    def __init__(self, limiter: Limiter, declared: Callable[[], None]) -> None:
+        self._limiter = limiter
+        self._declared = declared
+        self._limits: list[RuntimeLimit] | None = None
+        self._scopes: dict[str, list[str]] = {}
+
+    def _resolve(self) -> list[RuntimeLimit]:
+        name = get_qualified_name(self._declared)
+        found = sorted(self._limiter.limit_manager.decorated_limits(name), key=lambda x: x.limit)
+        self._limits = found
+        return found
+
+    def __call__(self) -> Quota | None:
+        """Count one guest read: the window of the tightest limit for the headers; 429 when
+        over any limit."""
+        limits_ = self._limits if self._limits is not None else self._resolve()
+        endpoint = request.endpoint or ""
+        scopes = self._scopes.get(endpoint)
+        if scopes is None:
+            scopes = self._scopes[endpoint] = [lim.scope_for(endpoint, None) for lim in limits_]
+        strategy = self._limiter.limiter
+        key = guest_key()
+        shown: Quota | None = None
+        for lim, scope in zip(limits_, scopes, strict=True):
+            if lim.method_exempt:
+                continue
+            args = (KEY_PREFIX, key, scope)
+            taken = strategy.hit(lim.limit, *args, cost=lim.deduction_amount)
+            if taken and shown is not None:
+                continue
+            quota = _window(strategy, lim, args)
+            if not taken:
+                retry_ms = math.ceil((quota.reset_at - time.time()) * 1000) if quota else 1000
+                refusal = too_many_requests(
+                    f"Too many requests ({lim.limit}); retry after the delay given.", retry_ms
+                )
+                refusal.headers.update(rate_limit_headers(quota))
+                raise refusal
+            shown = quota
+        return shown
+
+
+def _window(strategy: RateLimiter, lim: RuntimeLimit, args: tuple[str, ...]) -> Quota | None:
+    """The window of ``lim`` as it stands (None when the storage cannot say)."""
+    try:
+        # After a hit on Redis this is the window the hit reported: no second round trip.
+        reset_at, remaining = strategy.get_window_stats(lim.limit, *args)
+    except Exception:  # storage trouble: the answer matters more than its headers
+        return None
+    return Quota(lim.limit.amount, remaining, reset_at)
+
+
+def rate_limit_headers(quota: Quota | None) -> dict[str, str]:
+    """``X-RateLimit-*`` of ``quota`` (none without one)."""
+    if quota is None:
+        return {}
+    return {
+        "X-RateLimit-Limit": str(quota.limit),
+        "X-RateLimit-Remaining": str(max(0, quota.remaining)),
+        "X-RateLimit-Reset": str(math.ceil(quota.reset_at)),
+    }
+
+
 class Limits:
     """The limits of one app, as steps the limited endpoints call (see the module docstring)."""
 
     def __init__(
-        self, limiter: Limiter, guest_check: Callable[[], None], accounts: AccountLimits,
+        self, limiter: Limiter, guest: GuestLimit, accounts: AccountLimits,
         throttle: FailureThrottle,
     ) -> None:  # fmt: skip
         self.limiter = limiter
-        self.guest = guest_check  # flask-limiter's check of the guest limit; 429 when over
+        self.guest = guest  # count one guest read (flask-limiter's limit); 429 when over
         self._accounts = accounts
         self._throttle = throttle
 
     def account(self, identity: Identity) -> Quota | None:
         """Count one read of an account against its plan (None: no limit); 429 when over it."""
         return self._accounts.admit(identity.account_id, identity.plan)
-
-    def headers(self, response: Response, quota: Quota | None) -> Response:
-        """``X-RateLimit-*`` of the account's ``quota``, or of the guest limit this request hit."""
-        if quota is not None:
-            limit, remaining, reset_at = quota.limit, quota.remaining, quota.reset_at
-        else:
-            current = self.limiter.current_limit
-            if current is None:
-                return response
-            try:
-                reset_at, remaining = current.window
-            except Exception:  # storage trouble: the answer matters more than its headers
-                return response
-            limit = current.limit.amount
-        response.headers["X-RateLimit-Limit"] = str(limit)
-        response.headers["X-RateLimit-Remaining"] = str(max(0, remaining))
-        response.headers["X-RateLimit-Reset"] = str(math.ceil(reset_at))
-        return response
 
     def refuse_blocked(self) -> None:
         """First step of a key-taking endpoint: a blocked address gets 429, no key lookup."""
@@ -192,9 +242,13 @@ def init_app(app: Flask, settings: Settings) -> Limits:
     def guest_read() -> None:
         """One guest read of the board (flask-limiter counts each call)."""
 
-    guest_check = limiter.limit(
-        settings.guest_rate_limit, key_func=guest_key, methods=LIMITED_METHODS
-    )(guest_read)
+    # Declared with flask-limiter (its syntax, strategy, storage and keys); see GuestLimit.
+    guest = GuestLimit(
+        limiter,
+        limiter.limit(settings.guest_rate_limit, key_func=guest_key, methods=LIMITED_METHODS)(
+            guest_read
+        ),
+    )
     plans = {USER: settings.user_rate_limit, VIP_PRO: settings.vip_pro_rate_limit}
     workers = settings.web_concurrency if settings.uses_redis else 1
     accounts = AccountLimits(
@@ -207,4 +261,4 @@ def init_app(app: Flask, settings: Settings) -> Limits:
     # One line per refused request would let one client flood the log: one per interval.
     limit_repeats(FLASK_LIMITER_LOGGER, failures.__name__)
     app.register_error_handler(RateLimitExceeded, _too_many)
-    return Limits(limiter, guest_check, accounts, throttle)
+    return Limits(limiter, guest, accounts, throttle)

@@ -18,6 +18,7 @@ import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
+from flask_limiter import RateLimitExceeded
 from limits import parse_many
 from werkzeug.test import TestResponse
 
@@ -414,3 +415,46 @@ def test_each_app_counts_in_its_own_storage(tmp_path: Path, fresh_redis: RedisSe
         assert stored, "the Redis app's requests were not counted in its Redis"
     finally:
         services_of(on_redis).bus.close()
+
+
+# -- the guest step is flask-limiter's limit ------------------------------------------------
+
+
+def test_the_guest_step_counts_on_flask_limiters_own_counter(tmp_path: Path, clock: Clock) -> None:
+    """The pipeline's guest step and flask-limiter's own check of the declared limit draw on
+    one counter: same strategy, storage, keys and scopes."""
+    app = make_app(tmp_path, GUEST_RATE_LIMIT="3 per minute")
+    publish_board(app)
+    client = app.test_client()
+    served(call(client), "guest")
+    served(call(client), "guest")
+    declared = services_of(app).limits.guest._declared  # flask-limiter's decorated check
+    with app.test_request_context(LATEST, environ_base={"REMOTE_ADDR": "127.0.0.1"}):
+        declared()  # the third of three, counted by flask-limiter itself
+        with pytest.raises(RateLimitExceeded):
+            declared()
+    limited(call(client))
+    served(call(client, remote_addr="10.0.0.9"), "guest")  # another address, its own count
+
+
+def test_several_guest_limits_show_the_tightest_and_refuse_on_any(
+    tmp_path: Path, clock: Clock
+) -> None:
+    app = make_app(tmp_path, GUEST_RATE_LIMIT="2 per second;3 per minute")
+    publish_board(app)
+    client = app.test_client()
+    first = call(client)
+    served(first, "guest")
+    assert (first.headers["X-RateLimit-Limit"], first.headers["X-RateLimit-Remaining"]) == (
+        "2",
+        "1",
+    )
+    served(call(client), "guest")
+    assert limited(call(client), window_ms=1000) <= 1000  # the second's limit
+    clock.advance(2.0)  # the second's sliding window is empty again
+    served(call(client), "guest")  # the minute's third
+    refused = call(client)
+    retry_ms = limited(refused)
+    assert retry_ms > 1000, retry_ms  # refused by the minute, which says when it has room
+    assert refused.headers["X-RateLimit-Limit"] == "3"
+    assert refused.headers["X-RateLimit-Remaining"] == "0"
