@@ -8,7 +8,6 @@ hash is compared again in constant time.
 
 from __future__ import annotations
 
-import hashlib
 import hmac
 import re
 import secrets
@@ -37,7 +36,7 @@ def well_formed(value: str, prefix: str) -> bool:
 
 def keyed_hash(pepper: bytes, value: str) -> str:
     """HMAC-SHA256 of ``value`` under ``pepper``, hex."""
-    return hmac.new(pepper, value.encode("utf-8"), hashlib.sha256).hexdigest()
+    return hmac.digest(pepper, value.encode("utf-8"), "sha256").hex()
 
 
 def same_hash(a: str, b: str) -> bool:

@@ -9,12 +9,12 @@ cached too, so guessing does not turn into a query per request.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Generic, Protocol, TypeVar
 
-from cachetools import TTLCache
 from sqlalchemy import Select, select
 from sqlalchemy.orm import Session as DbSession
 
@@ -78,6 +78,43 @@ class Guard(Protocol):
         """``job()``'s result, or ``DatabaseTimeoutError`` when it overran."""
 
 
+class _Expiring(Generic[R]):
+    """Records by digest for ``ttl_s``, at most ``size`` of them.
+
+    Every authenticated request reads it, so a read takes no lock (one dict lookup, atomic
+    in CPython); writers hold the directory's lock. When full, expired entries go first,
+    then the oldest.
+    """
+
+    def __init__(self, size: int, ttl_s: float) -> None:
+        self._size = size
+        self._ttl_s = ttl_s
+        self._items: dict[str, tuple[float, R | None]] = {}
+
+    def get(self, digest: str) -> R | object | None:
+        """The cached record (None: known not to exist), or ``_MISSING``."""
+        found = self._items.get(digest)
+        if found is None or found[0] <= time.monotonic():
+            return _MISSING
+        return found[1]
+
+    def put(self, digest: str, record: R | None) -> None:
+        """Cache ``record`` for ``digest`` (the caller holds the directory's lock)."""
+        items = self._items
+        items.pop(digest, None)
+        if len(items) >= self._size:
+            now = time.monotonic()
+            for stale in [k for k, (until, _) in items.items() if until <= now]:
+                del items[stale]
+            while len(items) >= self._size:
+                del items[next(iter(items))]
+        items[digest] = (time.monotonic() + self._ttl_s, record)
+
+    def clear(self) -> None:
+        """Forget everything."""
+        self._items.clear()
+
+
 class _Load(Generic[R]):
     """One lookup in flight, which concurrent requests for the same record wait on."""
 
@@ -108,8 +145,8 @@ class Directory:
         self._guard = guard
         self._wait_s = wait_s
         ttl = max(ttl_ms, 1) / 1000.0
-        self._keys: TTLCache[str, KeyRecord | None] = TTLCache(CACHE_SIZE, ttl)
-        self._sessions: TTLCache[str, SessionRecord | None] = TTLCache(CACHE_SIZE, ttl)
+        self._keys: _Expiring[KeyRecord] = _Expiring(CACHE_SIZE, ttl)
+        self._sessions: _Expiring[SessionRecord] = _Expiring(CACHE_SIZE, ttl)
         self._lock = threading.Lock()
         self._loading: dict[str, _Load[Any]] = {}
         self._enabled = ttl_ms > 0
@@ -145,12 +182,15 @@ class Directory:
             self._sessions.clear()
 
     def _cached(
-        self, cache: TTLCache[str, R | None], digest: str, load: Callable[[str], R | None]
+        self, cache: _Expiring[R], digest: str, load: Callable[[str], R | None]
     ) -> R | None:
         if not self._enabled:
             return self._guard(lambda: load(digest), name="probboard-auth-lookup")
+        hit = cache.get(digest)
+        if hit is not _MISSING:
+            return hit  # type: ignore[return-value]
         with self._lock:
-            hit = cache.get(digest, _MISSING)
+            hit = cache.get(digest)  # loaded while this request waited for the lock
             if hit is not _MISSING:
                 return hit  # type: ignore[return-value]
             pending: _Load[R | None] | None = self._loading.get(digest)
@@ -171,7 +211,7 @@ class Directory:
         else:
             pending.record = record
             with self._lock:
-                cache[digest] = record
+                cache.put(digest, record)
             return record
         finally:
             with self._lock:

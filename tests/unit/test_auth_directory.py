@@ -9,6 +9,7 @@ counted on the real engine (SQLite, then PostgreSQL).
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -18,7 +19,7 @@ from flask import Flask
 from sqlalchemy import event, update
 
 from app.accounts.models import Account
-from app.auth import authenticator
+from app.auth import authenticator, directory
 from app.auth.directory import KeyRecord
 from app.extensions import db
 from app.web import create_app
@@ -128,3 +129,28 @@ def test_a_cached_key_keeps_its_old_plan_until_the_ttl_expires(short_ttl_app: Fl
         event.remove(engine, "before_cursor_execute", count)
     # Every lookup before the expiry was served from the cache: one query loaded, one reloaded.
     assert len(queries) == 2, queries
+
+
+def test_the_cache_forgets_after_its_ttl_and_holds_at_most_its_size(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    cache: directory._Expiring[str] = directory._Expiring(3, ttl_s=2.0)
+    cache.put("a", "A")
+    cache.put("b", None)  # "no such key" is cached too
+    assert (cache.get("a"), cache.get("b")) == ("A", None)
+    assert cache.get("c") is directory._MISSING
+    now[0] += 2.0
+    assert cache.get("a") is directory._MISSING  # expired at its TTL
+    cache.put("c", "C")
+    cache.put("d", "D")
+    cache.put("e", "E")  # full: the expired a and b go first
+    assert [cache.get(k) for k in "cde"] == ["C", "D", "E"]
+    cache.put("f", "F")  # full and nothing expired: the oldest goes
+    assert cache.get("c") is directory._MISSING
+    assert [cache.get(k) for k in "def"] == ["D", "E", "F"]
+    cache.put("d", "D2")  # a refresh moves it to the back
+    cache.put("g", "G")
+    assert cache.get("e") is directory._MISSING
+    assert [cache.get(k) for k in "dfg"] == ["D2", "F", "G"]
