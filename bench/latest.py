@@ -181,6 +181,7 @@ def main() -> int:
             latest = "/api/probboard/latest"
             targets: dict[str, tuple[str, str, dict[str, str]]] = {
                 "bare": ("bench.bare_app:app", "/bare", {}),
+                "bare+headers": ("bench.bare_app:app", "/bare-headers", {}),
                 "guest": ("wsgi:app", latest, {}),
                 "vip_pro key": ("wsgi:app", latest, {"X-API-Key": key}),
                 "session": ("wsgi:app", latest, {"Cookie": f"probboard_session={token}"}),
@@ -209,10 +210,10 @@ def main() -> int:
     }
     ratios = {name: row["rps"] / summary["bare"]["rps"] for name, row in summary.items()}
     mode = "pinned" if args.pinned else "ordinary"
-    print(f"{'caller':<12} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'ratio':>6}")
+    print(f"{'caller':<13} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'ratio':>6}")
     for name, row in summary.items():
         print(
-            f"{name:<12} {row['rps']:>9.0f} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
+            f"{name:<13} {row['rps']:>9.0f} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
             f"{row['non_2xx']:>8.0f} {ratios[name]:>6.2f}"
         )
     print(
