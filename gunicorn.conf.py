@@ -35,9 +35,14 @@ forwarded_allow_ips = "127.0.0.1"
 
 def post_worker_init(worker: Any) -> None:
     """After fork: open this worker's board subscription before the first request."""
+    import gc
+
     from app.services import start_worker
 
     start_worker(worker.wsgi, alive=lambda: bool(worker.alive))
+    # The app's modules and objects live as long as the worker: keep the cyclic collector
+    # from walking them again and again (it ran on every few thousand allocations).
+    gc.freeze()
 
 
 def worker_exit(server: Any, worker: Any) -> None:
