@@ -698,7 +698,13 @@ def test_rolls_to_the_next_window_on_the_boundary(
     assert row["priceToBeat"] == float(K + 41)  # the new window's own price to beat
     assert_adds_up(row)
 
-    # The old window's tokens are no longer watched; the books keep coming from the socket.
+    # The old window's tokens stay watched until its outcome arrives (so a tape has it) ...
+    clock.t = NEXT + 30
+    row = poll(source, clock, from_socket, "books after the roll")
+    assert world.clob_ws.assets_of_connections() == [{*current.tokens, *upcoming.tokens}]
+    assert not operation_sent(world, "unsubscribe", current.tokens)
+    world.clob_ws.send_market_resolved(current, "Up")
+    # ... then they are no longer watched; the books keep coming from the socket.
     row = poll(
         source,
         clock,
@@ -1184,3 +1190,25 @@ def test_silent_rtds_turns_the_item_stale_not_wrong(
         assert_books_are_the_fakes(item, world, market)
         assert item["sources"]["price"] == f"rtds:{SPOT_TOPIC}"
         assert_adds_up(item)
+
+
+def test_a_finished_window_without_an_outcome_is_dropped_after_ten_minutes(
+    world: FakePolymarket, make_source: MakeSource
+) -> None:
+    current = world.list_market(FakeMarket(T0))
+    upcoming = world.list_market(FakeMarket(NEXT))
+    seed_around(world, SPOT_TOPIC, T0, K)
+    clock = Clock(T0 + 299.5)
+    source = make_source(clock)
+    poll(
+        source,
+        clock,
+        lambda r: world.clob_ws.assets_of_connections() == [{*current.tokens, *upcoming.tokens}],
+        "both windows watched before the roll",
+    )
+    clock.t = NEXT + 299  # ended 299 s ago, no market_resolved: still watched
+    source.rows(clock())
+    assert set(current.tokens) <= set(source.clob._assets)
+    clock.t = NEXT + 601  # ten minutes after its end: given up
+    source.rows(clock())
+    assert not set(current.tokens) & set(source.clob._assets)

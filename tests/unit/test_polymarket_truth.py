@@ -299,8 +299,13 @@ def test_roll_with_a_healthy_upstream_keeps_one_connection_and_fresh_books(
     assert [r["windowStart"] for r in rows].count(NEXT) >= 40
     assert any(r["rem_secs"] == 300 for r in rows)  # a row exactly at the boundary
     assert subscribed_by_operation(world, "subscribe", set(upcoming.tokens))
-    wait_for(
-        lambda: subscribed_by_operation(world, "unsubscribe", set(current.tokens)),
+    # The old window stays watched until its outcome arrives, then goes.
+    assert not subscribed_by_operation(world, "unsubscribe", set(current.tokens))
+    world.clob_ws.send_market_resolved(current, "Down")
+    poll(
+        source,
+        clock,
+        lambda r: subscribed_by_operation(world, "unsubscribe", set(current.tokens)),
         "the old window's tokens to be unsubscribed",
     )
     wait_for(
@@ -331,8 +336,11 @@ def test_roll_with_operations_refused_moves_connections_without_a_gap(
 
     assert world.clob_ws.refused, "the upstream never refused an operation: nothing tested"
     assert world.clob_ws.connections >= 2
-    wait_for(
-        lambda: world.clob_ws.assets_of_connections() == [set(upcoming.tokens)],
+    world.clob_ws.send_market_resolved(current, "Up")  # the old window's watch ends
+    poll(
+        source,
+        clock,
+        lambda r: world.clob_ws.assets_of_connections() == [set(upcoming.tokens)],
         "one connection carrying the new window only",
     )
 
@@ -397,7 +405,15 @@ def test_slow_snapshot_after_the_roll_is_stale_never_fresh_with_nulls(
         row = first_row(source, clock)
         assert fresh_and_full(row, clock) and books_of(row) == fakes_top(world, upcoming)
         time.sleep(0.05)
-    assert current.up_token not in set().union(*world.clob_ws.assets_of_connections())
+    # The old window is watched until its outcome arrives (or ten minutes pass).
+    assert current.up_token in set().union(*world.clob_ws.assets_of_connections())
+    world.clob_ws.send_market_resolved(current, "Up")
+    poll(
+        source,
+        clock,
+        lambda r: current.up_token not in set().union(*world.clob_ws.assets_of_connections()),
+        "the resolved window to be dropped",
+    )
 
 
 # -- 5. lost book messages ----------------------------------------------------------------

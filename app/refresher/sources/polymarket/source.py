@@ -31,6 +31,7 @@ from app.refresher.sources.base import WINDOW_S, window_start
 from app.refresher.sources.polymarket.book import Books, Quote
 from app.refresher.sources.polymarket.clob import REST, ClobFeed, fetch_books
 from app.refresher.sources.polymarket.gamma import GammaClient, UpstreamError, WindowMarket
+from app.refresher.sources.polymarket.recording import RecordingTransport
 from app.refresher.sources.polymarket.rtds import (
     SPOT_KEY,
     TOPICS,
@@ -38,6 +39,7 @@ from app.refresher.sources.polymarket.rtds import (
     PriceSeries,
     RtdsFeed,
 )
+from app.refresher.tape import Tape
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,7 @@ SITE_RETRY_S = 10.0
 FALLBACK_AFTER_S = 5.0  # no settlement point at T0 this long after it: try the fallbacks
 MAX_GAP_MS = 3000  # consecutive Chainlink points (about 1 Hz) further apart: a hole
 SPOT_MEAN = "mean"
+RESOLUTION_WAIT_S = 600  # a finished window's tokens stay watched this long at most
 
 
 def _bracketed(
@@ -97,8 +100,10 @@ class PolymarketSource:
         http: httpx.Client | None = None,
         clock: Callable[[], float] = time.time,
         stale_after_ms: int = 3000,
+        tape: Tape | None = None,
     ) -> None:
         self.upstreams = upstreams
+        self.tape = tape
         self._clock = clock
         self._stale_after_ms = stale_after_ms
         self._asked_at: dict[str, float] = {}  # token -> when it was first watched (clock s)
@@ -106,13 +111,16 @@ class PolymarketSource:
             timeout=httpx.Timeout(3.0, connect=2.0),
             headers={"User-Agent": "probboard/0.1"},
             follow_redirects=False,
+            transport=self._transport(upstreams, tape),
         )
         self.gamma = GammaClient(upstreams.gamma, self.http)
         self.books = Books()
         self.stop = threading.Event()
         self.clob = ClobFeed(upstreams.clob_ws, self.books, self.stop)
         self.rtds = RtdsFeed(upstreams.rtds, self.stop)
+        self.clob.tape = self.rtds.tape = tape
         self._windows: dict[int, _Window] = {}
+        self._finished: dict[str, WindowMarket] = {}  # by slug: ended, outcome not yet seen
         self._started = False
         self._created = clock()
         self._rest_at = 0.0
@@ -122,11 +130,21 @@ class PolymarketSource:
             target=self._upkeep_forever, name="probboard-upkeep", daemon=True
         )
 
+    @staticmethod
+    def _transport(upstreams: Upstreams, tape: Tape | None) -> httpx.BaseTransport | None:
+        """httpx's own transport, recording to ``tape`` when there is one."""
+        if tape is None:
+            return None
+        names = {upstreams.gamma: "gamma", upstreams.clob: "clob-rest", upstreams.site: "site"}
+        return RecordingTransport(httpx.HTTPTransport(), tape, names)
+
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         """Start the WebSocket threads (idempotent)."""
         if not self._started:
             self._started = True
+            if self.tape is not None:
+                self.tape.start()
             self.clob.start()
             self.rtds.start()
             self._upkeep_thread.start()
@@ -135,6 +153,8 @@ class PolymarketSource:
         """Stop the threads and close the HTTP client."""
         self.stop.set()
         self.http.close()
+        if self.tape is not None:
+            self.tape.close()
 
     def warm_up(self, timeout_s: float) -> None:
         """Wait (up to ``timeout_s``) until books and a price have arrived: for ``--once``."""
@@ -156,7 +176,7 @@ class PolymarketSource:
             if window is None:
                 window = self._windows[t0] = _Window()
                 for old in [k for k in self._windows if k < t0 - WINDOW_S]:
-                    del self._windows[old]
+                    self._note_finished(self._windows.pop(old))
             return window
 
     def _lookup(self, t0: int) -> None:
@@ -309,6 +329,27 @@ class PolymarketSource:
                 self.books.snapshot(asset, book.get("bids"), book.get("asks"), REST, now)
 
     # -- the row ----------------------------------------------------------------------
+    def _unresolved(self, t0: int, now: float) -> list[WindowMarket]:
+        """Finished windows still waiting for their ``market_resolved`` (at most
+        ``RESOLUTION_WAIT_S`` after their end): their tokens stay watched, so the outcome
+        arrives on the socket (and on a tape)."""
+        with self._lock:
+            for start, window in self._windows.items():
+                if start + WINDOW_S <= now:
+                    self._note_finished(window)
+        winners = {str(r.get("winning_asset_id")) for r in self.clob.resolutions}
+        for slug, market in list(self._finished.items()):
+            ended = market.window_start + WINDOW_S
+            resolved = {market.up_token_id, market.down_token_id} & winners
+            if resolved or now - ended > RESOLUTION_WAIT_S:
+                del self._finished[slug]
+        return list(self._finished.values())
+
+    def _note_finished(self, window: _Window) -> None:
+        """Wait for the outcome of ``window``'s market (the caller holds the lock)."""
+        if window.market is not None:
+            self._finished.setdefault(window.market.slug, window.market)
+
     def _watch(self, tokens: tuple[str, ...], now: float) -> None:
         for token in tokens:
             self._asked_at.setdefault(token, now)
@@ -353,7 +394,7 @@ class PolymarketSource:
         # same socket, so the board switches on the boundary with warm books.
         near_roll = t0 + WINDOW_S - now <= PREFETCH_S
         upcoming = self._window(t0 + WINDOW_S).market if near_roll else None
-        watched = [m for m in (market, upcoming) if m is not None]
+        watched = [*self._unresolved(t0, now), *(m for m in (market, upcoming) if m)]
         self._watch(tuple(t for m in watched for t in (m.up_token_id, m.down_token_id)), now)
 
         now_ms = int(now * 1000)
