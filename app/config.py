@@ -74,6 +74,7 @@ class Settings:
     polymarket_clob_ws_url: str
     polymarket_rtds_url: str
     polymarket_site_url: str
+    refresher_tape_dir: str = ""  # record every upstream exchange here (empty: off)
 
     @property
     def uses_redis(self) -> bool:
@@ -282,4 +283,5 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         polymarket_site_url=get(
             "POLYMARKET_SITE_URL", "https://polymarket.com", _url(("http", "https"))
         ),
+        refresher_tape_dir=get("REFRESHER_TAPE_DIR", "", lambda v, n: v.strip()),
     )

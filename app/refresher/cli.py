@@ -7,16 +7,23 @@ import sys
 import click
 from flask.cli import with_appcontext
 
-from app.refresher.main import print_once, serve
+from app.config import ConfigError
+from app.refresher.main import print_once, serve, with_tape
 from app.services import services
 
 
 @click.command("refresher")
 @click.option("--once", is_flag=True, help="Print one board as JSON and exit (publishes nothing).")
+@click.option(
+    "--record", metavar="DIR", help="Write every upstream exchange to hourly tapes in DIR."
+)
 @with_appcontext
-def refresher_command(once: bool) -> None:
+def refresher_command(once: bool, record: str | None) -> None:
     """Build the board every tick and publish it on the Redis board bus."""
-    settings = services().settings
+    try:
+        settings = with_tape(services().settings, record)
+    except ConfigError as exc:
+        raise click.UsageError(str(exc)) from exc
     if once:
         print_once(settings)
         return

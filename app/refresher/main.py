@@ -7,6 +7,7 @@ no web app, no limiter, no accounts database. ``flask --app wsgi refresher`` run
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import signal
 import sys
@@ -21,6 +22,20 @@ from app.refresher.loop import Refresher
 from app.refresher.sources import create_source
 
 ONCE_WARM_UP_S = 10.0
+
+
+def with_tape(settings: Settings, record: str | None) -> Settings:
+    """``settings`` recording to ``record`` when given (it overrides ``REFRESHER_TAPE_DIR``)."""
+    if record is not None:
+        if not record.strip():
+            raise ConfigError("--record", "needs a folder")
+        settings = dataclasses.replace(settings, refresher_tape_dir=record.strip())
+    if settings.refresher_tape_dir and settings.board_source != "polymarket":
+        print(
+            f"note: BOARD_SOURCE={settings.board_source} has no upstream: nothing to record",
+            file=sys.stderr,
+        )
+    return settings
 
 
 def print_once(settings: Settings) -> None:
@@ -67,9 +82,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--once", action="store_true", help="print one board as JSON and exit (publishes nothing)"
     )
+    parser.add_argument(
+        "--record",
+        metavar="DIR",
+        help="write every upstream exchange to hourly tapes in DIR (REFRESHER_TAPE_DIR)",
+    )
     args = parser.parse_args(argv)
     try:
-        settings = load_settings()
+        settings = with_tape(load_settings(), args.record)
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2

@@ -16,7 +16,9 @@ def create_source(settings: Settings) -> Source:
         return SimulatedSource(seed=settings.simulation_seed)
     if settings.board_source == "polymarket":
         from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
+        from app.refresher.tape import Tape
 
+        tape = Tape(settings.refresher_tape_dir) if settings.refresher_tape_dir else None
         return PolymarketSource(
             Upstreams(
                 gamma=settings.polymarket_gamma_url,
@@ -26,5 +28,6 @@ def create_source(settings: Settings) -> Source:
                 site=settings.polymarket_site_url,
             ),
             stale_after_ms=settings.stale_threshold_ms,
+            tape=tape,
         )
     raise ValueError(f"unknown board source {settings.board_source!r}")

@@ -31,6 +31,7 @@ class ClobFeed(Feed):
     """
 
     name_for_logs = "clob"
+    tape_src = "clob-ws"
     ping_every_s = 10.0
 
     def __init__(self, url: str, books: Books, stop: threading.Event) -> None:

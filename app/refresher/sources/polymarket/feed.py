@@ -12,9 +12,12 @@ import logging
 import random
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from websockets.sync.client import ClientConnection, connect
+from websockets.sync.client import connect
+
+if TYPE_CHECKING:
+    from app.refresher.tape import Tape
 
 log = logging.getLogger(__name__)
 
@@ -23,10 +26,65 @@ BACKOFF_MAX_S = 15.0
 SILENCE_S = 30.0  # no DATA for this long (pongs do not count): reconnect
 
 
+class Connection(Protocol):
+    """What a feed uses of a WebSocket connection."""
+
+    def send(self, message: str) -> None:
+        """Send one text frame."""
+
+    def recv(self, timeout: float | None = None) -> str | bytes:
+        """The next frame; ``TimeoutError`` after ``timeout``."""
+
+    def close(self) -> None:
+        """Close the connection."""
+
+
+class RecordedConnection:
+    """A connection whose frames and events go to a tape, as they happen."""
+
+    def __init__(self, inner: Connection, tape: Tape, src: str) -> None:
+        self._inner = inner
+        self._tape = tape
+        self._src = src
+        self._closed = False
+        tape.event(src, "connect")
+
+    def send(self, message: str) -> None:
+        """Send, then record the frame as sent."""
+        self._inner.send(message)
+        self._tape.sent(self._src, message)
+
+    def recv(self, timeout: float | None = None) -> str | bytes:
+        """Receive, and record the frame as received (PONGs included)."""
+        try:
+            raw = self._inner.recv(timeout=timeout)
+        except TimeoutError:
+            raise
+        except Exception:
+            self._disconnected()
+            raise
+        text = raw.decode("utf-8", errors="replace") if isinstance(raw, bytes) else raw
+        self._tape.received(self._src, text)
+        return raw
+
+    def close(self) -> None:
+        """Close, and record the disconnect (once)."""
+        try:
+            self._inner.close()
+        finally:
+            self._disconnected()
+
+    def _disconnected(self) -> None:
+        if not self._closed:
+            self._closed = True
+            self._tape.event(self._src, "disconnect")
+
+
 class Feed(threading.Thread):
     """Subclasses say what to subscribe to and what to do with each message."""
 
     name_for_logs = "feed"
+    tape_src = "feed"  # the feed's name on a tape (docs/tapes.md)
     ping_every_s = 10.0
 
     def __init__(self, url: str, stop: threading.Event) -> None:
@@ -36,7 +94,8 @@ class Feed(threading.Thread):
         self.connected = False
         self.messages = 0
         self._generation = 0  # bumped to force a resubscription
-        self._ws: ClientConnection | None = None  # the connection being read
+        self._ws: Connection | None = None  # the connection being read
+        self.tape: Tape | None = None  # set before start() to record every frame
 
     def subscription(self) -> list[str] | None:
         """Text frames to send after connecting; None while there is nothing to watch."""
@@ -65,13 +124,16 @@ class Feed(threading.Thread):
         """Reconnect with a fresh subscription."""
         self._generation += 1
 
-    def _open(self) -> ClientConnection:
+    def _open(self) -> Connection:
         connection = connect(
             self.url, open_timeout=5, close_timeout=1, ping_interval=None, max_size=2**23
         )
         # Entered by hand: a connection can outlive the block that opened it (it is
         # replaced make-before-break), and each is closed explicitly.
-        return connection.__enter__()
+        opened = connection.__enter__()
+        if self.tape is not None:
+            return RecordedConnection(opened, self.tape, self.tape_src)
+        return opened
 
     def run(self) -> None:
         """Connect and reconnect until the stop event is set."""
@@ -97,7 +159,7 @@ class Feed(threading.Thread):
             self.stop_event.wait(random.uniform(0, backoff))  # noqa: S311 - jitter
             backoff = min(BACKOFF_MAX_S, backoff * 2)
 
-    def _session(self, ws: ClientConnection, frames: list[str]) -> None:
+    def _session(self, ws: Connection, frames: list[str]) -> None:
         self._ws = ws
         try:
             self._serve(ws, frames)
@@ -106,7 +168,7 @@ class Feed(threading.Thread):
                 self._ws.close()
             self._ws = None
 
-    def _serve(self, ws: ClientConnection, frames: list[str]) -> None:
+    def _serve(self, ws: Connection, frames: list[str]) -> None:
         generation = self._generation
         for frame in frames:
             ws.send(frame)
@@ -147,7 +209,7 @@ class Feed(threading.Thread):
             except Exception:
                 log.exception("%s: could not handle a message", self.name_for_logs)
 
-    def _replace(self, old: ClientConnection) -> ClientConnection:
+    def _replace(self, old: Connection) -> Connection:
         """Make before break: open and subscribe a new connection, then close the old one.
         If the new one cannot be had, the old one stays (the subclass asks again later)."""
         frames = self.subscription()

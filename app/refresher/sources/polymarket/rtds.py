@@ -228,6 +228,7 @@ class RtdsFeed(Feed):
     """Subscribes to the spot and both TWAP topics for btc/usd."""
 
     name_for_logs = "rtds"
+    tape_src = "rtds"
     ping_every_s = 5.0
 
     def __init__(self, url: str, stop: threading.Event) -> None:

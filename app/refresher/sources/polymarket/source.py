@@ -53,6 +53,7 @@ SITE_RETRY_S = 10.0
 FALLBACK_AFTER_S = 5.0  # no settlement point at T0 this long after it: try the fallbacks
 MAX_GAP_MS = 3000  # consecutive Chainlink points (about 1 Hz) further apart: a hole
 SPOT_MEAN = "mean"
+CLOSE_WAIT_S = 2.0  # closing a recording source: how long the sockets may take to close
 RESOLUTION_WAIT_S = 600  # a finished window's tokens stay watched this long at most
 
 
@@ -154,6 +155,10 @@ class PolymarketSource:
         self.stop.set()
         self.http.close()
         if self.tape is not None:
+            # The sockets' last lines (their disconnects) come from their own threads.
+            for feed in (self.clob, self.rtds):
+                if feed.is_alive():
+                    feed.join(CLOSE_WAIT_S)
             self.tape.close()
 
     def warm_up(self, timeout_s: float) -> None:
