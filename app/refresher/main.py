@@ -45,7 +45,12 @@ def print_once(settings: Settings) -> None:
     if warm_up is not None:
         warm_up(ONCE_WARM_UP_S)  # live sources need a moment for their sockets
     print(json.dumps(refresher.build(), indent=2))
-    close = getattr(refresher.source, "close", None)
+    _close(refresher.source)
+
+
+def _close(source: object) -> None:
+    """Stop a live source's threads (and write the rest of its tape)."""
+    close = getattr(source, "close", None)
     if close is not None:
         close()
 
@@ -69,6 +74,7 @@ def serve(settings: Settings) -> int:
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     refresher.run(stop)
+    _close(refresher.source)
     bus.close()
     return 0
 
