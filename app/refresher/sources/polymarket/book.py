@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import math
 import threading
-import time
 from dataclasses import dataclass
 from typing import Any
+
+from app.refresher import clocks
 
 
 def _price(value: Any) -> float | None:
@@ -177,7 +178,7 @@ class Books:
         ask_ok, ask = top_side(top[1], 1.0)
         if not (bid_ok and ask_ok) or (top[0] is None and top[1] is None):
             return False  # garbage, or no top at all: the level book decides
-        self._top_at[asset] = time.monotonic()
+        self._top_at[asset] = clocks.monotonic()
         self._set(asset, (bid, ask), via)
         self._check(asset, (bid, ask))
         return True
@@ -194,4 +195,4 @@ class Books:
         return (max(bids) if bids else None, min(asks) if asks else None)
 
     def _set(self, asset: str, top: tuple[float | None, float | None], via: str) -> None:
-        self._quotes[asset] = Quote(bid=top[0], ask=top[1], at=time.monotonic(), via=via)
+        self._quotes[asset] = Quote(bid=top[0], ask=top[1], at=clocks.monotonic(), via=via)

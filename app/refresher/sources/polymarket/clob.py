@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import logging
 import threading
-import time
 from typing import Any
 
 import httpx
 
+from app.refresher import clocks
 from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.feed import Feed, each
 from app.refresher.sources.polymarket.gamma import UpstreamError
@@ -85,7 +85,7 @@ class ClobFeed(Feed):
         ``SWAP_RETRY_S`` while that fails)."""
         if not self._ops_refused or self._on_socket == set(self._assets):
             return False
-        now = time.monotonic()
+        now = clocks.monotonic()
         if now - self._swap_tried_at < SWAP_RETRY_S:
             return False
         self._swap_tried_at = now

@@ -192,22 +192,28 @@ class Feed(threading.Thread):
                 raw = ws.recv(timeout=0.1)
             except TimeoutError:
                 continue
-            if isinstance(raw, bytes):
-                raw = raw.decode("utf-8", errors="replace")
-            text = raw.strip()
-            if text.upper() in ("PONG", "PING", ""):
-                continue  # a socket that only answers pings has still stopped sending data
-            last_heard = time.monotonic()
-            try:
-                message = json.loads(raw)
-            except ValueError:
-                self.on_text(text)
-                continue
-            self.messages += 1
-            try:
-                self.handle(message)
-            except Exception:
-                log.exception("%s: could not handle a message", self.name_for_logs)
+            if self.receive(raw):
+                last_heard = time.monotonic()
+
+    def receive(self, raw: str | bytes) -> bool:
+        """Parse and handle one received frame (the live loop and a replay both call this);
+        False for a keep-alive, which says nothing about the data."""
+        if isinstance(raw, bytes):
+            raw = raw.decode("utf-8", errors="replace")
+        text = raw.strip()
+        if text.upper() in ("PONG", "PING", ""):
+            return False  # a socket that only answers pings has still stopped sending data
+        try:
+            message = json.loads(raw)
+        except ValueError:
+            self.on_text(text)
+            return True
+        self.messages += 1
+        try:
+            self.handle(message)
+        except Exception:
+            log.exception("%s: could not handle a message", self.name_for_logs)
+        return True
 
     def _replace(self, old: Connection) -> Connection:
         """Make before break: open and subscribe a new connection, then close the old one.

@@ -18,11 +18,10 @@ import json
 import logging
 import math
 import threading
-import time
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.refresher import volatility
+from app.refresher import clocks, volatility
 from app.refresher.sources.polymarket.feed import Feed, each
 
 log = logging.getLogger(__name__)
@@ -137,7 +136,7 @@ class PriceSeries:
                 return  # older than the history kept
             self._times.insert(i, ts_ms)
             self._values.insert(i, value)
-            self.received_at = time.monotonic()
+            self.received_at = clocks.monotonic()
             self._version += 1
             cut = bisect.bisect_left(self._times, self._times[-1] - self._history_ms)
             if cut:
@@ -205,7 +204,7 @@ class PriceSeries:
             # Once a minute, or at once when the history has grown a lot (a history
             # snapshot has just arrived).
             recompute_scale = (
-                time.monotonic() - self._scale_at >= SCALE_EVERY_S
+                clocks.monotonic() - self._scale_at >= SCALE_EVERY_S
                 or len(self._times) > 2 * self._scale_points + 60
             )
             if recompute_scale:
@@ -217,7 +216,7 @@ class PriceSeries:
                 times, values = self._times[start:], self._values[start:]
         if recompute_scale:
             self._scale = volatility.horizon_scale(times, values)
-            self._scale_at, self._scale_points = time.monotonic(), len(times)
+            self._scale_at, self._scale_points = clocks.monotonic(), len(times)
         estimate = volatility.estimate(times, values, self._scale)
         with self._lock:
             self._vol, self._vol_version = estimate, version

@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 
 import httpx
 
+from app.refresher import clocks
 from app.refresher.model import TWAP, percentages, probability_up
 from app.refresher.sources.base import WINDOW_S, window_start
 from app.refresher.sources.polymarket.book import Books, Quote
@@ -102,9 +103,14 @@ class PolymarketSource:
         clock: Callable[[], float] = time.time,
         stale_after_ms: int = 3000,
         tape: Tape | None = None,
+        background: bool = True,
     ) -> None:
         self.upstreams = upstreams
         self.tape = tape
+        # False: no threads; whoever drives the source (a replay) feeds the sockets' frames
+        # to ``clob``/``rtds`` and calls ``upkeep`` itself.
+        self.background = background
+        self.model_p_up: float | None = None  # the model's own P(up) of the last row
         self._clock = clock
         self._stale_after_ms = stale_after_ms
         self._asked_at: dict[str, float] = {}  # token -> when it was first watched (clock s)
@@ -142,7 +148,7 @@ class PolymarketSource:
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
         """Start the WebSocket threads (idempotent)."""
-        if not self._started:
+        if not self._started and self.background:
             self._started = True
             if self.tape is not None:
                 self.tape.start()
@@ -164,8 +170,8 @@ class PolymarketSource:
     def warm_up(self, timeout_s: float) -> None:
         """Wait (up to ``timeout_s``) until books and a price have arrived: for ``--once``."""
         self.start()
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        deadline = time.time() + timeout_s
+        while time.time() < deadline:
             now = self._clock()
             self.rows(now)
             market = self._window(window_start(now)).market
@@ -186,8 +192,8 @@ class PolymarketSource:
 
     def _lookup(self, t0: int) -> None:
         window = self._window(t0)
-        if window.market is None and time.monotonic() - window.looked_up_at >= DISCOVERY_RETRY_S:
-            window.looked_up_at = time.monotonic()
+        if window.market is None and clocks.monotonic() - window.looked_up_at >= DISCOVERY_RETRY_S:
+            window.looked_up_at = clocks.monotonic()
             try:
                 window.market = self.gamma.window(t0)
                 if window.market is not None:
@@ -199,10 +205,14 @@ class PolymarketSource:
     # -- upkeep: every HTTP call, off the tick ------------------------------------------
     def _upkeep_forever(self) -> None:
         while not self.stop.wait(UPKEEP_S):
-            try:
-                self._upkeep(self._clock())
-            except Exception:
-                log.exception("upkeep step failed")
+            self.upkeep(self._clock())
+
+    def upkeep(self, now: float) -> None:
+        """One upkeep step (every ``UPKEEP_S``): market lookups, REST books, the site."""
+        try:
+            self._upkeep(now)
+        except Exception:
+            log.exception("upkeep step failed")
 
     def _upkeep(self, now: float) -> None:
         t0 = window_start(now)
@@ -268,9 +278,9 @@ class PolymarketSource:
         if window.price_to_beat is not None:
             return
         if now - t0 > FALLBACK_AFTER_S and (
-            time.monotonic() - window.site_tried_at >= SITE_RETRY_S
+            clocks.monotonic() - window.site_tried_at >= SITE_RETRY_S
         ):
-            window.site_tried_at = time.monotonic()
+            window.site_tried_at = clocks.monotonic()
             opened = self._site_open_price(t0, market)
             if opened is not None:
                 self._set_price_to_beat(window, opened, "site:crypto-price", False)
@@ -310,7 +320,7 @@ class PolymarketSource:
         """Re-read books over REST when a quote is missing or unconfirmed for a while, when
         the level book disagrees with the upstream's top (or is crossed), and every
         ``CROSS_CHECK_S``; the snapshot replaces the level book (at most once a second)."""
-        now = time.monotonic()
+        now = clocks.monotonic()
         quotes = [self.books.quote(asset) for asset in assets]
         unconfirmed = any(q is None or now - q.at > BOOK_FRESH_S for q in quotes)
         disputed = bool(self.books.wanted_snapshots() & set(assets))
@@ -365,7 +375,9 @@ class PolymarketSource:
     def _model(
         self, market: WindowMarket | None, k: float | None, spot: PriceSeries
     ) -> tuple[float | None, float | None, float | None, float | None]:
-        """(P(up) in percent, P(down) in percent, sigma used, variance scale), or Nones."""
+        """(P(up) in percent, P(down) in percent, sigma used, variance scale), or Nones;
+        the model's own fraction is kept in ``model_p_up``."""
+        self.model_p_up = None
         vol = spot.volatility()
         sigma = vol.sigma if vol else None
         scale = vol.scale if vol else None
@@ -386,6 +398,7 @@ class PolymarketSource:
                     return None, None, sigma, scale  # a hole in the part already averaged
                 known_mean = spot.mean(start_ms, ts_ms) or price
         p_up = probability_up(price, k, tau, vol.sigma, market.rule, market.lookback_s, known_mean)
+        self.model_p_up = p_up
         up, down = percentages(p_up)
         return up, down, sigma, scale
 
@@ -403,7 +416,7 @@ class PolymarketSource:
         self._watch(tuple(t for m in watched for t in (m.up_token_id, m.down_token_id)), now)
 
         now_ms = int(now * 1000)
-        mono = time.monotonic()
+        mono = clocks.monotonic()
         up = down = None
         if market is not None:
             up = self.books.quote(market.up_token_id)
