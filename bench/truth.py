@@ -18,16 +18,15 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import threading
 import time
 from decimal import Decimal
-from statistics import NormalDist
 from typing import Any
 
 from app.refresher.sources import WINDOW_S, window_start
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
+from harness import tapes
 from harness.fake_polymarket import TWAP, BrownianPath, FakeBook, FakeMarket, FakePolymarket
 
 SIGMA = 1.2e-4
@@ -37,21 +36,7 @@ TICK = Decimal("0.01")
 
 def exact_p_up(path: BrownianPath, ts_ms: int, t0: int, lookback: int) -> float:
     """P(TWAP at the end >= TWAP at T0), from the path and the true sigma, at ``ts_ms``."""
-    second = ts_ms // 1000
-    k = float(path.twap(t0, lookback))
-    spot = float(path.value(second))
-    end = t0 + WINDOW_S
-    tau = max(0.0, end - ts_ms / 1000)
-    if tau > lookback:
-        centre, variance = spot, SIGMA**2 * (tau - 2 * lookback / 3)
-    else:
-        known = [float(path.value(s)) for s in range(end - lookback + 1, second + 1)] or [spot]
-        w = (lookback - tau) / lookback
-        centre = w * statistics.fmean(known) + (1 - w) * spot
-        variance = SIGMA**2 * tau**3 / (3 * lookback**2)
-    if variance <= 0:
-        return 1.0 if centre >= k else 0.0
-    return NormalDist().cdf(math.log(centre / k) / math.sqrt(variance))
+    return tapes.exact_p_up(path, TWAP, lookback, t0, ts_ms / 1000, SIGMA)
 
 
 def quote_books(world: FakePolymarket, market: FakeMarket, p_up: float) -> None:

@@ -16,9 +16,11 @@ from app.services import Lifecycle
 def init_app(app: Flask, settings: Settings, bus: BoardBus, lifecycle: Lifecycle) -> None:
     """Register ``flask refresher`` and, on ``memory://``, start the refresher thread with the
     first request (never at import or in the factory)."""
+    from app.backtest.cli import backtest_command
     from app.refresher.cli import refresher_command
 
     app.cli.add_command(refresher_command)
+    app.cli.add_command(backtest_command)
     if not (bus.embedded and settings.embedded_refresher):
         return
     lock = threading.Lock()

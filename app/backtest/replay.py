@@ -1,0 +1,181 @@
+"""Replay: the recorded frames through the live source's own code, on a virtual clock.
+
+The source runs without its threads (``background=False``). Frames received on a socket go
+to the same feed objects (``receive``: the same parsing and handling as live); the socket's
+``connect`` events call the same hooks; HTTP requests are answered from the tape
+(``TapeHttp``); ``upkeep`` runs every ``UPKEEP_S`` and a row is built every tick, both on
+tape time. The replayed code watches what it would watch live: frames for tokens it does
+not watch are ignored by the same code that ignores them live.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+import httpx
+
+from app.refresher import clocks
+from app.refresher.sources.polymarket.source import UPKEEP_S, PolymarketSource, Upstreams
+
+# The replayed source's upstreams: never reached (requests are answered from the tape,
+# which is matched on method, path, query and body, not on host).
+REPLAY_UPSTREAMS = Upstreams(
+    gamma="http://gamma.tape",
+    clob="http://clob.tape",
+    clob_ws="ws://clob-ws.tape",
+    rtds="ws://rtds.tape",
+    site="http://site.tape",
+)
+HTTP_SOURCES = frozenset({"gamma", "clob-rest", "site"})
+Key = tuple[str, str, tuple[tuple[str, str], ...], str | None]
+
+
+def request_key(method: str, url: str, body: str | None) -> Key:
+    """What an HTTP request is matched on: method, path, query (in any order), body."""
+    parts = urlsplit(url)
+    query = tuple(sorted(parse_qsl(parts.query, keep_blank_values=True)))
+    return method.upper(), parts.path or "/", query, body or None
+
+
+class TapeHttp(httpx.BaseTransport):
+    """Answers a request with the latest recorded response to the same request at or before
+    the virtual time; with none (or when that one failed), it fails like a timeout."""
+
+    def __init__(self) -> None:
+        self._latest: dict[Key, tuple[int, str] | None] = {}
+
+    def record(self, line: dict[str, Any]) -> None:
+        """Take in a recorded exchange (the replay calls this as tape time passes it)."""
+        status = line.get("status")
+        key = request_key(
+            str(line.get("method", "GET")), str(line.get("url", "")), line.get("body")
+        )
+        ok = isinstance(status, int) and status > 0
+        self._latest[key] = (status, str(line.get("frame") or "")) if ok else None  # type: ignore[assignment]
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        """The recorded answer, or ``httpx.ReadTimeout``."""
+        content = request.read()
+        body = content.decode("utf-8", errors="replace") if content else None
+        found = self._latest.get(request_key(request.method, str(request.url), body))
+        if found is None:
+            raise httpx.ReadTimeout("no recorded answer at this time", request=request)
+        status, frame = found
+        headers = {"Content-Type": "application/json"}
+        return httpx.Response(status, headers=headers, text=frame, request=request)
+
+
+class VirtualClock:
+    """Tape time: set by the replay, read by the source (wall and monotonic alike)."""
+
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+@dataclass
+class Board:
+    """One row the replayed source built, at tape time ``t``."""
+
+    t: float
+    row: dict[str, Any]
+    p_up: float | None  # the model's own fraction (not the rounded percentage)
+
+
+@dataclass
+class Replay:
+    """A replay in progress: its source, and what the tape said about outcomes."""
+
+    source: PolymarketSource
+    clock: VirtualClock
+    http: TapeHttp
+    winners: dict[str, bool] = field(default_factory=dict)  # token id -> won (market_resolved)
+    gamma_frames: list[str] = field(default_factory=list)  # Gamma answers, for outcomes
+    lines: int = 0
+    first_t: float | None = None
+    last_t: float | None = None
+
+
+def new_replay(stale_after_ms: int) -> Replay:
+    """A threadless live source on a virtual clock, answered from the tape."""
+    clock = VirtualClock()
+    http = TapeHttp()
+    source = PolymarketSource(
+        REPLAY_UPSTREAMS,
+        http=httpx.Client(transport=http),
+        clock=clock,
+        stale_after_ms=stale_after_ms,
+        background=False,
+    )
+    return Replay(source, clock, http)
+
+
+def _take(replay: Replay, line: dict[str, Any]) -> None:
+    src = line["src"]
+    source = replay.source
+    if src in HTTP_SOURCES:
+        replay.http.record(line)
+        if src == "gamma" and line.get("status") == 200:
+            replay.gamma_frames.append(str(line.get("frame") or ""))
+        return
+    feed = source.clob if src == "clob-ws" else source.rtds if src == "rtds" else None
+    if feed is None or line.get("dir") == "out":
+        return
+    event = line.get("event")
+    if event == "connect":
+        feed.on_connect()
+    elif event is None and isinstance(line.get("frame"), str):
+        frame = line["frame"]
+        feed.receive(frame)
+        if src == "clob-ws" and "market_resolved" in frame:
+            _note_resolutions(replay, frame)
+
+
+def _note_resolutions(replay: Replay, frame: str) -> None:
+    try:
+        message = json.loads(frame)
+    except ValueError:
+        return
+    for item in message if isinstance(message, list) else [message]:
+        if not isinstance(item, dict) or item.get("event_type") != "market_resolved":
+            continue
+        winner = str(item.get("winning_asset_id", ""))
+        assets = item.get("assets_ids")
+        for asset in assets if isinstance(assets, list) else []:
+            replay.winners[str(asset)] = str(asset) == winner
+        if winner:
+            replay.winners[winner] = True
+
+
+def run(replay: Replay, lines: Iterable[dict[str, Any]], tick_ms: int) -> Iterator[Board]:
+    """Feed ``lines`` (in ``t`` order) and yield a board every ``tick_ms`` of tape time."""
+    tick_s = tick_ms / 1000.0
+    clock, source = replay.clock, replay.source
+    next_tick = next_upkeep = math.inf
+    with clocks.use(clock):
+        for line in lines:
+            t = float(line["t"])
+            if replay.first_t is None:
+                replay.first_t = t
+                next_tick = math.ceil(t / tick_s) * tick_s
+                next_upkeep = t
+            while min(next_tick, next_upkeep) <= t:
+                if next_upkeep <= next_tick:
+                    clock.t = next_upkeep
+                    source.upkeep(next_upkeep)
+                    next_upkeep += UPKEEP_S
+                else:
+                    clock.t = next_tick
+                    yield Board(next_tick, dict(source.rows(next_tick)[0]), source.model_p_up)
+                    next_tick += tick_s
+            clock.t = t
+            _take(replay, line)
+            replay.lines += 1
+            replay.last_t = t

@@ -1,0 +1,53 @@
+"""Scores of probabilities against outcomes: Brier score, log loss, reliability bins."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+CLIP = 1e-4
+BINS = 10
+
+
+def brier(p: float, o: int) -> float:
+    """(p - o)², o = 1 for UP."""
+    return (p - o) ** 2
+
+
+def log_loss(p: float, o: int) -> float:
+    """-log of the probability given to what happened (natural log, p clipped)."""
+    p = min(max(p, CLIP), 1 - CLIP)
+    return -math.log(p if o == 1 else 1 - p)
+
+
+def mean_scores(pairs: Sequence[tuple[float, int]]) -> dict[str, float | None]:
+    """Mean Brier score and log loss of (p, o) pairs (None for none)."""
+    if not pairs:
+        return {"brier": None, "logLoss": None}
+    n = len(pairs)
+    return {
+        "brier": math.fsum(brier(p, o) for p, o in pairs) / n,
+        "logLoss": math.fsum(log_loss(p, o) for p, o in pairs) / n,
+    }
+
+
+def reliability(pairs: Sequence[tuple[float, int]], bins: int = BINS) -> list[dict[str, Any]]:
+    """``bins`` equal bins of p over [0, 1] (the last includes 1): count, mean p, observed
+    frequency of UP (None in an empty bin)."""
+    members: list[list[tuple[float, int]]] = [[] for _ in range(bins)]
+    for p, o in pairs:
+        members[min(int(p * bins), bins - 1)].append((p, o))
+    table = []
+    for i, inside in enumerate(members):
+        n = len(inside)
+        table.append(
+            {
+                "lo": i / bins,
+                "hi": (i + 1) / bins,
+                "n": n,
+                "meanP": math.fsum(p for p, _ in inside) / n if n else None,
+                "observed": sum(o for _, o in inside) / n if n else None,
+            }
+        )
+    return table

@@ -1,0 +1,192 @@
+"""Synthetic tapes (``docs/tapes.md``) of a Brownian market with known sigma, for backtests.
+
+The frames are the fakes' own (``harness.fake_polymarket``: Gamma events, CLOB books and
+``best_bid_ask``, RTDS updates and history), laid out on tape time as a recording of them
+would be: the spot and both TWAP topics every second (each point 50 ms after its second),
+each window's Gamma answer two minutes ahead, its books from a minute before it starts
+until a few seconds after it ends, and optionally its ``market_resolved``.
+
+The market's quote of UP is set by ``market``: ``exact`` keeps its mid on the exact P(up)
+(from the path and the true sigma, at the spot the board would see), ``none`` sends no
+quotes at all; both books are symmetric (DOWN = 1 - UP).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+from harness.fake_polymarket import (
+    SPOT,
+    SPOT_HISTORY_TOPIC,
+    SPOT_TOPIC,
+    TWAP,
+    TWAP_TOPICS,
+    WINDOW_S,
+    BrownianPath,
+    FakeBook,
+    FakeMarket,
+    FakeRtds,
+)
+
+POINT_DELAY_S = 0.05  # a second's price arrives this long after the second
+QUOTE_DELAY_S = 0.06  # the market's quote of that second, just after the price
+HISTORY_S = 1200  # the spot history the RTDS snapshot carries at the tape's start
+HALF_SPREAD = 0.005
+
+
+def exact_p_up(
+    path: BrownianPath, rule: str, lookback: int, t0: int, at_s: float, sigma: float
+) -> float:
+    """P(up) from the path itself and the true ``sigma``, knowing the spot up to second
+    ``int(at_s)``, with the time left counted from ``at_s``."""
+    end = t0 + WINDOW_S
+    second = int(at_s)
+    k = float(path.twap(t0, lookback)) if rule == TWAP else float(path.value(t0))
+    spot = float(path.value(second))
+    tau = max(0.0, end - at_s)
+    if rule == SPOT:
+        centre, variance = spot, sigma**2 * tau
+    elif tau > lookback:
+        centre, variance = spot, sigma**2 * (tau - 2 * lookback / 3)
+    else:
+        known = [float(path.value(s)) for s in range(end - lookback + 1, second + 1)] or [spot]
+        w = (lookback - tau) / lookback
+        centre = w * statistics.fmean(known) + (1 - w) * spot
+        variance = sigma**2 * tau**3 / (3 * lookback**2)
+    if variance <= 0:
+        return 1.0 if centre >= k else 0.0
+    return NormalDist().cdf(math.log(centre / k) / math.sqrt(variance))
+
+
+def settled_up(path: BrownianPath, rule: str, lookback: int, t0: int) -> bool:
+    """How the window settled: the final value (TWAP or spot at the end) ≥ the one at T0."""
+    end = t0 + WINDOW_S
+    if rule == TWAP:
+        return path.twap(end, lookback) >= path.twap(t0, lookback)
+    return path.value(end) >= path.value(t0)
+
+
+@dataclass
+class TapeSpec:
+    """What to write: ``windows`` windows from ``first_window``, on ``path``."""
+
+    path: BrownianPath
+    sigma: float
+    first_window: int
+    windows: int
+    rule: str = TWAP
+    lookback: int = 60
+    market: str = "exact"  # or "none"
+    resolved_every: int = 2  # every n-th window gets its market_resolved (0: none)
+
+
+def _line(t: float, src: str, **fields: Any) -> dict[str, Any]:
+    return {"t": round(t, 6), "src": src, **fields}
+
+
+def _quote_frames(
+    market: FakeMarket, p_up: float, t: float
+) -> list[dict[str, Any]]:  # fmt: skip
+    bid = min(max(p_up - HALF_SPREAD, 0.0005), 0.9995 - 2 * HALF_SPREAD)
+    ask = bid + 2 * HALF_SPREAD
+    frames = []
+    for token, b, a in (
+        (market.up_token, bid, ask),
+        (market.down_token, 1 - ask, 1 - bid),
+    ):
+        message = {
+            "event_type": "best_bid_ask",
+            "market": market.condition,
+            "asset_id": token,
+            "best_bid": f"{b:.6f}",
+            "best_ask": f"{a:.6f}",
+            "spread": f"{a - b:.6f}",
+            "timestamp": str(int(t * 1000)),
+        }
+        frames.append(_line(t, "clob-ws", frame=json.dumps(message)))
+    return frames
+
+
+def lines(spec: TapeSpec) -> list[dict[str, Any]]:
+    """Every line of the tape, in ``t`` order."""
+    path, first = spec.path, spec.first_window
+    start = first - 2 * WINDOW_S  # the recording starts ten minutes before the first window
+    end = first + spec.windows * WINDOW_S + 180  # and ends after the last outcome
+    markets = [
+        FakeMarket(first + i * WINDOW_S, rule=spec.rule, lookback=spec.lookback)
+        for i in range(spec.windows + 1)
+    ]
+    out: list[dict[str, Any]] = [
+        _line(start, "rtds", event="connect"),
+        _line(start + 0.001, "clob-ws", event="connect"),
+    ]
+    history = path.spot_points(start - HISTORY_S, start)
+    snapshot = FakeRtds.first_message(SPOT_TOPIC, history, wire_topic=SPOT_HISTORY_TOPIC)
+    out.append(_line(start + 0.01, "rtds", frame=json.dumps(snapshot)))
+    for market in markets:
+        t0 = market.window_start
+        url = f"https://gamma-api.polymarket.com/events/slug/{market.slug}"
+        out.append(
+            _line(t0 - 120, "gamma", method="GET", url=url, body=None, status=200,
+                  frame=json.dumps(market.event()))
+        )  # fmt: skip
+        books = [
+            FakeBook(bids={"0.49": "10"}, asks={"0.51": "10"}).as_json(token, market.condition, 0)
+            | {"event_type": "book"}
+            for token in market.tokens
+        ]
+        out.append(_line(t0 - 59.5, "clob-ws", frame=json.dumps(books)))
+    for second in range(start + 1, end + 1):
+        t = second + POINT_DELAY_S
+        spot = FakeRtds.update(SPOT_TOPIC, second * 1000, path.value(second))
+        out.append(_line(t, "rtds", frame=json.dumps(spot)))
+        for lookback, topic in TWAP_TOPICS.items():
+            if path.has_twap(second, lookback):
+                update = FakeRtds.update(topic, second * 1000, path.twap(second, lookback))
+                out.append(_line(t + 0.001, "rtds", frame=json.dumps(update)))
+        if spec.market == "exact":
+            for market in markets[:-1]:
+                t0 = market.window_start
+                if t0 - 59 <= second <= t0 + WINDOW_S + 5:
+                    known = min(second, t0 + WINDOW_S)
+                    p = exact_p_up(path, spec.rule, spec.lookback, t0, known, spec.sigma) \
+                        if second >= t0 else 0.5  # fmt: skip
+                    out.extend(_quote_frames(market, p, second + QUOTE_DELAY_S))
+    for i, market in enumerate(markets[:-1]):
+        if spec.resolved_every and i % spec.resolved_every == 0:
+            up = settled_up(path, spec.rule, spec.lookback, market.window_start)
+            winner = market.up_token if up else market.down_token
+            message = {
+                "event_type": "market_resolved",
+                "market": market.condition,
+                "assets_ids": list(market.tokens),
+                "winning_asset_id": winner,
+                "winning_outcome": "Up" if up else "Down",
+                "timestamp": str((market.window_start + WINDOW_S + 120) * 1000),
+            }
+            out.append(
+                _line(market.window_start + WINDOW_S + 120, "clob-ws", frame=json.dumps(message))
+            )
+    out.sort(key=lambda line: line["t"])
+    return out
+
+
+def write(spec: TapeSpec, directory: Path, hourly: Callable[[float], str] | None = None) -> Path:
+    """Write the tape to ``directory`` in hourly files (``docs/tapes.md``); returns it."""
+    from app.refresher.tape import hour_name
+
+    name_of = hourly or hour_name
+    directory.mkdir(parents=True, exist_ok=True)
+    files: dict[str, list[str]] = {}
+    for line in lines(spec):
+        files.setdefault(name_of(line["t"]), []).append(json.dumps(line, separators=(",", ":")))
+    for name, texts in files.items():
+        (directory / name).write_text("\n".join(texts) + "\n", encoding="utf-8")
+    return directory
