@@ -52,14 +52,18 @@ clean:
 
 .PHONY: bench bench-latest
 ## bench: performance figures (never part of `make test`); needs wrk (apt-get install wrk)
-bench: bench-latest bench-stream bench-refresher
+bench: bench-latest bench-stream bench-refresher bench-backtest
 
 ## bench-latest: /latest against a bare route, ordinary (2 workers) then pinned (1 worker on CPU 0)
 bench-latest: $(BIN)/activate
 	$(BIN)/python -m bench.latest $(BENCH_LATEST_ARGS)
 	$(BIN)/python -m bench.latest --pinned $(BENCH_LATEST_ARGS)
 
-.PHONY: bench-stream bench-refresher bench-truth
+.PHONY: bench-stream bench-refresher bench-truth bench-backtest
+## bench-backtest: tape seconds replayed per second by the backtest, on one CPU (a 6 h tape)
+bench-backtest: $(BIN)/activate
+	$(BIN)/python -m bench.backtest --hours $(or $(BACKTEST_HOURS),6)
+
 ## bench-truth: the live source against a moving stand-in market: P(up) vs the exact value (7 min)
 bench-truth: $(BIN)/activate
 	$(BIN)/python -m bench.truth --seconds $(or $(TRUTH_SECONDS),420)

@@ -85,6 +85,7 @@ class TapeSpec:
     lookback: int = 60
     market: str = "exact"  # or "none"
     resolved_every: int = 2  # every n-th window gets its market_resolved (0: none)
+    quote_hz: int = 1  # best_bid_ask messages per second per token (a busy market: 10)
 
 
 def _line(t: float, src: str, **fields: Any) -> dict[str, Any]:
@@ -158,7 +159,9 @@ def lines(spec: TapeSpec) -> list[dict[str, Any]]:
                     known = min(second, t0 + WINDOW_S)
                     p = exact_p_up(path, spec.rule, spec.lookback, t0, known, spec.sigma) \
                         if second >= t0 else 0.5  # fmt: skip
-                    out.extend(_quote_frames(market, p, second + QUOTE_DELAY_S))
+                    for k in range(spec.quote_hz):
+                        at = second + QUOTE_DELAY_S + k / spec.quote_hz
+                        out.extend(_quote_frames(market, p, at))
     for i, market in enumerate(markets[:-1]):
         if spec.resolved_every and i % spec.resolved_every == 0:
             up = settled_up(path, spec.rule, spec.lookback, market.window_start)
