@@ -103,9 +103,11 @@ class Replay:
     last_t: float | None = None
 
 
-def new_replay(stale_after_ms: int) -> Replay:
-    """A threadless live source on a virtual clock, answered from the tape."""
+def new_replay(stale_after_ms: int, start_t: float = 0.0) -> Replay:
+    """A threadless live source on a virtual clock, answered from the tape; the source
+    comes to life at ``start_t`` (the tape's first ``t``), as the live one did."""
     clock = VirtualClock()
+    clock.t = start_t
     http = TapeHttp()
     source = PolymarketSource(
         REPLAY_UPSTREAMS,
@@ -154,17 +156,25 @@ def _note_resolutions(replay: Replay, frame: str) -> None:
             replay.winners[winner] = True
 
 
-def run(replay: Replay, lines: Iterable[dict[str, Any]], tick_ms: int) -> Iterator[Board]:
-    """Feed ``lines`` (in ``t`` order) and yield a board every ``tick_ms`` of tape time."""
+def run(
+    replay: Replay,
+    lines: Iterable[dict[str, Any]],
+    tick_ms: int,
+    at: Iterable[float] | None = None,
+) -> Iterator[Board]:
+    """Feed ``lines`` (in ``t`` order) and yield a board every ``tick_ms`` of tape time, on
+    its multiples (or at each of the increasing times ``at``, to compare with a live run)."""
     tick_s = tick_ms / 1000.0
     clock, source = replay.clock, replay.source
+    chosen = iter(at) if at is not None else None
     next_tick = next_upkeep = math.inf
     with clocks.use(clock):
         for line in lines:
             t = float(line["t"])
             if replay.first_t is None:
                 replay.first_t = t
-                next_tick = math.ceil(t / tick_s) * tick_s
+                first = math.ceil(t / tick_s) * tick_s
+                next_tick = next(chosen, math.inf) if chosen is not None else first
                 next_upkeep = t
             while min(next_tick, next_upkeep) <= t:
                 if next_upkeep <= next_tick:
@@ -174,7 +184,10 @@ def run(replay: Replay, lines: Iterable[dict[str, Any]], tick_ms: int) -> Iterat
                 else:
                     clock.t = next_tick
                     yield Board(next_tick, dict(source.rows(next_tick)[0]), source.model_p_up)
-                    next_tick += tick_s
+                    if chosen is not None:
+                        next_tick = next(chosen, math.inf)
+                    else:
+                        next_tick += tick_s
             clock.t = t
             _take(replay, line)
             replay.lines += 1

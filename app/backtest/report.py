@@ -8,6 +8,7 @@ ask (None when a side is empty); both None when the row was stale at that board.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Iterable
@@ -70,7 +71,10 @@ def backtest(
 ) -> dict[str, Any]:
     """Replay ``lines`` and return the report document (``docs/backtest.md``)."""
     started = time.perf_counter()
-    replay = new_replay(stale_after_ms)
+    remaining = iter(lines)
+    first = next(remaining, None)
+    replay = new_replay(stale_after_ms, float(first["t"]) if first is not None else 0.0)
+    lines = itertools.chain([first], remaining) if first is not None else []
     windows: dict[str, Window] = {}
     boards = 0
     live_log = logging.getLogger("app.refresher")

@@ -6,6 +6,7 @@ a live source on the fake Polymarket upstreams (every exchange on the tape, as s
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import os
@@ -18,6 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.backtest.replay import new_replay, run
 from app.config import load_settings
 from app.refresher import tape as tape_module
 from app.refresher.main import main, with_tape
@@ -212,3 +214,45 @@ def test_record_names_the_tape_folder_and_an_empty_one_is_refused(
     assert with_tape(from_env, None).refresher_tape_dir == "/srv/t"
     assert main(["--record", " "]) == 2
     assert "--record: needs a folder" in capsys.readouterr().err
+
+
+def test_a_recorded_tape_replays_to_the_boards_the_live_source_built(tmp_path: Path) -> None:
+    """Record a live source on the fakes (real clock, prices and quotes flowing), then
+    replay its tape asking for boards at the same instants: the same P(up) and the same
+    best levels, wherever no frame arrived in the 50 ms before the instant (a frame being
+    handled while the live row was built may or may not be in it)."""
+    with running(auto_markets=True) as world:
+        world.rtds.live(period_s=0.5)
+        world.clob_ws.keep_alive(0.5)
+        tape = Tape(tmp_path)
+        live: list[tuple[float, dict[str, Any], float | None]] = []
+        with sources_on(world, tape=tape) as make:
+            source = make(time.time)
+            deadline = time.monotonic() + 12
+            while time.monotonic() < deadline:
+                now = time.time()
+                live.append((now, dict(source.rows(now)[0]), source.model_p_up))
+                time.sleep(0.13)  # out of step with the fakes' half-second beat
+    lines = all_lines(tmp_path)
+    received = sorted(
+        line["t"] for line in lines if line["src"] in ("clob-ws", "rtds") and "frame" in line
+        and "dir" not in line
+    )  # fmt: skip
+    replay = new_replay(3000, lines[0]["t"])
+    boards = list(run(replay, iter(lines), 500, at=[now for now, _, _ in live]))
+    assert len(boards) == len(live)
+
+    def quiet(now: float) -> bool:
+        i = bisect.bisect_right(received, now)
+        return i == 0 or now - received[i - 1] > 0.05
+
+    compared = 0
+    for (now, row, p_up), board in zip(live, boards, strict=True):
+        assert board.t == now
+        if now - live[0][0] < 5 or not quiet(now) or p_up is None or row["up_bid"] is None:
+            continue  # the first seconds: the market's lookup is answered at another moment
+        levels = ("up_bid", "up_ask", "down_bid", "down_ask", "slug", "priceToBeat", "price")
+        assert {k: board.row[k] for k in levels} == {k: row[k] for k in levels}, now
+        assert board.p_up == pytest.approx(p_up, abs=1e-9), now
+        compared += 1
+    assert compared >= 10, f"only {compared} instants could be compared"
