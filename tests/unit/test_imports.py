@@ -142,3 +142,10 @@ def test_the_refresher_program_loads_no_web_framework() -> None:
     loaded = _loaded_after("import app.refresher.main, app.refresher.loop")
     assert "app.refresher.main" in loaded
     assert not (HEAVY | {"werkzeug", "gevent"}) & loaded, HEAVY & loaded
+
+
+def test_the_backtest_program_loads_no_web_framework() -> None:
+    """``python -m app.backtest`` replays on the live source alone: no Flask, no SQL, no Redis."""
+    loaded = _loaded_after("import app.backtest.cli, app.backtest.report")
+    assert "app.backtest.replay" in loaded
+    assert not (HEAVY | {"werkzeug", "gevent", "redis"}) & loaded, HEAVY & loaded
