@@ -17,10 +17,11 @@ import httpx
 import pytest
 from flask import Flask
 
-from app.backtest import outcomes, scores
 from app.backtest.replay import TapeHttp, VirtualClock
-from app.backtest.report import REMS, backtest
+from app.backtest.report import backtest
 from app.backtest.tapes import TapeError, read_tapes
+from app.calibration import outcomes, scores
+from app.calibration.checkpoints import REMS
 from app.refresher import volatility
 from app.refresher.sources.polymarket.gamma import slug_for
 from harness.fake_polymarket import SPOT, TWAP, WINDOW_S, BrownianPath, FakeMarket
@@ -271,3 +272,14 @@ def test_the_command_prints_the_report_and_the_json_document(app: Flask, tmp_pat
     assert f"btc-updown-5m-{T0}" in text.output
     missing = runner.invoke(args=["backtest", str(tmp_path / "nowhere")])
     assert missing.exit_code == 2 and "no such file or folder" in missing.output
+
+
+def test_an_empty_tape_gives_an_empty_report(app: Flask, tmp_path: Path) -> None:
+    (tmp_path / "2026-11-24T01.jsonl").write_text("")
+    result = app.test_cli_runner().invoke(args=["backtest", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("0 windows (0 with an outcome); 0 tape lines")
+    doc = json.loads(
+        app.test_cli_runner().invoke(args=["backtest", str(tmp_path), "--json"]).stdout
+    )
+    assert doc["windows"] == 0 and doc["perWindow"] == [] and doc["replay"]["speed"] is None

@@ -1,0 +1,76 @@
+"""A window's checkpoints: P(up) and the market's UP mid at fixed times left, from boards.
+
+A window's checkpoint at ``rem`` seconds left is the first board with ``rem - GRACE_S <
+rem_secs <= rem`` (a window joined late has no earlier checkpoints: missing, never filled
+in). ``pUp`` is the model's own fraction, ``marketMid`` the mid of UP's best bid and ask
+(None when a side is empty); both None when the row was stale at that board.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.refresher.sources.base import WINDOW_S
+
+SLUG_PREFIX = "btc-updown-5m-"
+REMS = (290, 240, 180, 120, 90, 60, 30, 15, 5)
+GRACE_S = 2.0
+
+
+@dataclass
+class Window:
+    """What the boards said about one window."""
+
+    slug: str
+    window_start: int
+    rule: str | None = None
+    price_to_beat: float | None = None
+    up_token: str | None = None
+    down_token: str | None = None
+    checkpoints: dict[int, dict[str, Any]] = field(default_factory=dict)
+    fresh: list[int] = field(default_factory=list)  # checkpoints taken, not yet stored
+
+    @property
+    def end(self) -> int:
+        """When the window ends (epoch seconds)."""
+        return self.window_start + WINDOW_S
+
+
+def _mid(bid: Any, ask: Any) -> float | None:
+    if bid is None or ask is None:
+        return None
+    return (float(bid) + float(ask)) / 2
+
+
+def track(
+    windows: dict[str, Window], row: dict[str, Any], p_up: float | None, at: float,
+    stale_after_ms: int,
+) -> Window | None:  # fmt: skip
+    """Take the board row built at ``at`` (with the model's own ``p_up``) into its window;
+    the window, or None for a row of no window."""
+    start = row.get("windowStart")
+    # A live row names its market (null while it is unknown: no window to speak of); the
+    # simulated source's rows have no slug, and their window is named as the market's would be.
+    slug = row.get("slug", f"{SLUG_PREFIX}{start}")
+    if not isinstance(start, int) or isinstance(start, bool) or not isinstance(slug, str):
+        return None
+    window = windows.get(slug)
+    if window is None:
+        window = windows[slug] = Window(slug, start)
+    window.rule = row.get("settlement") or window.rule
+    if row.get("priceToBeat") is not None:
+        window.price_to_beat = float(row["priceToBeat"])
+    window.up_token = row.get("up_token_id") or window.up_token
+    window.down_token = row.get("down_token_id") or window.down_token
+    rem = float(row["rem_secs"])
+    stale = at * 1000 - float(row["ts"]) > stale_after_ms
+    for checkpoint in REMS:
+        if checkpoint not in window.checkpoints and checkpoint - GRACE_S < rem <= checkpoint:
+            window.checkpoints[checkpoint] = {
+                "remS": checkpoint,
+                "pUp": None if stale else p_up,
+                "marketMid": None if stale else _mid(row.get("up_bid"), row.get("up_ask")),
+            }
+            window.fresh.append(checkpoint)
+    return window

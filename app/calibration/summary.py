@@ -1,0 +1,65 @@
+"""Scores of a set of windows: per time left, and the model's reliability.
+
+``per_window`` is a list of ``{"outcome": "up" | "down" | None, "checkpoints": [{"remS",
+"pUp", "marketMid"}, ...]}``; windows without an outcome are not scored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from app.calibration import outcomes, scores
+from app.calibration.checkpoints import REMS
+
+
+def summarize(per_window: list[dict[str, Any]]) -> dict[str, Any]:
+    """``buckets`` (per time left) and ``reliability`` (of the model)."""
+    return {
+        "buckets": buckets(per_window),
+        "reliability": scores.reliability(model_pairs(per_window)),
+    }
+
+
+def _points(per_window: list[dict[str, Any]], rem: int) -> list[tuple[dict[str, Any], int]]:
+    found: list[tuple[dict[str, Any], int]] = []
+    for window in per_window:
+        if window["outcome"] is None:
+            continue
+        o = 1 if window["outcome"] == outcomes.UP else 0
+        found.extend((c, o) for c in window["checkpoints"] if c["remS"] == rem)
+    return found
+
+
+def buckets(per_window: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per rem: the model's and the market's scores, and the model's minus the market's over
+    the windows that have both."""
+    table = []
+    for rem in REMS:
+        points = _points(per_window, rem)
+        model = [(c["pUp"], o) for c, o in points if c["pUp"] is not None]
+        market = [(c["marketMid"], o) for c, o in points if c["marketMid"] is not None]
+        both = [(c, o) for c, o in points if c["pUp"] is not None and c["marketMid"] is not None]
+        m = scores.mean_scores([(c["pUp"], o) for c, o in both])
+        k = scores.mean_scores([(c["marketMid"], o) for c, o in both])
+        difference: dict[str, float | None] = {}
+        for name in ("brier", "logLoss"):
+            mine, theirs = m[name], k[name]
+            difference[name] = mine - theirs if mine is not None and theirs is not None else None
+        table.append(
+            {
+                "remS": rem,
+                "n": len(model),
+                "model": scores.mean_scores(model),
+                "nMarket": len(market),
+                "market": scores.mean_scores(market),
+                "difference": {**difference, "n": len(both)},
+            }
+        )
+    return table
+
+
+def model_pairs(per_window: list[dict[str, Any]]) -> list[tuple[float, int]]:
+    """(P(up), outcome) at every checkpoint of every window with an outcome."""
+    return [
+        (c["pUp"], o) for rem in REMS for c, o in _points(per_window, rem) if c["pUp"] is not None
+    ]
