@@ -75,6 +75,7 @@ class Settings:
     polymarket_rtds_url: str
     polymarket_site_url: str
     refresher_tape_dir: str = ""  # record every upstream exchange here (empty: off)
+    track_record: bool = True  # the refresher stores checkpoints and outcomes (SQL store)
 
     @property
     def uses_redis(self) -> bool:
@@ -284,4 +285,5 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "POLYMARKET_SITE_URL", "https://polymarket.com", _url(("http", "https"))
         ),
         refresher_tape_dir=get("REFRESHER_TAPE_DIR", "", lambda v, n: v.strip()),
+        track_record=get("TRACK_RECORD", "true", _bool),
     )

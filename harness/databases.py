@@ -46,6 +46,9 @@ def scratch_postgres_database() -> Iterator[str]:
 
 
 def empty_tables(url: str) -> None:
-    """Remove every row the accounts tests wrote (keeps the schema and alembic_version)."""
+    """Remove every row the tests wrote (keeps the schema and alembic_version)."""
     with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
-        conn.execute("TRUNCATE sessions, api_keys, accounts RESTART IDENTITY CASCADE")
+        conn.execute(
+            "TRUNCATE sessions, api_keys, accounts, calibration_checkpoints, calibration_windows"
+            " RESTART IDENTITY CASCADE"
+        )

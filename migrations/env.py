@@ -39,9 +39,13 @@ target_db = current_app.extensions['migrate'].db
 
 
 def get_metadata():
+    # The accounts (Flask-SQLAlchemy's metadata) and the live record (plain SQLAlchemy
+    # Core, written by the refresher without Flask: app/calibration/store.py).
+    from app.calibration.store import metadata as calibration
+
     if hasattr(target_db, 'metadatas'):
-        return target_db.metadatas[None]
-    return target_db.metadata
+        return [target_db.metadatas[None], calibration]
+    return [target_db.metadata, calibration]
 
 
 def run_migrations_offline():

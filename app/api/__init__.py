@@ -7,10 +7,11 @@ from flask import Flask
 
 def init_app(app: Flask) -> None:
     """Register every endpoint's blueprint."""
-    from app.api import health, keys_verify, latest, page, stream
+    from app.api import calibration, health, keys_verify, latest, page, stream
 
     app.register_blueprint(health.bp)
     app.register_blueprint(keys_verify.bp)
     app.register_blueprint(latest.bp)
     app.register_blueprint(stream.bp)
     app.register_blueprint(page.bp)
+    app.register_blueprint(calibration.bp)

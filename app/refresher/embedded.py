@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+from pathlib import Path
 
 from flask import Flask
 
@@ -32,7 +33,11 @@ def init_app(app: Flask, settings: Settings, bus: BoardBus, lifecycle: Lifecycle
         with lock:
             if started:
                 return
-            refresher = Refresher(create_source(settings), bus, settings.refresh_tick_ms)
+            from app.calibration.recorder import start_recorder
+
+            source = create_source(settings)
+            recorder = start_recorder(settings, source.name, Path(app.instance_path))
+            refresher = Refresher(source, bus, settings.refresh_tick_ms, observer=recorder)
             refresher.tick()  # the first request already finds a board
             started.append(refresher.start_background())
 

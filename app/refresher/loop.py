@@ -6,7 +6,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from app.board.snapshot import dumps
 from app.bus import BoardBus
@@ -15,6 +15,15 @@ from app.schemas import check
 from app.schemas.board import PublishedBoardSchema
 
 log = logging.getLogger(__name__)
+
+
+class Observer(Protocol):
+    """Takes every board row built (the live record: ``app.calibration.recorder``)."""
+
+    def observe(
+        self, row: dict[str, Any], p_up: float | None, at: float, winners: dict[str, bool]
+    ) -> None:
+        """One row built at ``at``, with the model's own ``p_up`` and the resolutions seen."""
 
 
 class Refresher:
@@ -26,14 +35,17 @@ class Refresher:
         bus: BoardBus,
         tick_ms: int,
         clock: Callable[[], float] = time.time,
+        observer: Observer | None = None,
     ) -> None:
         self.source = source
+        self.observer = observer
         self.bus = bus
         self.tick_ms = tick_ms
         self._clock = clock
         self._schema = PublishedBoardSchema()
         self._last_seq = 0
         self._failing = False
+        self._observer_failing = False
         self.published = 0
 
     def build(self) -> dict[str, Any]:
@@ -54,7 +66,9 @@ class Refresher:
     def tick(self) -> bool:
         """Build and publish one board; log and return False when anything fails."""
         try:
-            self.bus.publish(dumps(self.build()))
+            board = self.build()
+            self._observe(board)
+            self.bus.publish(dumps(board))
         except Exception as exc:
             if not self._failing:
                 log.exception("refresher tick failed: %s", exc)
@@ -67,6 +81,21 @@ class Refresher:
             self._failing = False
         self.published += 1
         return True
+
+    def _observe(self, board: dict[str, Any]) -> None:
+        """Give the observer the board's rows; its failure never stops the board."""
+        if self.observer is None:
+            return
+        try:
+            winners = self.source.winners()
+            for row in board["items"]:
+                self.observer.observe(row, self.source.model_p_up, board["ts"] / 1000, winners)
+        except Exception:
+            if not self._observer_failing:
+                log.exception("the track record could not take a board")
+            self._observer_failing = True
+        else:
+            self._observer_failing = False
 
     def run(self, stop: threading.Event) -> None:
         """Tick until ``stop`` is set; ticks land on multiples of ``tick_ms``."""

@@ -65,7 +65,12 @@ def serve(settings: Settings) -> int:
             file=sys.stderr,
         )
         return 2
-    refresher = Refresher(create_source(settings), bus, settings.refresh_tick_ms)
+    source = create_source(settings)
+    # The SQL store is loaded only here, where the refresher records (TRACK_RECORD).
+    from app.calibration.recorder import start_recorder
+
+    recorder = start_recorder(settings, source.name)
+    refresher = Refresher(source, bus, settings.refresh_tick_ms, observer=recorder)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -75,6 +80,8 @@ def serve(settings: Settings) -> int:
     signal.signal(signal.SIGINT, on_signal)
     refresher.run(stop)
     _close(refresher.source)
+    if recorder is not None:
+        recorder.close()
     bus.close()
     return 0
 

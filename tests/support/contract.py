@@ -7,6 +7,7 @@ from typing import Any
 
 from app.schemas import check
 from app.schemas.board import BoardResponseSchema
+from app.schemas.calibration import CalibrationResponseSchema
 from app.schemas.error import ErrorResponseSchema
 from app.schemas.health import HealthResponseSchema
 
@@ -14,6 +15,7 @@ SCHEMAS = {
     "board": BoardResponseSchema(),
     "error": ErrorResponseSchema(),
     "health": HealthResponseSchema(),
+    "calibration": CalibrationResponseSchema(),
 }
 
 

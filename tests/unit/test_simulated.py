@@ -290,9 +290,13 @@ def test_tick_publishes_a_board_that_latest_serves(app: Flask, client: FlaskClie
 
 class _BrokenSource:
     name = "broken"
+    model_p_up: float | None = None
 
     def __init__(self, row: dict[str, object] | None = None) -> None:
         self.row = row
+
+    def winners(self) -> dict[str, bool]:
+        return {}
 
     def rows(self, now: float) -> list[dict[str, object]]:
         if self.row is None:

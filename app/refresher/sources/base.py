@@ -17,6 +17,10 @@ class Source(Protocol):
     """A producer of board rows."""
 
     name: str
+    model_p_up: float | None  # the model's own P(up) behind the last row (not rounded)
+
+    def winners(self) -> dict[str, bool]:
+        """Token id -> won, for the markets whose resolution the source has seen."""
 
     def rows(self, now: float) -> list[dict[str, object]]:
         """The board rows as of ``now`` (unix seconds), each with its own ``ts`` (epoch ms)."""

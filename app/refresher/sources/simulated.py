@@ -47,6 +47,7 @@ class SimulatedSource:
         self._price_to_beat = START_PRICE
         self._gap = 0.0  # market's disagreement with the model, in probability
         self._vol = RealizedVolatility(fallback=sigma)
+        self.model_p_up: float | None = None
 
     def _step(self, dt: float) -> None:
         shock = self._rng.gauss(0.0, self._sigma * math.sqrt(dt))
@@ -73,6 +74,10 @@ class SimulatedSource:
             self._vol.add(t, self._price)
         self._t = now
 
+    def winners(self) -> dict[str, bool]:
+        """None: a simulated window settles by its own path (the next price to beat)."""
+        return {}
+
     def rows(self, now: float) -> list[dict[str, object]]:
         """The BTC row at ``now`` (unix seconds)."""
         self._advance(now)
@@ -80,6 +85,7 @@ class SimulatedSource:
         slot = t0 // WINDOW_S
         rem = max(0.0, t0 + WINDOW_S - now)
         p_up = probability_up(self._price, self._price_to_beat, rem, self._vol.sigma(), SPOT)
+        self.model_p_up = p_up
         up_pct, down_pct = percentages(p_up)
         fair = min(0.985, max(0.015, p_up + self._gap))
         up_bid = min(0.98, max(0.01, _round_tick(fair - TICK / 2)))

@@ -167,6 +167,18 @@ class PolymarketSource:
                     feed.join(CLOSE_WAIT_S)
             self.tape.close()
 
+    def winners(self) -> dict[str, bool]:
+        """Token id -> won, from the ``market_resolved`` messages seen on the socket."""
+        found: dict[str, bool] = {}
+        for resolution in self.clob.resolutions:
+            winner = str(resolution.get("winning_asset_id", ""))
+            assets = resolution.get("assets_ids")
+            for asset in assets if isinstance(assets, list) else []:
+                found[str(asset)] = str(asset) == winner
+            if winner:
+                found[winner] = True
+        return found
+
     def warm_up(self, timeout_s: float) -> None:
         """Wait (up to ``timeout_s``) until books and a price have arrived: for ``--once``."""
         self.start()

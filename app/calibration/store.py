@@ -1,0 +1,122 @@
+"""The live record in the SQL store: one row per window, one per checkpoint.
+
+Plain SQLAlchemy Core on its own ``MetaData`` (the refresher writes it without Flask; the
+web app reads it on its own engine). The tables are created by the migrations
+(``flask --app wsgi db upgrade``). A checkpoint with every value null was passed while the
+row was stale, or not seen at all by a refresher that ran through the window: missing,
+never filled in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import (
+    BigInteger,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    select,
+)
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import Connection
+
+metadata = MetaData()
+
+windows = Table(
+    "calibration_windows",
+    metadata,
+    Column("slug", String(64), primary_key=True),
+    Column("window_start", BigInteger, nullable=False, index=True),
+    Column("source", String(32), nullable=False),
+    Column("rule", String(8)),
+    Column("price_to_beat", Float),
+    Column("outcome", String(4)),
+    Column("outcome_source", String(8)),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+)
+
+checkpoints = Table(
+    "calibration_checkpoints",
+    metadata,
+    Column(
+        "slug",
+        String(64),
+        ForeignKey("calibration_windows.slug", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("rem_s", Integer, primary_key=True),
+    Column("p_up", Float),
+    Column("market_mid", Float),
+    Column("sigma", Float),
+    Column("price", Float),
+    Column("price_to_beat", Float),
+    Column("recorded_at", DateTime(timezone=True), nullable=False),
+)
+
+
+def _upsert(conn: Connection, table: Table, values: Mapping[str, Any], update: list[str]) -> None:
+    """Insert ``values``, or update the ``update`` columns of the row with the same key."""
+    dialect = {"postgresql": postgresql, "sqlite": sqlite}.get(conn.dialect.name)
+    if dialect is None:
+        raise RuntimeError(f"the track record needs SQLite or PostgreSQL, not {conn.dialect.name}")
+    statement = dialect.insert(table).values(**values)
+    keys = [c.name for c in table.primary_key.columns]
+    changes = {name: statement.excluded[name] for name in update}
+    conn.execute(statement.on_conflict_do_update(index_elements=keys, set_=changes))
+
+
+def save_window(conn: Connection, window: Mapping[str, Any]) -> None:
+    """Store (or update) a window: ``slug``, ``window_start``, ``source``, ``rule``,
+    ``price_to_beat``, ``outcome``, ``outcome_source``. A known outcome is never erased."""
+    values = {**window, "updated_at": datetime.now(UTC)}
+    update = ["rule", "price_to_beat", "updated_at"]
+    if window.get("outcome") is not None:
+        update += ["outcome", "outcome_source"]
+    _upsert(conn, windows, values, update)
+
+
+def save_checkpoint(conn: Connection, slug: str, checkpoint: Mapping[str, Any]) -> None:
+    """Store one checkpoint of window ``slug`` (``rem_s``, ``p_up``, ``market_mid``, ``sigma``,
+    ``price``, ``price_to_beat``); the first one stored for a rem stays."""
+    values = {**checkpoint, "slug": slug, "recorded_at": datetime.now(UTC)}
+    dialect = {"postgresql": postgresql, "sqlite": sqlite}[conn.dialect.name]
+    conn.execute(dialect.insert(checkpoints).values(**values).on_conflict_do_nothing())
+
+
+def load(conn: Connection, source: str) -> list[dict[str, Any]]:
+    """The windows of ``source`` in time order, each with its checkpoints (the shape
+    ``app.calibration.summary`` scores)."""
+    found: dict[str, dict[str, Any]] = {}
+    for row in conn.execute(
+        select(windows).where(windows.c.source == source).order_by(windows.c.window_start)
+    ).mappings():
+        found[row["slug"]] = {
+            "slug": row["slug"],
+            "windowStart": row["window_start"],
+            "rule": row["rule"],
+            "priceToBeat": row["price_to_beat"],
+            "outcome": row["outcome"],
+            "outcomeSource": row["outcome_source"],
+            "checkpoints": [],
+        }
+    statement = (
+        select(checkpoints)
+        .join(windows, windows.c.slug == checkpoints.c.slug)
+        .where(windows.c.source == source)
+        .order_by(checkpoints.c.slug, checkpoints.c.rem_s.desc())
+    )
+    for row in conn.execute(statement).mappings():
+        window = found.get(row["slug"])
+        if window is not None:
+            window["checkpoints"].append(
+                {"remS": row["rem_s"], "pUp": row["p_up"], "marketMid": row["market_mid"]}
+            )
+    return list(found.values())

@@ -1,0 +1,205 @@
+"""The live record: the refresher's boards stored as checkpoints and outcomes, and served.
+
+On a migrated database of the test's own (SQLite, then PostgreSQL): the store, the recorder
+driven by the real refresher loop and simulated source on a virtual clock, and
+``GET /api/probboard/calibration``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask import Flask
+from sqlalchemy import create_engine, func, select, text
+from sqlalchemy.engine import Engine
+
+import app.api.calibration as calibration_view
+from app.bus.memory import MemoryBoardBus
+from app.calibration import store
+from app.calibration.checkpoints import REMS
+from app.calibration.recorder import Recorder
+from app.refresher.loop import Refresher
+from app.refresher.sources.simulated import SimulatedSource
+from tests.support.contract import validated
+
+T0 = 1_800_000_000
+CALIBRATION = "/api/probboard/calibration"
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    found = create_engine(database_url)
+    yield found
+    found.dispose()
+
+
+def window(slug: str, start: int, **values: Any) -> dict[str, Any]:
+    base = {"slug": slug, "window_start": start, "source": "simulated", "rule": "spot",
+            "price_to_beat": 100.0, "outcome": None, "outcome_source": None}  # fmt: skip
+    return base | values
+
+
+def test_the_store_keeps_outcomes_and_first_checkpoints(engine: Engine) -> None:
+    with engine.begin() as conn:
+        store.save_window(conn, window("w1", T0))
+        store.save_checkpoint(conn, "w1", {"rem_s": 290, "p_up": 0.6, "market_mid": 0.58})
+        store.save_checkpoint(conn, "w1", {"rem_s": 290, "p_up": 0.1})  # the first stays
+        store.save_checkpoint(conn, "w1", {"rem_s": 60})  # missing: every value null
+        store.save_window(conn, window("w1", T0, outcome="up", outcome_source="feed"))
+        store.save_window(conn, window("w1", T0, price_to_beat=101.0))  # no outcome: kept
+        store.save_window(conn, window("w0", T0 - 300, source="polymarket"))
+    with engine.connect() as conn:
+        found = store.load(conn, "simulated")
+    assert found == [
+        {"slug": "w1", "windowStart": T0, "rule": "spot", "priceToBeat": 101.0,
+         "outcome": "up", "outcomeSource": "feed",
+         "checkpoints": [{"remS": 290, "pUp": 0.6, "marketMid": 0.58},
+                         {"remS": 60, "pUp": None, "marketMid": None}]},
+    ]  # fmt: skip
+
+
+def run_simulated(recorder: Recorder, start: float, seconds: float) -> SimulatedSource:
+    """The real refresher loop on the simulated source, ticking every 0.5 s of a virtual
+    clock from ``start`` for ``seconds``."""
+    clock = [start]
+    source = SimulatedSource(seed=3)
+    refresher = Refresher(source, MemoryBoardBus(), 500, clock=lambda: clock[0], observer=recorder)
+    while clock[0] < start + seconds:
+        assert refresher.tick()
+        clock[0] += 0.5
+    return source
+
+
+def test_the_refresher_records_checkpoints_and_outcomes_of_the_simulated_source(
+    engine: Engine,
+) -> None:
+    recorder = Recorder(engine, "simulated", 3000)
+    start = T0 + 100  # joins the first window late: its earlier checkpoints are missing
+    run_simulated(recorder, start, 3 * 300 + 20)
+    assert recorder.flush()
+    with engine.connect() as conn:
+        found = store.load(conn, "simulated")
+    recorder.close()
+    assert [w["windowStart"] for w in found] == [T0, T0 + 300, T0 + 600, T0 + 900]
+    first, second, third = found[0], found[1], found[2]
+    assert [c["remS"] for c in first["checkpoints"]] == list(REMS)
+    missing = [c for c in first["checkpoints"] if c["remS"] > 200]
+    assert missing and all(c["pUp"] is None and c["marketMid"] is None for c in missing)
+    for full in (second, third):
+        assert [c["remS"] for c in full["checkpoints"]] == list(REMS)
+        assert all(0 <= c["pUp"] <= 1 and 0 < c["marketMid"] < 1 for c in full["checkpoints"])
+    # Outcomes from the feed: the next window's price to beat is this one's final price.
+    for this, following in itertools.pairwise(found):
+        expected = "up" if following["priceToBeat"] >= this["priceToBeat"] else "down"
+        assert (this["outcome"], this["outcomeSource"]) == (expected, "feed"), this
+    assert found[-1]["outcome"] is None  # still running
+
+
+def test_the_markets_resolution_replaces_the_feeds_outcome(engine: Engine) -> None:
+    recorder = Recorder(engine, "polymarket", 3000)
+
+    def row(start: int, rem: float, ptb: float) -> dict[str, Any]:
+        return {"slug": f"m{start}", "windowStart": start, "rem_secs": rem, "ts": 0,
+                "settlement": "twap", "priceToBeat": ptb, "up_bid": 0.5, "up_ask": 0.52,
+                "up_token_id": f"u{start}", "down_token_id": f"d{start}"}  # fmt: skip
+
+    for rem in (290.0, 5.0):
+        recorder.observe(row(T0, rem, 100.0), 0.5, T0 + 300 - rem, {})
+    recorder.observe(row(T0 + 300, 299.0, 99.0), 0.4, T0 + 301, {})  # final 99 < 100: down
+    recorder.observe(row(T0 + 300, 290.0, 99.0), 0.4, T0 + 310, {})
+    assert recorder.flush()
+    with engine.connect() as conn:
+        assert store.load(conn, "polymarket")[0]["outcomeSource"] == "feed"
+        assert store.load(conn, "polymarket")[0]["outcome"] == "down"
+    recorder.observe(row(T0 + 300, 180.0, 99.0), 0.4, T0 + 420, {f"u{T0}": True, f"d{T0}": False})
+    assert recorder.flush()
+    with engine.connect() as conn:
+        resolved = store.load(conn, "polymarket")[0]
+    recorder.close()
+    assert (resolved["outcome"], resolved["outcomeSource"]) == ("up", "market")
+
+
+def test_an_unmigrated_store_is_logged_once_and_written_once_migrated(
+    database_url: str, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    engine = create_engine(database_url)
+    with engine.begin() as conn:
+        conn.execute(text("DROP TABLE calibration_checkpoints"))
+        conn.execute(text("DROP TABLE calibration_windows"))
+    monkeypatch.setattr("app.calibration.recorder.RETRY_S", 0.2)
+    caplog.set_level(logging.ERROR, logger="app.calibration.recorder")
+    recorder = Recorder(engine, "simulated", 3000)
+    run_simulated(recorder, T0 + 200, 120)
+    assert not recorder.flush(timeout=1)
+    errors = [r for r in caplog.records if "cannot write" in r.getMessage()]
+    assert len(errors) == 1, [r.getMessage() for r in caplog.records]
+    store.metadata.create_all(engine)
+    assert recorder.flush(timeout=10)
+    with engine.connect() as conn:
+        stored = conn.execute(select(func.count()).select_from(store.checkpoints)).scalar_one()
+    recorder.close()
+    assert stored >= 5  # what was taken while the store was missing was kept, then written
+
+
+# -- the endpoint ---------------------------------------------------------------------------
+
+
+def test_the_endpoint_scores_the_record_and_keeps_its_answer_a_minute(
+    accounts_app: Flask, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = accounts_app.test_client()
+    empty = validated("calibration", client.get(CALIBRATION).get_data())
+    assert empty["windows"] == 0 and empty["period"] is None
+    assert [b["n"] for b in empty["buckets"]] == [0] * len(REMS)
+
+    recorder = Recorder(engine, "simulated", 3000)
+    run_simulated(recorder, T0, 4 * 300 + 20)
+    assert recorder.flush()
+    recorder.close()
+    cached = validated("calibration", client.get(CALIBRATION).get_data())
+    assert cached == empty  # computed at most once a minute
+    monkeypatch.setattr(calibration_view, "MAX_AGE_S", 0)
+    body = validated("calibration", client.get(CALIBRATION).get_data())
+    assert body["source"] == "simulated" and body["windowsRecorded"] == 5
+    assert body["windows"] == 4  # the last window has no outcome yet
+    assert body["period"] == {
+        "start": "2027-01-15T08:00:00.000Z",
+        "end": "2027-01-15T08:25:00.000Z",
+    }
+    assert [b["remS"] for b in body["buckets"]] == list(REMS)
+    assert all(b["n"] == 4 and b["nMarket"] == 4 for b in body["buckets"])
+    assert sum(b["n"] for b in body["reliability"]) == 4 * len(REMS)
+    response = client.get(CALIBRATION)
+    assert response.headers["Cache-Control"] == "no-store"
+    assert response.headers["Content-Type"] == "application/json"
+
+
+def test_an_unreadable_store_serves_the_last_answer_or_503(
+    accounts_app: Flask, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    client = accounts_app.test_client()
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE calibration_checkpoints RENAME TO gone"))
+    try:
+        refused = client.get(CALIBRATION)
+        assert refused.status_code == 503, refused.get_data(as_text=True)
+        body = validated("error", refused.get_data())
+        assert body["code"] == "calibration_unavailable" and refused.headers["Retry-After"]
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE gone RENAME TO calibration_checkpoints"))
+    first = client.get(CALIBRATION)
+    assert first.status_code == 200
+    monkeypatch.setattr(calibration_view, "MAX_AGE_S", 0)
+    with engine.begin() as conn:
+        conn.execute(text("ALTER TABLE calibration_checkpoints RENAME TO gone"))
+    try:
+        again = client.get(CALIBRATION)
+        assert again.status_code == 200 and again.get_data() == first.get_data()
+    finally:
+        with engine.begin() as conn:
+            conn.execute(text("ALTER TABLE gone RENAME TO calibration_checkpoints"))
