@@ -13,10 +13,12 @@ from app.calibration.checkpoints import REMS
 
 
 def summarize(per_window: list[dict[str, Any]]) -> dict[str, Any]:
-    """``buckets`` (per time left) and ``reliability`` (of the model)."""
+    """``buckets`` (per time left), ``reliability`` (of the model) and
+    ``reliabilityMarket`` (of the market's UP mid, at the same checkpoints)."""
     return {
         "buckets": buckets(per_window),
         "reliability": scores.reliability(model_pairs(per_window)),
+        "reliabilityMarket": scores.reliability(market_pairs(per_window)),
     }
 
 
@@ -62,4 +64,14 @@ def model_pairs(per_window: list[dict[str, Any]]) -> list[tuple[float, int]]:
     """(P(up), outcome) at every checkpoint of every window with an outcome."""
     return [
         (c["pUp"], o) for rem in REMS for c, o in _points(per_window, rem) if c["pUp"] is not None
+    ]
+
+
+def market_pairs(per_window: list[dict[str, Any]]) -> list[tuple[float, int]]:
+    """(market mid, outcome) at every checkpoint of every window with an outcome."""
+    return [
+        (c["marketMid"], o)
+        for rem in REMS
+        for c, o in _points(per_window, rem)
+        if c["marketMid"] is not None
     ]

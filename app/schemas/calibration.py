@@ -78,5 +78,6 @@ class CalibrationResponseSchema(Schema):
     windows = StrictInteger(required=True, validate=validate.Range(min=0))
     buckets = fields.List(fields.Nested(BucketSchema), required=True)
     reliability = fields.List(fields.Nested(BinSchema), required=True)
+    reliabilityMarket = fields.List(fields.Nested(BinSchema), required=True)  # noqa: N815
     computedAt = fields.String(required=True)  # noqa: N815
     maxAgeS = StrictInteger(required=True)  # noqa: N815
