@@ -6,7 +6,10 @@
   const KEY_STORE = "probboard.apiKey";
   const $ = (id) => document.getElementById(id);
   const state = { board: null, receivedAt: 0, timer: null, controller: null, mode: "polling",
-                  backoff: 1000, tokens: { up: null, down: null }, noticeKind: null };
+                  backoff: 1000, tokens: { up: null, down: null }, noticeKind: null,
+                  windowStart: null, windowPoints: [], recordTimer: null };
+  const WINDOW_S = 300;
+  const SVG_NS = "http://www.w3.org/2000/svg";
 
   const fmtPct = (v) => (v == null ? "–" : v.toFixed(2) + "%");
   const fmtPrice = (v) => (v == null ? "–" : v.toFixed(2));
@@ -54,7 +57,140 @@
     $("prices").textContent = row && (row.price != null || row.priceToBeat != null)
       ? "Price " + fmtUsd(row.price) + " · price to beat " + fmtUsd(row.priceToBeat)
       : "";
+    windowPoint(row);
     tick();
+  }
+
+  // -- charts: inline SVG, drawn here (no library) ------------------------------------------
+  function svgNode(name, attrs, text) {
+    const node = document.createElementNS(SVG_NS, name);
+    for (const [k, v] of Object.entries(attrs || {})) node.setAttribute(k, v);
+    if (text != null) node.textContent = text;
+    return node;
+  }
+
+  function clearSvg(svg) {
+    while (svg.firstChild) svg.removeChild(svg.firstChild);
+  }
+
+  // A plot area in an SVG: value -> pixel on both axes, with gridlines and labels.
+  function frame(svg, box, xs, ys, xLabel, yLabel) {
+    const [w, h] = [box.w, box.h], pad = { l: 40, r: 12, t: yLabel ? 24 : 10, b: 30 };
+    const x = (v) => pad.l + ((v - xs.min) / (xs.max - xs.min)) * (w - pad.l - pad.r);
+    const y = (v) => h - pad.b - ((v - ys.min) / (ys.max - ys.min)) * (h - pad.t - pad.b);
+    for (const v of ys.ticks) {
+      svg.appendChild(svgNode("line", { class: "grid", x1: pad.l, x2: w - pad.r, y1: y(v), y2: y(v) }));
+      svg.appendChild(svgNode("text", { x: pad.l - 6, y: y(v) + 4, "text-anchor": "end" }, ys.fmt(v)));
+    }
+    for (const v of xs.ticks) {
+      svg.appendChild(svgNode("text", { x: x(v), y: h - pad.b + 14, "text-anchor": "middle" }, xs.fmt(v)));
+    }
+    svg.appendChild(svgNode("rect", { class: "axis", x: pad.l, y: pad.t, width: w - pad.l - pad.r, height: h - pad.t - pad.b }));
+    if (xLabel) svg.appendChild(svgNode("text", { x: (pad.l + w - pad.r) / 2, y: h - 2, "text-anchor": "middle" }, xLabel));
+    if (yLabel) svg.appendChild(svgNode("text", { x: pad.l, y: 14 }, yLabel));
+    return { x, y };
+  }
+
+  function line(svg, cls, points) {
+    if (points.length < 2) return;
+    svg.appendChild(svgNode("polyline", { class: cls, points: points.map((p) => p[0].toFixed(1) + "," + p[1].toFixed(1)).join(" ") }));
+  }
+
+  const pctTicks = { min: 0, max: 1, ticks: [0, 0.25, 0.5, 0.75, 1], fmt: (v) => Math.round(v * 100) + "%" };
+
+  function windowPoint(row) {
+    if (!row || row.windowStart == null || row.rem_secs == null) return;
+    if (state.windowStart !== row.windowStart) {
+      state.windowStart = row.windowStart;
+      state.windowPoints = [];
+    }
+    const stale = row.isStale === true;
+    const p = stale || row.p_up_pct == null ? null : row.p_up_pct / 100;
+    const mid = stale || row.up_bid == null || row.up_ask == null ? null : (row.up_bid + row.up_ask) / 2;
+    state.windowPoints.push({ s: WINDOW_S - row.rem_secs, p, mid });
+    if (state.windowPoints.length > 4000) state.windowPoints.shift();
+    drawWindow();
+  }
+
+  function drawWindow() {
+    const svg = $("window-chart");
+    clearSvg(svg);
+    const xs = { min: 0, max: WINDOW_S, ticks: [0, 60, 120, 180, 240, 300], fmt: (v) => clock(v) };
+    const at = frame(svg, { w: 600, h: 200 }, xs, pctTicks, "time into the window (m:ss)", null);
+    const pts = state.windowPoints;
+    line(svg, "model", pts.filter((q) => q.p != null).map((q) => [at.x(q.s), at.y(q.p)]));
+    line(svg, "market", pts.filter((q) => q.mid != null).map((q) => [at.x(q.s), at.y(q.mid)]));
+  }
+
+  function drawReliability(doc) {
+    const svg = $("reliability-chart");
+    clearSvg(svg);
+    const at = frame(svg, { w: 320, h: 320 }, pctTicks, pctTicks, "forecast P(up)", "observed");
+    svg.appendChild(svgNode("line", { class: "diag", x1: at.x(0), y1: at.y(0), x2: at.x(1), y2: at.y(1) }));
+    for (const [cls, bins] of [["market", doc.reliabilityMarket || []], ["model", doc.reliability || []]]) {
+      const shown = bins.filter((b) => b.n > 0 && b.meanP != null && b.observed != null);
+      line(svg, cls, shown.map((b) => [at.x(b.meanP), at.y(b.observed)]));
+      for (const b of shown) {
+        const r = Math.min(9, 2.5 + Math.sqrt(b.n) / 2);
+        const dot = svgNode("circle", { class: cls + " dot", cx: at.x(b.meanP), cy: at.y(b.observed), r });
+        dot.appendChild(svgNode("title", {}, cls + ": " + b.n + " forecasts near " + Math.round(b.meanP * 100) + "%, UP " + Math.round(b.observed * 100) + "%"));
+        svg.appendChild(dot);
+      }
+    }
+  }
+
+  function drawBrier(doc) {
+    const svg = $("brier-chart");
+    clearSvg(svg);
+    const buckets = doc.buckets || [];
+    const values = buckets.flatMap((b) => [b.model.brier, b.market.brier]).filter((v) => v != null);
+    const top = Math.max(0.3, ...values);
+    const ys = { min: 0, max: top, ticks: [0, 0.1, 0.2, 0.3].filter((v) => v <= top), fmt: (v) => v.toFixed(1) };
+    // Time left runs from the window's start (290 s) to its end (5 s), left to right.
+    const rems = buckets.map((b) => b.remS);
+    const xs = { min: 0, max: Math.max(1, rems.length - 1), ticks: rems.map((_, i) => i), fmt: (i) => rems[i] + "s" };
+    const at = frame(svg, { w: 320, h: 320 }, xs, ys, "seconds left", "Brier");
+    for (const cls of ["market", "model"]) {
+      const pts = buckets.map((b, i) => [i, b[cls].brier]).filter((q) => q[1] != null);
+      line(svg, cls, pts.map((q) => [at.x(q[0]), at.y(q[1])]));
+      for (const q of pts) svg.appendChild(svgNode("circle", { class: cls + " dot", cx: at.x(q[0]), cy: at.y(q[1]), r: 3 }));
+    }
+  }
+
+  function recordNotice(text) {
+    $("record-notice").textContent = text || "";
+    $("record-notice").hidden = !text;
+  }
+
+  async function loadRecord() {
+    try {
+      const response = await fetch("/api/probboard/calibration", { headers: { Accept: "application/json" }, cache: "no-store" });
+      if (!response.ok) {
+        recordNotice("The track record is not available: " + (await errorText(response)));
+        return;
+      }
+      const doc = await response.json();
+      recordNotice("");
+      $("record-summary").textContent = doc.windows
+        ? doc.windows + " settled windows (" + doc.source + ") from " + doc.period.start.slice(0, 16).replace("T", " ") + " UTC"
+        : "no settled window yet (" + doc.source + "): the record fills in as windows end";
+      drawReliability(doc);
+      drawBrier(doc);
+    } catch (e) {
+      recordNotice("Cannot reach the service; retrying.");
+    }
+  }
+
+  function showView(record) {
+    $("board-view").hidden = record;
+    $("record-view").hidden = !record;
+    $("show-board").setAttribute("aria-pressed", String(!record));
+    $("show-record").setAttribute("aria-pressed", String(record));
+    clearInterval(state.recordTimer);
+    if (record) {
+      loadRecord();
+      state.recordTimer = setInterval(loadRecord, 60000);
+    }
   }
 
   // Between updates the countdown and the data age move locally, and the badge turns
@@ -226,6 +362,8 @@
       useKey(value);
     });
     $("forget-key").addEventListener("click", () => useKey(""));
+    $("show-board").addEventListener("click", () => showView(false));
+    $("show-record").addEventListener("click", () => showView(true));
     for (const button of document.querySelectorAll("button.copy")) {
       button.addEventListener("click", async () => {
         const token = state.tokens[button.dataset.copy];

@@ -47,10 +47,13 @@ from selenium.webdriver.common.action_chains import ActionChains  # noqa: E402
 from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.common.keys import Keys  # noqa: E402
 from selenium.webdriver.support.ui import WebDriverWait  # noqa: E402
+from sqlalchemy import create_engine  # noqa: E402
 
 from app.board.snapshot import dumps  # noqa: E402
 from app.board.timefmt import now_ms  # noqa: E402
+from app.bus.memory import MemoryBoardBus  # noqa: E402
 from app.bus.redis_bus import RedisBoardBus  # noqa: E402
+from app.calibration.recorder import Recorder  # noqa: E402
 from app.refresher.loop import Refresher  # noqa: E402
 from app.refresher.sources.simulated import SimulatedSource  # noqa: E402
 from harness.accounts import (  # noqa: E402
@@ -638,3 +641,65 @@ def test_page_turns_stale_by_itself_when_the_service_goes_away(
         lambda d: "cannot reach" in shown(d)["notice"].lower(),
         "a notice that the service cannot be reached",
     )
+
+
+def record_simulated_windows(database_url: str, start: int, windows: int) -> None:
+    """The live record of ``windows`` simulated windows from ``start``: the real refresher
+    loop and recorder on a virtual clock, written to the page's database."""
+    engine = create_engine(database_url)
+    recorder = Recorder(engine, "simulated", 3000)
+    clock = [float(start)]
+    refresher = Refresher(
+        SimulatedSource(seed=5), MemoryBoardBus(), 500, clock=lambda: clock[0], observer=recorder
+    )
+    while clock[0] < start + windows * 300 + 20:
+        assert refresher.tick()
+        clock[0] += 0.5
+    assert recorder.flush()
+    recorder.close()
+
+
+def test_the_track_record_view_and_the_window_chart(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    """The board view draws P(up) and the market mid over the current window; the track
+    record view draws the reliability diagram and the Brier scores of the recorded windows,
+    each with its sentence."""
+    record_simulated_windows(accounts.env["DATABASE_URL"], 1_700_000_100, 8)
+    serve(service, accounts)
+    open_board(browser, service)
+    set_viewport(browser, 1100, 900, mobile=False)
+    count = "return document.querySelectorAll(arguments[0]).length;"
+    wait_for(
+        browser,
+        lambda d: (
+            d.execute_script(count, "#window-chart polyline.model") == 1
+            and d.execute_script(count, "#window-chart polyline.market") == 1
+        ),
+        "the window chart's two lines",
+    )
+    screenshot(browser, "page-window-chart.png", (1100, 900))
+
+    browser.find_element(By.ID, "show-record").click()
+    assert browser.find_element(By.ID, "board-view").get_attribute("hidden") is not None
+    settled = re.compile(r"(\d+) settled windows \(simulated\)")
+    summary: re.Match[str] | None = wait_for(
+        browser,
+        lambda d: settled.match(d.find_element(By.ID, "record-summary").text),
+        "the record's summary",
+    )
+    assert summary is not None and int(summary[1]) >= 7, summary
+    model_dots = browser.execute_script(count, "#reliability-chart circle.model")
+    market_dots = browser.execute_script(count, "#reliability-chart circle.market")
+    assert model_dots >= 3 and market_dots >= 3, (model_dots, market_dots)
+    assert browser.execute_script(count, "#reliability-chart line.diag") == 1
+    assert browser.execute_script(count, "#brier-chart circle.model") == 9
+    assert browser.execute_script(count, "#brier-chart polyline") == 2
+    for chart in ("reliability-chart", "brier-chart"):
+        sentence = browser.execute_script(
+            "return document.getElementById(arguments[0]).nextElementSibling.textContent;", chart
+        )
+        assert len(sentence.split()) > 12, sentence
+    screenshot(browser, "page-track-record.png", (1100, 900))
+    browser.find_element(By.ID, "show-board").click()
+    assert browser.find_element(By.ID, "record-view").get_attribute("hidden") is not None
