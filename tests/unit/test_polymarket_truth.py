@@ -17,12 +17,20 @@ import statistics
 import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
+from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
 import pytest
+from sqlalchemy import create_engine
 
+from app.bus.memory import MemoryBoardBus
+from app.calibration import store
+from app.calibration.checkpoints import REMS
+from app.calibration.recorder import Recorder
+from app.refresher.loop import Refresher
 from app.refresher.sources.polymarket.source import PolymarketSource
+from app.web import create_app
 from harness.fake_polymarket import (
     SPOT,
     SPOT_TOPIC,
@@ -39,6 +47,8 @@ from harness.fake_polymarket import (
     running,
     scaled,
 )
+from tests.conftest import BASE_CONFIG
+from tests.support.contract import validated
 from tests.support.live_source import (
     Clock,
     MakeSource,
@@ -702,3 +712,64 @@ def test_rtds_twap_point_whose_exact_value_disagrees_is_rejected(
     row = poll(source, clock, lambda r: r["priceToBeat"] is not None, "the good report")
     assert row["priceToBeat"] == exact(good)
     assert row["sources"]["priceToBeat"] == f"rtds:{TWAP_TOPIC}"
+
+
+# -- 6. the live record across a roll ------------------------------------------------------
+
+
+def test_the_live_record_across_a_roll(
+    world: FakePolymarket, make_source: MakeSource, tmp_path: Path
+) -> None:
+    """The refresher loop on the live source records the window it rolls out of: the
+    checkpoints it passed (with the model's own P(up) and the market's mid), the ones it
+    never saw as missing, the outcome from the feed at the roll, then the market's own
+    resolution; the endpoint scores it."""
+    current, _ = list_two_windows(world)
+    world.clob_ws.keep_alive(0.1)
+    path = BrownianPath(31, SIGMA, S0, T0 - 1000, 1700)  # the spot at T0 is on the feed
+    clock = Clock(T0 + 230)
+    world.rtds.play(path, T0 + 230)
+    source = make_source(clock)
+    poll(source, clock, lambda r: fresh_and_full(r, clock) and r["p_up_pct"] is not None, "a row")
+    url = f"sqlite:///{tmp_path / 'record.sqlite3'}"
+    engine = create_engine(url)
+    store.metadata.create_all(engine)
+    recorder = Recorder(engine, "polymarket", STALE_MS)
+    refresher = Refresher(source, MemoryBoardBus(), 500, clock=clock, observer=recorder)
+    t = T0 + 230.0
+    while t <= NEXT + 20:
+        clock.t = t
+        world.rtds.play(path, int(t))
+        wait_spot(source, int(t))
+        assert refresher.tick()
+        t += 0.5
+    assert recorder.flush()
+    with engine.connect() as conn:
+        [window, *_] = store.load(conn, "polymarket")
+    assert window["slug"] == current.slug and window["rule"] == "spot"
+    assert window["priceToBeat"] == float(path.value(T0))
+    final = float(path.value(NEXT))
+    expected = "up" if final >= window["priceToBeat"] else "down"
+    assert (window["outcome"], window["outcomeSource"]) == (expected, "feed")
+    taken = {c["remS"]: c for c in window["checkpoints"]}
+    assert sorted(taken) == sorted(REMS)
+    for rem in (60, 30, 15, 5):  # passed: the model's fraction and the market's mid
+        assert taken[rem]["pUp"] is not None and 0 <= taken[rem]["pUp"] <= 1, taken[rem]
+        assert taken[rem]["marketMid"] == pytest.approx((0.53 + 0.55) / 2), taken[rem]
+    assert all(taken[rem]["pUp"] is None for rem in (290, 240, 180, 120, 90))  # never seen
+
+    loser = "Down" if expected == "up" else "Up"  # the market says otherwise: it wins
+    world.clob_ws.send_market_resolved(current, loser)
+    wait_for(lambda: bool(source.winners()), "the resolution on the socket")
+    clock.t = t
+    assert refresher.tick()
+    assert recorder.flush()
+    with engine.connect() as conn:
+        [window, *_] = store.load(conn, "polymarket")
+    recorder.close()
+    assert (window["outcome"], window["outcomeSource"]) == (loser.lower(), "market")
+
+    served = create_app({**BASE_CONFIG, "DATABASE_URL": url, "BOARD_SOURCE": "polymarket"})
+    body = validated("calibration", served.test_client().get("/api/probboard/calibration").data)
+    assert body["windows"] == 1 and body["source"] == "polymarket"
+    assert [b["n"] for b in body["buckets"]] == [0, 0, 0, 0, 0, 1, 1, 1, 1]
