@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import time
 from pathlib import Path
 from typing import Any
 
@@ -283,3 +284,62 @@ def test_an_empty_tape_gives_an_empty_report(app: Flask, tmp_path: Path) -> None
         app.test_cli_runner().invoke(args=["backtest", str(tmp_path), "--json"]).stdout
     )
     assert doc["windows"] == 0 and doc["perWindow"] == [] and doc["replay"]["speed"] is None
+
+
+def test_a_tape_written_by_hand_from_the_documented_format(app: Flask, tmp_path: Path) -> None:
+    """Only docs/tapes.md and the upstream formats: a spot window with 20 minutes of 1 s
+    history, its Gamma answer, its books quoted every second, and its resolution."""
+    start = T0 - 1200
+    up, down = "1" * 76, "2" * 76
+    event = {
+        "slug": f"btc-updown-5m-{T0}",
+        "markets": [{
+            "conditionId": "0xabc", "outcomes": '["Up", "Down"]',
+            "clobTokenIds": json.dumps([up, down]), "outcomePrices": '["0.5", "0.5"]',
+            "resolutionSource": "https://data.chain.link/streams/btc-usd",
+            "cryptoMarketConfig": {"twapEnabled": False, "twapLookbackSeconds": 0},
+            "closed": False,
+        }],
+    }  # fmt: skip
+
+    def price(second: int) -> float:
+        return 100_000 + 20 * math.sin(second / 7.0) + (second - T0) * 0.05
+
+    history = range(start - 1200, start + 1)
+    lines: list[dict[str, Any]] = [
+        {"t": start, "src": "rtds", "event": "connect"},
+        {"t": start + 0.01, "src": "rtds", "frame": json.dumps({
+            "topic": "crypto_prices", "type": "subscribe", "payload": {"symbol": "btc/usd",
+            "data": [{"timestamp": s * 1000, "value": price(s)} for s in history]}})},
+        {"t": start + 0.02, "src": "clob-ws", "event": "connect"},
+        {"t": T0 - 120, "src": "gamma", "method": "GET",
+         "url": f"https://gamma-api.polymarket.com/events/slug/btc-updown-5m-{T0}",
+         "body": None, "status": 200, "frame": json.dumps(event)},
+    ]  # fmt: skip
+    for second in range(start + 1, T0 + 330):
+        point = {"symbol": "btc/usd", "timestamp": second * 1000, "value": price(second)}
+        update = {"topic": "crypto_prices_chainlink", "type": "update", "payload": point}
+        lines.append({"t": second + 0.05, "src": "rtds", "frame": json.dumps(update)})
+        if T0 - 59 <= second <= T0 + 305:
+            for token, bid, ask in ((up, "0.55", "0.57"), (down, "0.43", "0.45")):
+                lines.append({"t": second + 0.06, "src": "clob-ws", "frame": json.dumps({
+                    "event_type": "best_bid_ask", "market": "0xabc", "asset_id": token,
+                    "best_bid": bid, "best_ask": ask, "spread": "0.02"})})  # fmt: skip
+    lines.append({"t": T0 + 320, "src": "clob-ws", "frame": json.dumps({
+        "event_type": "market_resolved", "market": "0xabc", "assets_ids": [up, down],
+        "winning_asset_id": up, "winning_outcome": "Up"})})  # fmt: skip
+    lines.sort(key=lambda line: line["t"])
+    tape = tmp_path / time.strftime("%Y-%m-%dT%H.jsonl", time.gmtime(start))
+    tape.write_text("".join(json.dumps(line) + "\n" for line in lines))
+
+    result = app.test_cli_runner().invoke(args=["backtest", str(tmp_path), "--json"])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.stdout)
+    [window] = [w for w in doc["perWindow"] if w["windowStart"] == T0]
+    assert (window["outcome"], window["outcomeSource"], window["rule"]) == ("up", "market", "spot")
+    assert window["priceToBeat"] == pytest.approx(price(T0))
+    assert [c["remS"] for c in window["checkpoints"]] == list(REMS)
+    assert all(c["marketMid"] == pytest.approx(0.56) for c in window["checkpoints"])
+    assert all(0 <= c["pUp"] <= 1 for c in window["checkpoints"])
+    text = app.test_cli_runner().invoke(args=["backtest", str(tmp_path)])
+    assert f"btc-updown-5m-{T0}" in text.output and "up (market)" in text.output
