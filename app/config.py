@@ -76,6 +76,7 @@ class Settings:
     polymarket_site_url: str
     refresher_tape_dir: str = ""  # record every upstream exchange here (empty: off)
     track_record: bool = True  # the refresher stores checkpoints and outcomes (SQL store)
+    publish_min_interval_ms: int = 50  # changes within this long go out in one board
 
     @property
     def uses_redis(self) -> bool:
@@ -286,4 +287,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         refresher_tape_dir=get("REFRESHER_TAPE_DIR", "", lambda v, n: v.strip()),
         track_record=get("TRACK_RECORD", "true", _bool),
+        publish_min_interval_ms=get(
+            "PUBLISH_MIN_INTERVAL_MS", "50", lambda v, n: _int(v, n, 0, 10_000)
+        ),
     )

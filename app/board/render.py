@@ -36,7 +36,7 @@ class BoardRenderer:
         if snapshot is None:
             return (
                 f'{head},"updatedAt":null,"servedAt":"{served}","dataAgeMs":null,'
-                f'"isStale":true,"latencyLevel":"{DANGER}","items":[]}}'
+                f'"isStale":true,"latencyLevel":"{DANGER}","newestInputMs":null,"items":[]}}'
             )
         stale, severe = self._stale, self._severe
         board_age = max(0, now_ms - snapshot.ts_ms)
@@ -51,8 +51,9 @@ class BoardRenderer:
             )
         level = latency_level(board_age, stale, severe)
         is_stale = "true" if board_age > stale else "false"
+        newest = "null" if snapshot.newest_input_ms is None else snapshot.newest_input_ms
         return (
             f'{head},"updatedAt":{snapshot.updated_at_json},"servedAt":"{served}",'
             f'"dataAgeMs":{board_age},"isStale":{is_stale},"latencyLevel":"{level}",'
-            f'"items":[{",".join(parts)}]}}'
+            f'"newestInputMs":{newest},"items":[{",".join(parts)}]}}'
         )

@@ -37,6 +37,7 @@ class Snapshot:
     item_ts_ms: tuple[int, ...]
     item_prefixes: tuple[str, ...]
     raw: str
+    newest_input_ms: int | None = None  # when the newest input arrived (epoch ms)
 
     @property
     def document(self) -> dict[str, Any]:
@@ -63,6 +64,7 @@ def parse_snapshot(raw: bytes | str) -> Snapshot:
         item_ts_ms=tuple(item["ts"] for item in document["items"]),
         item_prefixes=tuple(prefixes),
         raw=text,
+        newest_input_ms=document.get("newestInputMs"),
     )
 
 

@@ -37,7 +37,13 @@ def init_app(app: Flask, settings: Settings, bus: BoardBus, lifecycle: Lifecycle
 
             source = create_source(settings)
             recorder = start_recorder(settings, source.name, Path(app.instance_path))
-            refresher = Refresher(source, bus, settings.refresh_tick_ms, observer=recorder)
+            refresher = Refresher(
+                source,
+                bus,
+                settings.refresh_tick_ms,
+                observer=recorder,
+                min_interval_ms=settings.publish_min_interval_ms,
+            )
             refresher.tick()  # the first request already finds a board
             started.append(refresher.start_background())
 

@@ -1,8 +1,18 @@
-"""The refresher: build a board every tick, validate it, publish it; never crash on a bad tick."""
+"""The refresher: build a board, validate it, publish it; never crash on a bad tick.
+
+When the source signals changes (``app.refresher.changes``; the live source does), a board
+goes out as soon as an input that changes it arrives: the first change after a quiet spell
+at once, further changes within ``PUBLISH_MIN_INTERVAL_MS`` together at its end (never
+dropped), and a board that would say nothing new is not sent. At least one board goes out
+every ``REFRESH_TICK_MS`` anyway (ages and the countdown move on). A source without the
+signal (the simulated one) is published every tick, on multiples of it.
+"""
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -10,11 +20,14 @@ from typing import Any, Protocol
 
 from app.board.snapshot import dumps
 from app.bus import BoardBus
+from app.refresher.changes import Changes
 from app.refresher.sources.base import Source
 from app.schemas import check
 from app.schemas.board import PublishedBoardSchema
 
 log = logging.getLogger(__name__)
+
+STOP_CHECK_S = 0.2
 
 
 class Observer(Protocol):
@@ -27,7 +40,7 @@ class Observer(Protocol):
 
 
 class Refresher:
-    """Publishes ``source``'s board on ``bus`` every ``tick_ms``, aligned to the wall clock."""
+    """Publishes ``source``'s board on ``bus``: on change, and at least every ``tick_ms``."""
 
     def __init__(
         self,
@@ -36,9 +49,13 @@ class Refresher:
         tick_ms: int,
         clock: Callable[[], float] = time.time,
         observer: Observer | None = None,
+        min_interval_ms: int = 50,
     ) -> None:
         self.source = source
         self.observer = observer
+        self.min_interval_ms = min_interval_ms
+        self._last_content: str | None = None
+        self._sent_at = -math.inf  # when the last board went out (monotonic)
         self.bus = bus
         self.tick_ms = tick_ms
         self._clock = clock
@@ -53,22 +70,32 @@ class Refresher:
         now = self._clock()
         now_ms = int(now * 1000)
         seq = max(now_ms, self._last_seq + 1)
+        changes: Changes | None = getattr(self.source, "changes", None)
+        newest = changes.newest_ms if changes is not None else None
         board = {
             "seq": seq,
             "ts": now_ms,
             "source": self.source.name,
             "items": self.source.rows(now),
+            # When the newest input arrived (the build itself, for a source without feeds).
+            "newestInputMs": min(newest, now_ms) if newest is not None else now_ms,
         }
         check(self._schema, board, "board")
         self._last_seq = seq
         return board
 
-    def tick(self) -> bool:
-        """Build and publish one board; log and return False when anything fails."""
+    def tick(self, only_if_changed: bool = False) -> bool:
+        """Build and publish one board (with ``only_if_changed``, not when it would say
+        nothing new: True, nothing sent); log and return False when anything fails."""
         try:
             board = self.build()
+            content = _content(board)
+            if only_if_changed and content == self._last_content:
+                return True
             self._observe(board)
             self.bus.publish(dumps(board))
+            self._last_content = content
+            self._sent_at = time.monotonic()
         except Exception as exc:
             if not self._failing:
                 log.exception("refresher tick failed: %s", exc)
@@ -98,14 +125,44 @@ class Refresher:
             self._observer_failing = False
 
     def run(self, stop: threading.Event) -> None:
-        """Tick until ``stop`` is set; ticks land on multiples of ``tick_ms``."""
+        """Publish until ``stop`` is set: on change when the source signals changes, else
+        every tick on multiples of ``tick_ms`` (see the module docstring)."""
         log.info("refresher started: source=%s tick=%dms", self.source.name, self.tick_ms)
         period = self.tick_ms / 1000.0
-        while not stop.is_set():
-            self.tick()
-            now = self._clock()
-            stop.wait(period - (now % period) or period)
+        changes: Changes | None = getattr(self.source, "changes", None)
+        if changes is None:
+            while not stop.is_set():
+                self.tick()
+                now = self._clock()
+                stop.wait(period - (now % period) or period)
+        else:
+            self._run_on_change(stop, changes, period)
         log.info("refresher stopped after %d boards", self.published)
+
+    def _run_on_change(self, stop: threading.Event, changes: Changes, period: float) -> None:
+        gap = self.min_interval_ms / 1000.0
+        due = time.monotonic()  # the tick: a board goes out by then, change or not
+        while not stop.is_set():
+            # In slices, so that a stop is noticed within one even with no change coming.
+            changed = changes.wait(min(STOP_CHECK_S, due - time.monotonic()))
+            if stop.is_set():
+                break
+            if not changed and time.monotonic() < due:
+                continue
+            if changed and time.monotonic() < due:
+                # Coalesce: what arrives until the interval since the last board is over
+                # goes out in the same board.
+                rest = self._sent_at + gap - time.monotonic()
+                if rest > 0 and stop.wait(rest):
+                    break
+                changes.clear()
+                self.tick(only_if_changed=True)
+                due = self._sent_at + period
+            else:
+                changes.clear()
+                self.tick()
+                # After a failed tick the next try waits a period too (no busy loop).
+                due = max(self._sent_at, time.monotonic()) + period
 
     def start_background(self) -> threading.Event:
         """Run in a daemon thread (the embedded mode); set the returned event to stop it."""
@@ -115,3 +172,13 @@ class Refresher:
         )
         thread.start()
         return stop
+
+
+# What changes with time alone, not with an input: not a reason to send a board.
+_TIME_ONLY = frozenset({"ts", "rem_secs", "inputAgesMs"})
+
+
+def _content(board: dict[str, Any]) -> str:
+    """What a board says, apart from its time and the ages that follow from it."""
+    rows = [{k: v for k, v in row.items() if k not in _TIME_ONLY} for row in board["items"]]
+    return json.dumps(rows, sort_keys=True, default=str)

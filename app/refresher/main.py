@@ -70,7 +70,13 @@ def serve(settings: Settings) -> int:
     from app.calibration.recorder import start_recorder
 
     recorder = start_recorder(settings, source.name)
-    refresher = Refresher(source, bus, settings.refresh_tick_ms, observer=recorder)
+    refresher = Refresher(
+        source,
+        bus,
+        settings.refresh_tick_ms,
+        observer=recorder,
+        min_interval_ms=settings.publish_min_interval_ms,
+    )
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:

@@ -75,6 +75,8 @@ class BoardResponseSchema(Schema):
     severeStaleThresholdMs = StrictNumber()  # noqa: N815
     isStale = StrictBoolean()  # noqa: N815
     latencyLevel = fields.String(validate=validate.OneOf(LATENCY_LEVELS))  # noqa: N815
+    # Extension: when the newest input behind the board reached the service (epoch ms).
+    newestInputMs = StrictInteger(allow_none=True)  # noqa: N815
     items = fields.List(fields.Nested(BoardItemSchema), required=True)
 
 
@@ -104,3 +106,5 @@ class PublishedBoardSchema(Schema):
     ts = StrictInteger(required=True, validate=validate.Range(min=0, max=MAX_EPOCH_MS))
     source = fields.String(required=True)
     items = fields.List(fields.Nested(PublishedItemSchema), required=True)
+    # When the newest input behind the board arrived (epoch ms); older refreshers omit it.
+    newestInputMs = StrictInteger(validate=validate.Range(min=0, max=MAX_EPOCH_MS))  # noqa: N815

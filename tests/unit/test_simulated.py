@@ -248,8 +248,10 @@ def test_built_board_passes_the_published_schema() -> None:
     board = refresher.build()
 
     check(PublishedBoardSchema(), board, "board")
-    assert set(board) == {"seq", "ts", "source", "items"}
+    assert set(board) == {"seq", "ts", "source", "items", "newestInputMs"}
     assert board["ts"] == 1_800_000_012_345
+    # The simulated source has no feeds: its newest input is the build itself.
+    assert board["newestInputMs"] == board["ts"]
     assert board["seq"] >= board["ts"]
     assert board["source"] == "simulated"
     [row] = board["items"]

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -80,7 +81,8 @@ class Quote:
 class Books:
     """Tops and level books of the tokens being watched; thread-safe."""
 
-    def __init__(self) -> None:
+    def __init__(self, on_change: Callable[[], None] | None = None) -> None:
+        self._on_change = on_change  # called when a token's best bid or ask changes
         self._bids: dict[str, dict[float, float]] = {}
         self._asks: dict[str, dict[float, float]] = {}
         self._quotes: dict[str, Quote] = {}
@@ -195,4 +197,7 @@ class Books:
         return (max(bids) if bids else None, min(asks) if asks else None)
 
     def _set(self, asset: str, top: tuple[float | None, float | None], via: str) -> None:
+        before = self._quotes.get(asset)
         self._quotes[asset] = Quote(bid=top[0], ask=top[1], at=clocks.monotonic(), via=via)
+        if self._on_change is not None and (before is None or (before.bid, before.ask) != top):
+            self._on_change()

@@ -18,6 +18,7 @@ import json
 import logging
 import math
 import threading
+from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -120,6 +121,11 @@ class PriceSeries:
             return any(
                 start < end_ms and (end is None or end > start_ms) for start, end in self._gaps
             )
+
+    @property
+    def version(self) -> int:
+        """Grows with every point taken in."""
+        return self._version
 
     def add(self, ts_ms: int, value: float) -> None:
         """Merge a point in time order (a duplicate timestamp keeps the first value)."""
@@ -238,6 +244,7 @@ class RtdsFeed(Feed):
         }
         self._by_topic = {topic: self.series[key] for key, topic in TOPICS.items()}
         self._by_topic[SPOT_HISTORY_TOPIC] = self.series[SPOT_KEY]
+        self.on_change: Callable[[], None] | None = None  # a series took a new point
         self._errors_seen: set[str] = set()
 
     def subscription(self) -> list[str] | None:
@@ -248,7 +255,14 @@ class RtdsFeed(Feed):
         return [json.dumps({"action": "subscribe", "subscriptions": subscriptions})]
 
     def handle(self, message: Any) -> None:
-        """Merge the points of an update or a history snapshot; log an error frame once."""
+        """Merge the points of an update or a history snapshot; log an error frame once;
+        ``on_change`` when any series took a new point."""
+        before = [series.version for series in self.series.values()]
+        self._handle(message)
+        if self.on_change is not None and before != [s.version for s in self.series.values()]:
+            self.on_change()
+
+    def _handle(self, message: Any) -> None:
         for item in each(message):
             if "statusCode" in item and "topic" not in item:
                 self._error(item)

@@ -27,6 +27,7 @@ from datetime import UTC, datetime
 import httpx
 
 from app.refresher import clocks
+from app.refresher.changes import Changes
 from app.refresher.model import TWAP, percentages, probability_up
 from app.refresher.sources.base import WINDOW_S, window_start
 from app.refresher.sources.polymarket.book import Books, Quote
@@ -121,11 +122,13 @@ class PolymarketSource:
             transport=self._transport(upstreams, tape),
         )
         self.gamma = GammaClient(upstreams.gamma, self.http)
-        self.books = Books()
+        self.changes = Changes()  # a new top of book, price, market or price to beat
+        self.books = Books(on_change=self.changes.notify)
         self.stop = threading.Event()
         self.clob = ClobFeed(upstreams.clob_ws, self.books, self.stop)
         self.rtds = RtdsFeed(upstreams.rtds, self.stop)
         self.clob.tape = self.rtds.tape = tape
+        self.rtds.on_change = self.changes.notify
         self._windows: dict[int, _Window] = {}
         self._finished: dict[str, WindowMarket] = {}  # by slug: ended, outcome not yet seen
         self._started = False
@@ -210,6 +213,7 @@ class PolymarketSource:
                 window.market = self.gamma.window(t0)
                 if window.market is not None:
                     window.fetched_at_ms = int(self._clock() * 1000)
+                    self.changes.notify()
                     log.info("window %d: %s (%s)", t0, window.market.slug, window.market.rule)
             except (httpx.HTTPError, UpstreamError) as exc:
                 log.warning("gamma lookup of window %d failed: %s", t0, exc)

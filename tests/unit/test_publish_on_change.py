@@ -1,0 +1,158 @@
+"""Publish on change: the refresher sends a board as soon as an input changes it.
+
+A source with a change signal (as the live one has) runs under the real refresher loop in
+a thread, on the real clock; every board the bus receives is kept. The intervals are long
+next to any scheduling delay, and each assertion is on which boards went out, waiting
+generously for them; the one bound on time is the behaviour itself (a first change goes
+out before the coalescing interval is over).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from app.board.snapshot import Snapshot
+from app.bus.memory import MemoryBoardBus
+from app.refresher.changes import Changes
+from app.refresher.loop import Refresher
+from app.refresher.sources.simulated import SimulatedSource
+
+WAIT_S = 15.0
+
+
+class ChangingSource:
+    """One valid row whose UP bid the test moves, and the change signal of a live source."""
+
+    name = "changing"
+    model_p_up: float | None = None
+
+    def __init__(self) -> None:
+        self.changes = Changes()
+        self.row = dict(SimulatedSource(seed=1).rows(1_800_000_100.0)[0])
+        self.row.update(up_bid=0.40)
+
+    def move(self, bid: float) -> None:
+        """A new top of book arrives."""
+        self.row["up_bid"] = bid
+        self.changes.notify()
+
+    def winners(self) -> dict[str, bool]:
+        return {}
+
+    def rows(self, now: float) -> list[dict[str, object]]:
+        return [{**self.row, "ts": int(now * 1000)}]
+
+
+class Received:
+    """Every board the bus took in, with when (monotonic)."""
+
+    def __init__(self, bus: MemoryBoardBus) -> None:
+        self.boards: list[tuple[float, dict[str, Any]]] = []
+        bus.add_listener(self._take)
+
+    def _take(self, snapshot: Snapshot) -> None:
+        self.boards.append((time.monotonic(), json.loads(snapshot.raw)))
+
+    def bids(self) -> list[float]:
+        return [board["items"][0]["up_bid"] for _, board in self.boards]
+
+    def wait(self, count: int) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while len(self.boards) < count:
+            assert time.monotonic() < deadline, f"only {len(self.boards)} boards: {self.bids()}"
+            time.sleep(0.01)
+
+
+def running(
+    source: ChangingSource, tick_ms: int, min_interval_ms: int
+) -> Iterator[tuple[Received, threading.Event]]:
+    bus = MemoryBoardBus()
+    received = Received(bus)
+    refresher = Refresher(source, bus, tick_ms, min_interval_ms=min_interval_ms)
+    stop = threading.Event()
+    thread = threading.Thread(target=refresher.run, args=(stop,), daemon=True)
+    thread.start()
+    try:
+        yield received, stop
+    finally:
+        stop.set()
+        thread.join(5)
+        assert not thread.is_alive()
+
+
+@pytest.fixture
+def source() -> ChangingSource:
+    return ChangingSource()
+
+
+def test_a_first_change_goes_out_at_once_and_a_burst_in_one_board_at_the_intervals_end(
+    source: ChangingSource,
+) -> None:
+    for received, _ in running(source, tick_ms=60_000, min_interval_ms=3000):
+        received.wait(1)  # the first board, at start
+        assert received.bids() == [0.40]
+        changed_at = time.monotonic()
+        source.move(0.41)
+        # The start board has just gone out: this change waits for the end of the interval
+        # since it, and so do the three that follow the next board.
+        received.wait(2)
+        for bid in (0.42, 0.43, 0.44):
+            source.move(bid)
+        received.wait(3)
+        assert received.bids() == [0.40, 0.41, 0.44], received.bids()
+        assert received.boards[1][0] - changed_at < 3.5
+        time.sleep(3.2)  # a quiet spell longer than the interval
+        quiet_change = time.monotonic()
+        source.move(0.45)
+        received.wait(4)
+        assert received.bids()[-1] == 0.45
+        assert received.boards[3][0] - quiet_change < 2.0, "not at once after a quiet spell"
+
+
+def test_changes_are_never_dropped_and_nothing_new_sends_nothing(source: ChangingSource) -> None:
+    for received, _ in running(source, tick_ms=60_000, min_interval_ms=200):
+        received.wait(1)
+        for step in range(1, 21):
+            source.move(round(0.40 + step / 100, 2))
+            time.sleep(0.03)
+        deadline = time.monotonic() + WAIT_S
+        while received.bids()[-1] != 0.60:
+            assert time.monotonic() < deadline, received.bids()
+            time.sleep(0.01)
+        bids = received.bids()
+        assert bids == sorted(bids) and len(set(bids)) == len(bids), bids
+        assert len(bids) < 21, f"not coalesced: {bids}"
+        sent = len(received.boards)
+        source.changes.notify()  # a signal with nothing new in the board
+        time.sleep(0.6)
+        assert len(received.boards) == sent, received.bids()
+
+
+def test_the_tick_is_a_floor_when_nothing_changes(source: ChangingSource) -> None:
+    for received, _ in running(source, tick_ms=200, min_interval_ms=50):
+        received.wait(5)
+        assert set(received.bids()) == {0.40}
+        times = [at for at, _ in received.boards]
+        boards = [board for _, board in received.boards]
+        assert all(b["seq"] < c["seq"] for b, c in itertools.pairwise(boards))
+        assert all(b["ts"] <= c["ts"] for b, c in itertools.pairwise(boards))
+        assert times == sorted(times)
+
+
+def test_every_board_says_when_its_newest_input_arrived(source: ChangingSource) -> None:
+    for received, _ in running(source, tick_ms=60_000, min_interval_ms=0):
+        received.wait(1)
+        before = time.time_ns() // 1_000_000
+        source.move(0.47)
+        received.wait(2)
+        after = time.time_ns() // 1_000_000
+        board = received.boards[1][1]
+        assert before <= board["newestInputMs"] <= after <= board["ts"] + 1000
+        assert board["newestInputMs"] <= board["ts"]
