@@ -9,8 +9,7 @@ from flask import Flask
 
 from app.bus import BoardBus
 from app.config import Settings
-from app.refresher.loop import Refresher
-from app.refresher.sources import create_source
+from app.refresher.main import recording_refresher
 from app.services import Lifecycle
 
 
@@ -33,17 +32,7 @@ def init_app(app: Flask, settings: Settings, bus: BoardBus, lifecycle: Lifecycle
         with lock:
             if started:
                 return
-            from app.calibration.recorder import start_recorder
-
-            source = create_source(settings)
-            recorder = start_recorder(settings, source.name, Path(app.instance_path))
-            refresher = Refresher(
-                source,
-                bus,
-                settings.refresh_tick_ms,
-                observer=recorder,
-                min_interval_ms=settings.publish_min_interval_ms,
-            )
+            refresher, _ = recording_refresher(settings, bus, Path(app.instance_path))
             refresher.tick()  # the first request already finds a board
             started.append(refresher.start_background())
 

@@ -13,13 +13,18 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from pathlib import Path
 from types import FrameType
+from typing import TYPE_CHECKING
 
-from app.bus import create_bus
+from app.bus import BoardBus, create_bus
 from app.config import ConfigError, Settings, load_settings
 from app.logs import configure_logging
 from app.refresher.loop import Refresher
 from app.refresher.sources import create_source
+
+if TYPE_CHECKING:
+    from app.calibration.recorder import Recorder
 
 ONCE_WARM_UP_S = 10.0
 
@@ -36,6 +41,25 @@ def with_tape(settings: Settings, record: str | None) -> Settings:
             file=sys.stderr,
         )
     return settings
+
+
+def recording_refresher(
+    settings: Settings, bus: BoardBus, instance_dir: Path | None = None
+) -> tuple[Refresher, Recorder | None]:
+    """The refresher of ``settings`` on ``bus``, with its live record (``TRACK_RECORD``)."""
+    source = create_source(settings)
+    # The SQL store is loaded only here, where the refresher records.
+    from app.calibration.recorder import start_recorder
+
+    recorder = start_recorder(settings, source.name, instance_dir)
+    refresher = Refresher(
+        source,
+        bus,
+        settings.refresh_tick_ms,
+        observer=recorder,
+        min_interval_ms=settings.publish_min_interval_ms,
+    )
+    return refresher, recorder
 
 
 def print_once(settings: Settings) -> None:
@@ -65,18 +89,7 @@ def serve(settings: Settings) -> int:
             file=sys.stderr,
         )
         return 2
-    source = create_source(settings)
-    # The SQL store is loaded only here, where the refresher records (TRACK_RECORD).
-    from app.calibration.recorder import start_recorder
-
-    recorder = start_recorder(settings, source.name)
-    refresher = Refresher(
-        source,
-        bus,
-        settings.refresh_tick_ms,
-        observer=recorder,
-        min_interval_ms=settings.publish_min_interval_ms,
-    )
+    refresher, recorder = recording_refresher(settings, bus)
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
