@@ -8,6 +8,8 @@ from typing import Protocol
 from app.board.snapshot import Snapshot
 
 Listener = Callable[[Snapshot], None]
+# How long a bus keeps the boards it published, for streams that reconnect (Last-Event-ID).
+HISTORY_MS = 120_000
 
 
 class BoardBus(Protocol):
@@ -23,6 +25,10 @@ class BoardBus(Protocol):
 
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener`` with every new snapshot this process receives."""
+
+    def history(self, after_seq: int) -> list[Snapshot] | None:
+        """The boards published after the one numbered ``after_seq``, oldest first, when that
+        one is still in the history (``HISTORY_MS``); None when it is not."""
 
     def status(self) -> tuple[bool, str]:
         """Readiness of the backend and a short human-readable status text."""

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections import deque
+
 from app.board.snapshot import Snapshot
-from app.bus.base import Listener
-from app.bus.receiver import SnapshotHolder
+from app.bus.base import HISTORY_MS, Listener
+from app.bus.receiver import SnapshotHolder, after
 
 STATUS = "embedded: in-process board bus (memory://), no Redis in use"
 
@@ -16,10 +18,20 @@ class MemoryBoardBus:
 
     def __init__(self) -> None:
         self._holder = SnapshotHolder()
+        self._history: deque[Snapshot] = deque()
 
     def publish(self, board_json: str) -> None:
         """Validate and keep the board, as a worker receiving it from Redis would."""
-        self._holder.accept(board_json)
+        if self._holder.accept(board_json) and self._holder.snapshot is not None:
+            newest = self._holder.snapshot
+            self._history.append(newest)
+            while self._history[0].seq < newest.seq - HISTORY_MS:
+                self._history.popleft()
+
+    def history(self, after_seq: int) -> list[Snapshot] | None:
+        """The boards after ``after_seq`` when it is still held (the last ``HISTORY_MS``)."""
+        held = list(self._history)  # a copy: the refresher thread appends meanwhile
+        return after(held, after_seq)
 
     def latest(self) -> Snapshot | None:
         """The newest board published in this process."""

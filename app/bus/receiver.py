@@ -39,3 +39,14 @@ class SnapshotHolder:
             except Exception:
                 log.exception("a board listener failed")
         return True
+
+
+def after(held: list[Snapshot], after_seq: int) -> list[Snapshot] | None:
+    """The snapshots of ``held`` (oldest first) newer than ``after_seq``, when ``after_seq``
+    is one of them; None when it is not (older than the history, or never published)."""
+    for i, snapshot in enumerate(held):
+        if snapshot.seq == after_seq:
+            return held[i + 1 :]
+        if snapshot.seq > after_seq:
+            return None
+    return None

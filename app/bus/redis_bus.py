@@ -9,6 +9,7 @@ when the channel is quiet and treats a silent connection as dead.
 
 from __future__ import annotations
 
+import json
 import logging
 import random
 import threading
@@ -16,15 +17,16 @@ import time
 
 import redis
 
-from app.board.snapshot import Snapshot
-from app.bus.base import Listener
-from app.bus.receiver import SnapshotHolder
+from app.board.snapshot import Snapshot, parse_snapshot
+from app.bus.base import HISTORY_MS, Listener
+from app.bus.receiver import SnapshotHolder, after
 from app.redis_pool import DEFAULT_POOL_SIZE, PoolBusyError, redis_client
 
 log = logging.getLogger(__name__)
 
 BOARD_KEY = "probboard:board:latest"
 BOARD_CHANNEL = "probboard:board"
+HISTORY_KEY = "probboard:board:history"
 
 PING_AFTER_S = 3.0  # ping when nothing arrived for this long
 DEAD_AFTER_S = 8.0  # no message and no pong for this long: the connection is dead
@@ -55,14 +57,48 @@ class RedisBoardBus:
         self._health: tuple[float, bool, str] = (0.0, False, "not checked")
         self._probing = threading.Lock()
         self._probed = threading.Event()
+        self._history_failing = False
 
     # -- refresher side -------------------------------------------------------------
     def publish(self, board_json: str) -> None:
-        """Store the board in the key and announce it, atomically."""
+        """Store the board in the key, add it to the history and announce it, atomically.
+
+        The history is a Redis stream whose entry ids are the boards' ``seq``, trimmed to
+        ``HISTORY_MS``; a board that cannot be added (a seq not above the newest: a
+        refresher whose clock went back) is still stored and announced.
+        """
+        seq = int(json.loads(board_json)["seq"])
         pipe = self._client.pipeline(transaction=True)
         pipe.set(BOARD_KEY, board_json)
         pipe.publish(BOARD_CHANNEL, board_json)
-        pipe.execute()
+        pipe.xadd(
+            HISTORY_KEY, {"b": board_json}, id=f"{seq}-0", minid=seq - HISTORY_MS, approximate=True
+        )
+        stored, _, added = pipe.execute(raise_on_error=False)
+        for result in (stored, _):
+            if isinstance(result, Exception):
+                raise result
+        if isinstance(added, Exception) and not self._history_failing:
+            log.warning("a board was not added to the stream history: %s", added)
+        self._history_failing = isinstance(added, Exception)
+
+    def history(self, after_seq: int) -> list[Snapshot] | None:
+        """The boards after ``after_seq`` from the stream history (one round trip), when
+        ``after_seq`` is still in it; None when not, or when Redis cannot say."""
+        try:
+            entries = self._client.xrange(HISTORY_KEY, min=f"{after_seq}-0", max="+")
+        except (*REDIS_ERRORS, PoolBusyError, redis.ResponseError):
+            return None
+        held = []
+        for _, fields in entries or []:
+            raw = (fields or {}).get(b"b")
+            if raw is None:
+                continue
+            try:
+                held.append(parse_snapshot(raw))
+            except (ValueError, TypeError):
+                continue
+        return after(held, after_seq)
 
     # -- worker side ----------------------------------------------------------------
     def latest(self) -> Snapshot | None:

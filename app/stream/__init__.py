@@ -53,6 +53,7 @@ def create_broker(
         slots=slots,
         stale_ms=settings.stale_threshold_ms,
         run_in_context=run_in_context,
+        history=bus.history,
     )
     stream_broker.key_check = _key_check(auth)
     bus.add_listener(stream_broker.on_snapshot)

@@ -34,6 +34,7 @@ RECHECK_S = 10.0
 RENEW_S = 5.0  # leases last LEASE_S (15 s): two renewals may fail before one lapses
 RENEW_RETRY_S = 1.0
 STALE_REFRESH_S = 1.0
+MAX_ID_DIGITS = 19  # an event id is a board's seq: epoch milliseconds and a little
 
 
 @dataclass(eq=False)
@@ -47,6 +48,7 @@ class Client:
     ended: bytes | None = None  # set to the farewell bytes when the server ends the stream
     writer: DirectWriter | None = None  # set when the broker writes to the socket itself
     seen: int = 0  # generation of the newest frame this client was given
+    last_seq: int = 0  # the newest board it was given (a frame older than that is skipped)
 
 
 @dataclass(frozen=True)
@@ -73,8 +75,10 @@ class Broker:
         slots: StreamSlots,
         stale_ms: int,
         run_in_context: Callable[[Callable[[], None]], None],
+        history: Callable[[int], list[Snapshot] | None] = lambda seq: None,
     ) -> None:
         self._renderer = renderer
+        self._history = history  # the bus's boards after a given seq (Last-Event-ID)
         self._slots = slots
         self._stale_ms = stale_ms
         self._run_in_context = run_in_context
@@ -109,7 +113,7 @@ class Broker:
         self._frame = frame
         for client in list(self._direct):
             writer = client.writer
-            if writer is not None:
+            if writer is not None and frame.seq >= client.last_seq:
                 plans = frame.chunked_by_plan if writer.chunked else frame.by_plan
                 writer.offer(plans[client.plan])
                 client.seen = generation
@@ -168,10 +172,20 @@ class Broker:
             snapshot = self._snapshot
             frame = self._frame
             first = events.retry(retry_ms)
-            if snapshot is not None and last_event_id != str(snapshot.seq):
+            missed = self._missed(last_event_id)
+            now = now_ms()
+            if missed is not None:
+                # A reconnect within the history: every board it missed, in order.
+                for old in missed:
+                    first += events.board_event(
+                        old.seq, self._renderer.render(old, client.plan, now)
+                    )
+                client.last_seq = missed[-1].seq if missed else int(last_event_id or 0)
+            elif snapshot is not None and last_event_id != str(snapshot.seq):
                 # Rendered now, so the first board's age is exact for this client.
-                board = self._renderer.render(snapshot, client.plan, now_ms())
+                board = self._renderer.render(snapshot, client.plan, now)
                 first += events.board_event(snapshot.seq, board)
+                client.last_seq = snapshot.seq
             client.seen = frame.generation if frame is not None else 0
             yield first  # gunicorn sends the headers and this at once
             if direct is not None:
@@ -184,6 +198,16 @@ class Broker:
         finally:
             self.disconnect(client)
 
+    def _missed(self, last_event_id: str | None) -> list[Snapshot] | None:
+        """The boards after ``Last-Event-ID`` when the history still has it; None for no id,
+        an id that is not a board's, or one older than the history (then: the current)."""
+        if last_event_id is None:
+            return None
+        text = last_event_id.strip()
+        if not text.isascii() or not text.isdigit() or len(text) > MAX_ID_DIGITS:
+            return None
+        return self._history(int(text))
+
     def _yield_loop(self, client: Client) -> Iterator[bytes]:
         last_write = time.monotonic()
         while True:
@@ -193,6 +217,8 @@ class Broker:
                 return
             if frame is not None and frame.generation != client.seen:
                 client.seen = frame.generation
+                if frame.seq < client.last_seq:
+                    continue  # the replay already gave this client a newer board
                 last_write = time.monotonic()
                 yield frame.by_plan[client.plan]
                 continue
@@ -206,7 +232,7 @@ class Broker:
     def _direct_loop(self, client: Client, writer: DirectWriter) -> None:
         client.writer = writer
         frame = self._frame
-        if frame is not None and frame.generation != client.seen:
+        if frame is not None and frame.generation != client.seen and frame.seq >= client.last_seq:
             # A board arrived while the first event was being sent.
             plans = frame.chunked_by_plan if writer.chunked else frame.by_plan
             writer.offer(plans[client.plan])

@@ -229,8 +229,37 @@ def test_last_event_id_of_the_current_board_skips_the_duplicate(probe: Probe) ->
     body += next(iterator)
     assert [seq for seq, _ in board_events(body, "vip_pro")] == [newer]
 
+    # A client behind gets what it missed, in order (the history: Last-Event-ID replay).
     behind = probe.stream({"X-API-Key": key, "Last-Event-ID": str(older)})
-    assert [seq for seq, _ in board_events(first_chunks(behind, 1), "vip_pro")] == [newer]
+    assert [seq for seq, _ in board_events(first_chunks(behind, 1), "vip_pro")] == [
+        current,
+        newer,
+    ]
+
+
+def test_a_reconnect_gets_the_boards_it_missed_then_the_live_ones(probe: Probe) -> None:
+    key = probe.key_for("vic", "vip_pro")
+    seen = [probe.publish() for _ in range(3)]
+    missed = [probe.publish() for _ in range(5)]
+    response = probe.stream({"X-API-Key": key, "Last-Event-ID": str(seen[-1])})
+    iterator = chunks(response)
+    body = next(iterator)
+    replayed = board_events(body, "vip_pro")
+    assert [seq for seq, _ in replayed] == missed
+    # Old boards are served as they are now: their age is the truth about them.
+    assert all(board["dataAgeMs"] >= 0 for _, board in replayed)
+    live = probe.publish()
+    body += next(iterator)
+    assert [seq for seq, _ in board_events(body, "vip_pro")] == [*missed, live]
+
+
+@pytest.mark.parametrize("last_id", ["1", "0", "abc", "-5", "9" * 30, "\uff11\uff12\uff13", ""])
+def test_an_id_outside_the_history_gets_the_current_board(probe: Probe, last_id: str) -> None:
+    key = probe.key_for("vic", "vip_pro")
+    probe.publish()
+    current = probe.publish()
+    response = probe.stream({"X-API-Key": key, "Last-Event-ID": last_id})
+    assert [seq for seq, _ in board_events(first_chunks(response, 1), "vip_pro")] == [current]
 
 
 def test_stream_before_any_board_starts_with_retry_and_waits(probe: Probe) -> None:
