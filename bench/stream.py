@@ -15,17 +15,107 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from harness.processes import BIN, ROOT, Process, RedisServer, free_port, service_env
+from app.refresher.sources import window_start
+from harness.fake_polymarket import FakePolymarket
+from harness.processes import (
+    BIN,
+    ROOT,
+    Process,
+    RedisServer,
+    free_port,
+    port_open,
+    service_env,
+)
 from harness.processes import http_get as get
 
 RESULTS = ROOT / "bench" / "results.json"
+
+
+class MarketMaker:
+    """Moves UP's best bid of the current window at the fake CLOB ``per_s`` times a second
+    (between two prices one tick apart), so boards flow at that rate."""
+
+    def __init__(self, world: FakePolymarket, per_s: float) -> None:
+        self.world = world
+        self.period = 1.0 / per_s
+        self.moves = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        """Start moving."""
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Stop moving."""
+        self._stop.set()
+        self._thread.join(5)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):
+            market = self.world.market(window_start(time.time()))
+            if market is None:
+                continue
+            bid, ask = self.world.best(market.up_token)
+            if bid is None or ask is None:
+                continue
+            # Alternately add and remove a bid one tick above the resting best bid.
+            high = f"{bid + 0.01:.2f}" if self.moves % 2 == 0 else f"{bid:.2f}"
+            if self.moves % 2 == 0 and bid + 0.015 < ask:
+                self.world.set_level(market.up_token, "BUY", high, "50")
+            elif self.moves % 2 == 1:
+                self.world.set_level(market.up_token, "BUY", high, "0")
+            self.moves += 1
+
+
+class Nginx:
+    """nginx in front of gunicorn with the repository's site config (deploy/), on loopback:
+    the same upstream keepalive, headers and the stream's location (buffering off); plain
+    HTTP on a free port instead of TLS on 443 (the load generator speaks plain HTTP)."""
+
+    def __init__(self, workdir: Path, upstream_port: int, workers: int = 1) -> None:
+        site = (ROOT / "deploy" / "nginx-probboard.conf").read_text()
+        self.port = free_port()
+        site = site.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream_port};")
+        # Only the TLS server, on plain HTTP: drop the :80 redirect and the certificates.
+        site = re.sub(r"server \{\s*listen 80;.*?\n\}\n", "", site, count=1, flags=re.S)
+        site = re.sub(r"^[ \t]*listen (\[::\]:)?443 ssl http2;\n", "", site, flags=re.M)
+        site = re.sub(r"^[ \t]*ssl_certificate(_key)?[ \t]+[^;\n]+;\n", "", site, flags=re.M)
+        site = site.replace("server_name _;", f"listen 127.0.0.1:{self.port};\n    server_name _;")
+        (workdir / "site.conf").write_text(site)
+        main = workdir / "nginx.conf"
+        main.write_text(
+            f"pid {workdir / 'nginx.pid'};\nerror_log {workdir / 'nginx-error.log'};\n"
+            # One worker (the machine has two cores). It holds two descriptors per stream
+            # (client and upstream): on a machine whose hard limit is 20,000 descriptors per
+            # process, about 9,900 streams at most; `--nginx-workers 2` doubles that.
+            f"worker_processes {workers};\n"
+            "events { worker_connections 20000; }\n"
+            f"http {{\n access_log off;\n include {workdir / 'site.conf'};\n}}\n"
+        )
+        self.process = Process(
+            ["nginx", "-c", str(main), "-p", str(workdir), "-g", "daemon off;"],
+            {"PATH": "/usr/sbin:/usr/bin:/bin"},
+            workdir / "nginx.log",
+        )
+        deadline = time.monotonic() + 10
+        while not port_open(self.port):
+            if time.monotonic() > deadline or not self.process.alive():
+                raise RuntimeError(f"nginx did not start:\n{self.process.output()}")
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        """Stop nginx (by its process id)."""
+        self.process.stop()
 
 
 def worker_rss_kb(master_pid: int) -> int:
@@ -40,7 +130,13 @@ def worker_rss_kb(master_pid: int) -> int:
 
 
 def run_clients(
-    port: int, key: str, clients: int, seconds: float, master: int, procs: int
+    port: int,
+    key: str,
+    clients: int,
+    seconds: float,
+    master: int,
+    procs: int,
+    since: str = "publish",
 ) -> dict[str, Any]:
     """Run the load generator in ``procs`` processes; sample worker RSS once all connect."""
     shares = [clients // procs + (1 if i < clients % procs else 0) for i in range(procs)]
@@ -58,6 +154,8 @@ def run_clients(
                 str(share),
                 "--seconds",
                 str(seconds),
+                "--from",
+                since,
             ],
             cwd=ROOT,
             stdout=subprocess.PIPE,
@@ -102,6 +200,7 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "boards_published": published,
         "delivery": received / (connected * published) if connected and published else 0.0,
         "stalled": sum(part["stalled"] for part in parts),
+        "skipped": sum(part.get("skipped", 0) for part in parts),
         "latency_ms": {
             "p50": quantile(0.50),
             "p99": quantile(0.99),
@@ -135,7 +234,29 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--client-procs", type=int, default=2)
+    parser.add_argument(
+        "--source",
+        choices=("simulated", "polymarket"),
+        default="simulated",
+        help="polymarket: the fake upstreams, a market maker moving UP's best bid "
+        "--changes-per-s times a second, and latency from each change's arrival "
+        "(newestInputMs) to the client",
+    )
+    parser.add_argument("--changes-per-s", type=float, default=10.0)
+    parser.add_argument(
+        "--via-nginx",
+        action="store_true",
+        help="clients connect through nginx with the repository's site config",
+    )
+    parser.add_argument("--nginx-workers", type=int, default=1)
     args = parser.parse_args()
+    world = maker = None
+    since = "publish"
+    if args.source == "polymarket":
+        world = FakePolymarket(auto_markets=True).start()
+        world.rtds.live(period_s=1.0)
+        maker = MarketMaker(world, args.changes_per_s)
+        since = "input"
 
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="probboard-bench-stream-") as tmp:
@@ -148,6 +269,8 @@ def main() -> int:
             API_KEY_PEPPER="bench-pepper-0123456789",
             WEB_CONCURRENCY=str(args.workers),
             STREAM_MAX_PER_KEY="100000",
+            TRACK_RECORD="false",
+            **(world.env() if world is not None else {}),
         )
         flask = [str(BIN / "flask"), "--app", "wsgi"]
         subprocess.run([*flask, "db", "upgrade"], env=env, cwd=ROOT, check=True,
@@ -159,32 +282,49 @@ def main() -> int:
         key = created.stdout.split()[-1]
         refresher = Process([*flask, "refresher"], env, workdir / "refresher.log")
         web: Process | None = None
+        if maker is not None:
+            maker.start()
         try:
             for clients in [1, *args.clients]:
                 # A fresh server per size: one run's closed streams, heap and sockets do
                 # not weigh on the next, and the idle memory is a clean baseline.
                 web, port = start_web(env, workdir / f"gunicorn-{clients}.log")
+                proxy = Nginx(workdir, port, args.nginx_workers) if args.via_nginx else None
+                if proxy is not None:
+                    port = proxy.port
                 # A short warm-up, so "idle" is a worker that has served streams before (its
                 # first stream's one-time allocations are not charged to every stream).
                 run_clients(port, key, min(clients, 100), 2, web.pid, 1)
                 time.sleep(1)
                 idle = worker_rss_kb(web.pid)
                 procs = min(args.client_procs, clients)
-                row = run_clients(port, key, clients, args.seconds, web.pid, procs)
+                row = run_clients(port, key, clients, args.seconds, web.pid, procs, since)
                 row["rss_idle_kb"] = idle
                 row["kb_per_stream"] = (row["rss_loaded_kb"] - idle) / max(1, row["connected"])
                 rows.append(row)
                 if row["errors"]:
                     print(f"gunicorn log (tail), for the errors:\n{web.output()[-3000:]}")
+                    errors_log = workdir / "nginx-error.log"
+                    if proxy is not None and errors_log.exists():
+                        print(f"nginx error log (tail):\n{errors_log.read_text()[-2000:]}")
                 web.stop()
                 web = None
+                if proxy is not None:
+                    proxy.stop()
                 time.sleep(5)  # let the closed connections of this size settle
         finally:
             if web is not None:
                 web.stop()
             refresher.stop()
             redis.stop()
+            if maker is not None:
+                maker.stop()
+            if world is not None:
+                world.stop()
 
+    via = "; through nginx (deploy/nginx-probboard.conf)" if args.via_nginx else ""
+    print(f"latency from {'each change at the fake CLOB' if since == 'input' else 'publication'}"
+          f" to the client; source {args.source}{via}")  # fmt: skip
     print(f"{'clients':>8} {'conn':>6} {'err':>5} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>8} "
           f"{'deliv':>6} {'stall':>5} {'KB/strm':>8}")  # fmt: skip
     for row in rows:
@@ -199,7 +339,11 @@ def main() -> int:
         print(f"p99 at {row['clients']} clients = {row['latency_ms']['p99'] / baseline:.1f} x "
               f"the single-client p99 ({baseline:.1f} ms)")  # fmt: skip
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    results["stream"] = {"rows": rows, "settings": vars(args)}
+    name = "stream" if args.source == "simulated" else "stream_on_change"
+    results[name + ("_nginx" if args.via_nginx else "")] = {
+        "rows": rows,
+        "settings": vars(args),
+    }
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
     return 0
 

@@ -22,6 +22,7 @@ import sys
 import time
 
 ID_MARK = b"id: "
+INPUT_MARK = b'"newestInputMs":'
 
 
 class Conn:
@@ -45,6 +46,14 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--batch", type=int, default=200)
+    parser.add_argument(
+        "--from",
+        dest="since",
+        choices=("publish", "input"),
+        default="publish",
+        help="latency from the board's publication (its id) or from its newest input's "
+        "arrival at the service (its newestInputMs)",
+    )
     args = parser.parse_args()
 
     request = (
@@ -55,6 +64,7 @@ def main() -> int:
     conns: dict[int, Conn] = {}
     errors: dict[str, int] = {}
     latencies: list[float] = []
+    skipped = 0
     connected = 0
     measuring = False
 
@@ -72,7 +82,7 @@ def main() -> int:
         conn.sock.close()
 
     def pump(timeout: float) -> None:
-        nonlocal connected
+        nonlocal connected, skipped
         for fd, mask in poller.poll(timeout):
             conn = conns.get(fd)
             if conn is None:
@@ -120,7 +130,19 @@ def main() -> int:
                 conn.last_board = now
                 if measuring and seq not in conn.seen:
                     conn.seen.add(seq)
-                    latencies.append(now - seq)
+                    since = float(seq)
+                    if args.since == "input":
+                        # In the same read as its id, or the sample is skipped (counted).
+                        mark = data.find(INPUT_MARK, end)
+                        following = data.find(ID_MARK, end)
+                        close_at = data.find(b",", mark) if mark >= 0 else -1
+                        value = data[mark + len(INPUT_MARK) : close_at] if close_at > 0 else b""
+                        if mark < 0 or (0 <= following < mark) or not value.isdigit():
+                            skipped += 1
+                            start = end
+                            continue
+                        since = float(value)
+                    latencies.append(now - since)
                 start = end
             # Keep a short tail in case an "id:" line was cut by the read.
             conn.buffer = data[-64:] if data.rfind(b"\n") < len(data) - 1 else b""
@@ -170,6 +192,7 @@ def main() -> int:
         "boards_received": sum(per_client),
         "stalled": stalled,
         "latencies": [round(v, 2) for v in latencies],
+        "skipped": skipped,
     }
     print(json.dumps(result), flush=True)
     return 0
