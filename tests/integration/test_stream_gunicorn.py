@@ -398,6 +398,35 @@ class TestLiveStream:
         # A server that waited for the next board would never send the board of /latest.
         assert matched >= 1
 
+    def test_a_reconnect_with_last_event_id_gets_every_board_it_missed(self, live: Live) -> None:
+        """Away for two seconds, back with its last id: every board published meanwhile, in
+        order, as the Redis history holds them, then the live ones (either worker)."""
+        service, key = live.service, live.accounts.keys["wire"]
+        first = open_when_free(service, key)
+        try:
+            last_id = read_boards(first, 2)[-1].id
+        finally:
+            first.close()
+        time.sleep(2.0)  # the refresher goes on publishing while the client is away
+        history = redis.Redis.from_url(live.redis.url).xrange(
+            "probboard:board:history", min=f"{int(last_id) + 1}-0", max="+"
+        )
+        ids_held = [entry_id for entry_id, _ in history or []]
+        missed = [bytes(i).decode().split("-")[0] for i in ids_held if isinstance(i, bytes)]
+        assert len(missed) >= 3, missed
+        for http10 in (False, True):
+            again = open_when_free(service, key, {"Last-Event-ID": last_id}, http10=http10)
+            try:
+                replayed = read_boards(again, len(missed) + 1)
+                ids = [event.id for event in replayed]
+                assert ids[: len(missed)] == missed, (ids, missed)
+                assert all(int(a) < int(b) for a, b in itertools.pairwise(ids)), ids
+                for event in replayed:
+                    board_of(event)
+                check_events(again)
+            finally:
+                again.close()
+
     def test_third_stream_of_a_key_is_429_across_workers_and_slots_come_back(
         self, live: Live
     ) -> None:
