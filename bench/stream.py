@@ -201,6 +201,9 @@ def merge(parts: list[dict[str, Any]]) -> dict[str, Any]:
         "delivery": received / (connected * published) if connected and published else 0.0,
         "stalled": sum(part["stalled"] for part in parts),
         "skipped": sum(part.get("skipped", 0) for part in parts),
+        "newest": sum(part.get("have_newest", 0) for part in parts) / connected
+        if connected
+        else 0.0,
         "latency_ms": {
             "p50": quantile(0.50),
             "p99": quantile(0.99),
@@ -326,13 +329,14 @@ def main() -> int:
     print(f"latency from {'each change at the fake CLOB' if since == 'input' else 'publication'}"
           f" to the client; source {args.source}{via}")  # fmt: skip
     print(f"{'clients':>8} {'conn':>6} {'err':>5} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>8} "
-          f"{'deliv':>6} {'stall':>5} {'KB/strm':>8}")  # fmt: skip
+          f"{'deliv':>6} {'newest':>6} {'stall':>5} {'KB/strm':>8}")  # fmt: skip
     for row in rows:
         lat = row["latency_ms"]
         print(
             f"{row['clients']:>8} {row['connected']:>6} {sum(row['errors'].values()):>5} "
             f"{lat['p50']:>7.1f} {lat['p99']:>7.1f} {lat['max']:>8.1f} "
-            f"{row['delivery']:>6.3f} {row['stalled']:>5} {row['kb_per_stream']:>8.1f}"
+            f"{row['delivery']:>6.3f} {row['newest']:>6.3f} {row['stalled']:>5} "
+            f"{row['kb_per_stream']:>8.1f}"
         )
     baseline = rows[0]["latency_ms"]["p99"]
     for row in rows[1:]:

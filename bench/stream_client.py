@@ -28,13 +28,14 @@ INPUT_MARK = b'"newestInputMs":'
 class Conn:
     """One client's socket and parse state."""
 
-    __slots__ = ("buffer", "headers_done", "last_board", "seen", "sock")
+    __slots__ = ("buffer", "headers_done", "last_board", "last_seq", "seen", "sock")
 
     def __init__(self, sock: socket.socket) -> None:
         self.sock = sock
         self.buffer = b""
         self.headers_done = False
         self.last_board = 0.0
+        self.last_seq = 0
         self.seen: set[int] = set()
 
 
@@ -128,6 +129,7 @@ def main() -> int:
                     break
                 seq = int(data[at + 4 : end])
                 conn.last_board = now
+                conn.last_seq = max(conn.last_seq, seq)
                 if measuring and seq not in conn.seen:
                     conn.seen.add(seq)
                     since = float(seq)
@@ -177,6 +179,13 @@ def main() -> int:
     measure_end = time.time() * 1000.0
     live = list(conns.values())
     stalled = sum(1 for c in live if measure_end - c.last_board > 2000)
+    # The newest board: what any client had when measuring stopped; after a second more,
+    # does every client have it (or a newer one)?
+    newest = max((c.last_seq for c in live), default=0)
+    drain = time.monotonic() + 1.0
+    while time.monotonic() < drain:
+        pump(0.1)
+    have_newest = sum(1 for c in live if c.last_seq >= newest)
     published: set[int] = set().union(*(c.seen for c in live)) if live else set()
     per_client = [len(c.seen) for c in live]
     for fd in list(conns):
@@ -193,6 +202,7 @@ def main() -> int:
         "stalled": stalled,
         "latencies": [round(v, 2) for v in latencies],
         "skipped": skipped,
+        "have_newest": have_newest,
     }
     print(json.dumps(result), flush=True)
     return 0
