@@ -20,7 +20,7 @@ from app.accounts.deadline import DatabaseGuard
 from app.accounts.models import Base
 from app.accounts.pepper import load_pepper
 from app.config import Settings
-from app.database import DEFAULT_SQLITE_FILE, engine_options
+from app.database import database_url, engine_options
 
 # In a checkout the migrations sit beside the package; in a deployed release (the package
 # installed in a virtualenv) they sit in the release directory, the working directory.
@@ -37,10 +37,10 @@ def init_db(app: Flask, settings: Settings) -> DatabaseGuard:
 
     Nothing connects here, and migrations never run here: ``flask db upgrade`` runs them.
     """
-    uri = settings.database_url
-    if not uri:
+    if not settings.database_url:
         Path(app.instance_path).mkdir(parents=True, exist_ok=True)
-        uri = f"sqlite:///{Path(app.instance_path) / DEFAULT_SQLITE_FILE}"
+    uri = database_url(settings, Path(app.instance_path))
+    assert uri is not None  # an instance folder is always given
     app.config["SQLALCHEMY_DATABASE_URI"] = uri
     app.config["SQLALCHEMY_ENGINE_OPTIONS"] = engine_options(uri, settings.db_timeout_ms / 1000)
     db.init_app(app)

@@ -20,6 +20,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 
 from app.refresher import clocks
+from app.refresher.sources.polymarket.clob import winners_of
 from app.refresher.sources.polymarket.source import UPKEEP_S, PolymarketSource, Upstreams
 
 # The replayed source's upstreams: never reached (requests are answered from the tape,
@@ -145,15 +146,7 @@ def _note_resolutions(replay: Replay, frame: str) -> None:
         message = json.loads(frame)
     except ValueError:
         return
-    for item in message if isinstance(message, list) else [message]:
-        if not isinstance(item, dict) or item.get("event_type") != "market_resolved":
-            continue
-        winner = str(item.get("winning_asset_id", ""))
-        assets = item.get("assets_ids")
-        for asset in assets if isinstance(assets, list) else []:
-            replay.winners[str(asset)] = str(asset) == winner
-        if winner:
-            replay.winners[winner] = True
+    replay.winners.update(winners_of(message if isinstance(message, list) else [message]))
 
 
 def run(

@@ -11,7 +11,7 @@ from typing import Any
 
 from app.backtest.replay import Replay, new_replay, run
 from app.calibration import outcomes, summary
-from app.calibration.checkpoints import REMS, Window, track
+from app.calibration.checkpoints import REMS, Window, settled, track
 
 
 def backtest(
@@ -49,11 +49,7 @@ def document(
     by_start = {w.window_start: w for w in windows.values()}
     per_window = []
     for window in sorted(windows.values(), key=lambda w: w.window_start):
-        following = by_start.get(window.window_start + 300)
-        final = following.price_to_beat if following is not None else None
-        result, source = outcomes.outcome(
-            window.up_token, window.down_token, winners, window.price_to_beat, final
-        )
+        result, source = settled(window, by_start, winners)
         per_window.append(
             {
                 "slug": window.slug,

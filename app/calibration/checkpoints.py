@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.calibration import outcomes
 from app.refresher.sources.base import WINDOW_S
 
 SLUG_PREFIX = "btc-updown-5m-"
@@ -74,3 +75,15 @@ def track(
             }
             window.fresh.append(checkpoint)
     return window
+
+
+def settled(
+    window: Window, by_start: dict[int, Window], winners: dict[str, bool]
+) -> tuple[str | None, str | None]:
+    """How ``window`` settled (``app.calibration.outcomes``): its final price is the price to
+    beat of the window after it (``by_start``: the windows by their start)."""
+    following = by_start.get(window.end)
+    final = following.price_to_beat if following is not None else None
+    return outcomes.outcome(
+        window.up_token, window.down_token, winners, window.price_to_beat, final
+    )

@@ -24,11 +24,10 @@ from typing import Any
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
-from app.calibration import outcomes, store
-from app.calibration.checkpoints import GRACE_S, REMS, Window, track
+from app.calibration import store
+from app.calibration.checkpoints import GRACE_S, REMS, Window, settled, track
 from app.config import Settings
 from app.database import database_url, engine_options
-from app.refresher.sources.base import WINDOW_S
 
 log = logging.getLogger(__name__)
 
@@ -91,11 +90,7 @@ class Recorder:
                         window.checkpoints[rem] = {"remS": rem, "pUp": None, "marketMid": None}
                         self._put("checkpoint", slug, {"rem_s": rem})
                 self._settled[slug] = ""
-            following = by_start.get(window.window_start + WINDOW_S)
-            final = following.price_to_beat if following is not None else None
-            result, source = outcomes.outcome(
-                window.up_token, window.down_token, winners, window.price_to_beat, final
-            )
+            result, source = settled(window, by_start, winners)
             if (
                 source is not None
                 and self._settled[slug] != "market"

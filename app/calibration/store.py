@@ -62,12 +62,17 @@ checkpoints = Table(
 )
 
 
-def _upsert(conn: Connection, table: Table, values: Mapping[str, Any], update: list[str]) -> None:
-    """Insert ``values``, or update the ``update`` columns of the row with the same key."""
+def _insert(conn: Connection, table: Table, values: Mapping[str, Any]) -> Any:
+    """The dialect's INSERT of ``values`` (it has ON CONFLICT) for SQLite or PostgreSQL."""
     dialect = {"postgresql": postgresql, "sqlite": sqlite}.get(conn.dialect.name)
     if dialect is None:
         raise RuntimeError(f"the track record needs SQLite or PostgreSQL, not {conn.dialect.name}")
-    statement = dialect.insert(table).values(**values)
+    return dialect.insert(table).values(**values)
+
+
+def _upsert(conn: Connection, table: Table, values: Mapping[str, Any], update: list[str]) -> None:
+    """Insert ``values``, or update the ``update`` columns of the row with the same key."""
+    statement = _insert(conn, table, values)
     keys = [c.name for c in table.primary_key.columns]
     changes = {name: statement.excluded[name] for name in update}
     conn.execute(statement.on_conflict_do_update(index_elements=keys, set_=changes))
@@ -87,8 +92,7 @@ def save_checkpoint(conn: Connection, slug: str, checkpoint: Mapping[str, Any]) 
     """Store one checkpoint of window ``slug`` (``rem_s``, ``p_up``, ``market_mid``, ``sigma``,
     ``price``, ``price_to_beat``); the first one stored for a rem stays."""
     values = {**checkpoint, "slug": slug, "recorded_at": datetime.now(UTC)}
-    dialect = {"postgresql": postgresql, "sqlite": sqlite}[conn.dialect.name]
-    conn.execute(dialect.insert(checkpoints).values(**values).on_conflict_do_nothing())
+    conn.execute(_insert(conn, checkpoints, values).on_conflict_do_nothing())
 
 
 def load(conn: Connection, source: str) -> list[dict[str, Any]]:

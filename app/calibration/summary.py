@@ -17,8 +17,8 @@ def summarize(per_window: list[dict[str, Any]]) -> dict[str, Any]:
     ``reliabilityMarket`` (of the market's UP mid, at the same checkpoints)."""
     return {
         "buckets": buckets(per_window),
-        "reliability": scores.reliability(model_pairs(per_window)),
-        "reliabilityMarket": scores.reliability(market_pairs(per_window)),
+        "reliability": scores.reliability(pairs(per_window, "pUp")),
+        "reliabilityMarket": scores.reliability(pairs(per_window, "marketMid")),
     }
 
 
@@ -60,18 +60,9 @@ def buckets(per_window: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return table
 
 
-def model_pairs(per_window: list[dict[str, Any]]) -> list[tuple[float, int]]:
-    """(P(up), outcome) at every checkpoint of every window with an outcome."""
+def pairs(per_window: list[dict[str, Any]], field: str) -> list[tuple[float, int]]:
+    """(``field``: ``pUp`` or ``marketMid``, outcome) at every checkpoint of every window
+    with an outcome, where it has a value."""
     return [
-        (c["pUp"], o) for rem in REMS for c, o in _points(per_window, rem) if c["pUp"] is not None
-    ]
-
-
-def market_pairs(per_window: list[dict[str, Any]]) -> list[tuple[float, int]]:
-    """(market mid, outcome) at every checkpoint of every window with an outcome."""
-    return [
-        (c["marketMid"], o)
-        for rem in REMS
-        for c, o in _points(per_window, rem)
-        if c["marketMid"] is not None
+        (c[field], o) for rem in REMS for c, o in _points(per_window, rem) if c[field] is not None
     ]

@@ -10,7 +10,6 @@ signal (the simulated one) is published every tick, on multiples of it.
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import threading
@@ -54,7 +53,9 @@ class Refresher:
         self.source = source
         self.observer = observer
         self.min_interval_ms = min_interval_ms
-        self._last_content: str | None = None
+        # The live source's change signal; a source without one is published on the tick.
+        self._changes: Changes | None = getattr(source, "changes", None)
+        self._last_content: list[dict[str, Any]] | None = None
         self._sent_at = -math.inf  # when the last board went out (monotonic)
         self.bus = bus
         self.tick_ms = tick_ms
@@ -70,8 +71,7 @@ class Refresher:
         now = self._clock()
         now_ms = int(now * 1000)
         seq = max(now_ms, self._last_seq + 1)
-        changes: Changes | None = getattr(self.source, "changes", None)
-        newest = changes.newest_ms if changes is not None else None
+        newest = self._changes.newest_ms if self._changes is not None else None
         board = {
             "seq": seq,
             "ts": now_ms,
@@ -129,7 +129,7 @@ class Refresher:
         every tick on multiples of ``tick_ms`` (see the module docstring)."""
         log.info("refresher started: source=%s tick=%dms", self.source.name, self.tick_ms)
         period = self.tick_ms / 1000.0
-        changes: Changes | None = getattr(self.source, "changes", None)
+        changes = self._changes
         if changes is None:
             while not stop.is_set():
                 self.tick()
@@ -178,7 +178,6 @@ class Refresher:
 _TIME_ONLY = frozenset({"ts", "rem_secs", "inputAgesMs"})
 
 
-def _content(board: dict[str, Any]) -> str:
+def _content(board: dict[str, Any]) -> list[dict[str, Any]]:
     """What a board says, apart from its time and the ages that follow from it."""
-    rows = [{k: v for k, v in row.items() if k not in _TIME_ONLY} for row in board["items"]]
-    return json.dumps(rows, sort_keys=True, default=str)
+    return [{k: v for k, v in row.items() if k not in _TIME_ONLY} for row in board["items"]]

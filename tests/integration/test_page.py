@@ -51,7 +51,6 @@ from sqlalchemy import create_engine  # noqa: E402
 
 from app.board.snapshot import dumps  # noqa: E402
 from app.board.timefmt import now_ms  # noqa: E402
-from app.bus.memory import MemoryBoardBus  # noqa: E402
 from app.bus.redis_bus import RedisBoardBus  # noqa: E402
 from app.calibration.recorder import Recorder  # noqa: E402
 from app.refresher.loop import Refresher  # noqa: E402
@@ -69,6 +68,7 @@ from harness.processes import (  # noqa: E402
     flask_cli,
     http_get,
 )
+from tests.support.track_record import run_simulated  # noqa: E402
 
 T = TypeVar("T")
 
@@ -646,15 +646,8 @@ def test_page_turns_stale_by_itself_when_the_service_goes_away(
 def record_simulated_windows(database_url: str, start: int, windows: int) -> None:
     """The live record of ``windows`` simulated windows from ``start``: the real refresher
     loop and recorder on a virtual clock, written to the page's database."""
-    engine = create_engine(database_url)
-    recorder = Recorder(engine, "simulated", 3000)
-    clock = [float(start)]
-    refresher = Refresher(
-        SimulatedSource(seed=5), MemoryBoardBus(), 500, clock=lambda: clock[0], observer=recorder
-    )
-    while clock[0] < start + windows * 300 + 20:
-        assert refresher.tick()
-        clock[0] += 0.5
+    recorder = Recorder(create_engine(database_url), "simulated", 3000)
+    run_simulated(recorder, start, windows * 300 + 20, seed=5)
     assert recorder.flush()
     recorder.close()
 

@@ -18,13 +18,11 @@ from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import Engine
 
 import app.api.calibration as calibration_view
-from app.bus.memory import MemoryBoardBus
 from app.calibration import store
 from app.calibration.checkpoints import REMS
 from app.calibration.recorder import Recorder
-from app.refresher.loop import Refresher
-from app.refresher.sources.simulated import SimulatedSource
 from tests.support.contract import validated
+from tests.support.track_record import run_simulated
 
 T0 = 1_800_000_000
 CALIBRATION = "/api/probboard/calibration"
@@ -60,18 +58,6 @@ def test_the_store_keeps_outcomes_and_first_checkpoints(engine: Engine) -> None:
          "checkpoints": [{"remS": 290, "pUp": 0.6, "marketMid": 0.58},
                          {"remS": 60, "pUp": None, "marketMid": None}]},
     ]  # fmt: skip
-
-
-def run_simulated(recorder: Recorder, start: float, seconds: float) -> SimulatedSource:
-    """The real refresher loop on the simulated source, ticking every 0.5 s of a virtual
-    clock from ``start`` for ``seconds``."""
-    clock = [start]
-    source = SimulatedSource(seed=3)
-    refresher = Refresher(source, MemoryBoardBus(), 500, clock=lambda: clock[0], observer=recorder)
-    while clock[0] < start + seconds:
-        assert refresher.tick()
-        clock[0] += 0.5
-    return source
 
 
 def test_the_refresher_records_checkpoints_and_outcomes_of_the_simulated_source(

@@ -12,13 +12,11 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import statistics
 import time
 from collections.abc import Callable, Iterator
 from decimal import Decimal
 from pathlib import Path
-from statistics import NormalDist
 from typing import Any
 
 import pytest
@@ -31,6 +29,7 @@ from app.calibration.recorder import Recorder
 from app.refresher.loop import Refresher
 from app.refresher.sources.polymarket.source import PolymarketSource
 from app.web import create_app
+from harness import tapes
 from harness.fake_polymarket import (
     SPOT,
     SPOT_TOPIC,
@@ -134,25 +133,6 @@ def exact_price_to_beat(path: BrownianPath, rule: str, lookback: int, t0: int) -
     return float(path.twap(t0, lookback)) if rule == TWAP else float(path.value(t0))
 
 
-def exact_p_up(
-    path: BrownianPath, rule: str, lookback: int, window_end: int, t: int, k: float
-) -> float:
-    """P(up) from the path's own values and the TRUE sigma (not the app's model)."""
-    tau = window_end - t
-    spot = float(path.value(t))
-    if rule == SPOT:
-        centre, variance = spot, SIGMA**2 * tau
-    elif tau > lookback:
-        centre, variance = spot, SIGMA**2 * (tau - 2 * lookback / 3)
-    else:
-        seconds = range(window_end - lookback + 1, t + 1)
-        known = [float(path.value(u)) for u in seconds]
-        mean = math.fsum(known) / len(known) if known else spot
-        w = (lookback - tau) / lookback
-        centre, variance = w * mean + (1 - w) * spot, SIGMA**2 * tau**3 / (3 * lookback**2)
-    return NormalDist().cdf(math.log(centre / k) / math.sqrt(variance))
-
-
 @pytest.mark.parametrize(
     ("rule", "lookback", "seed"),
     [(TWAP, 60, 11), (TWAP, 30, 12), (SPOT, 60, 13)],
@@ -212,7 +192,7 @@ def test_model_matches_exact_answers_on_a_brownian_path(
         assert row["sources"]["priceToBeat"] == f"rtds:{topic}"
         assert row["p_up_pct"] is not None, f"the price to beat is known at {t}: no P(up)"
         assert row["p_up_pct"] + row["p_down_pct"] == pytest.approx(100)
-        truth = 100 * exact_p_up(path, rule, lookback, t0 + 300, t, k)
+        truth = 100 * tapes.exact_p_up(path, rule, lookback, t0, t, SIGMA)
         board = row["p_up_pct"]
         errors.append((abs(board - truth), t0, t0 + 300 - t, board, truth, sigma))
         samples[t0] += 1

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
+from collections.abc import Iterable
 from typing import Any
 
 import httpx
@@ -135,6 +136,22 @@ class ClobFeed(Feed):
                     self.books.top(asset, item.get("best_bid"), item.get("best_ask"), WS)
             elif kind == "market_resolved":
                 self.resolutions = [*self.resolutions[-49:], item]
+
+
+def winners_of(resolutions: Iterable[Any]) -> dict[str, bool]:
+    """Token id -> won, from ``market_resolved`` messages (``winning_asset_id``); anything
+    else among ``resolutions`` is ignored."""
+    found: dict[str, bool] = {}
+    for item in resolutions:
+        if not isinstance(item, dict) or item.get("event_type") != "market_resolved":
+            continue
+        winner = str(item.get("winning_asset_id", ""))
+        assets = item.get("assets_ids")
+        for asset in assets if isinstance(assets, list) else []:
+            found[str(asset)] = str(asset) == winner
+        if winner:
+            found[winner] = True
+    return found
 
 
 def _operation(name: str, assets: set[str]) -> str:

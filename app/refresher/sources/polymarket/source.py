@@ -31,7 +31,7 @@ from app.refresher.changes import Changes
 from app.refresher.model import TWAP, percentages, probability_up
 from app.refresher.sources.base import WINDOW_S, window_start
 from app.refresher.sources.polymarket.book import Books, Quote
-from app.refresher.sources.polymarket.clob import REST, ClobFeed, fetch_books
+from app.refresher.sources.polymarket.clob import REST, ClobFeed, fetch_books, winners_of
 from app.refresher.sources.polymarket.gamma import GammaClient, UpstreamError, WindowMarket
 from app.refresher.sources.polymarket.recording import RecordingTransport
 from app.refresher.sources.polymarket.rtds import (
@@ -172,15 +172,7 @@ class PolymarketSource:
 
     def winners(self) -> dict[str, bool]:
         """Token id -> won, from the ``market_resolved`` messages seen on the socket."""
-        found: dict[str, bool] = {}
-        for resolution in self.clob.resolutions:
-            winner = str(resolution.get("winning_asset_id", ""))
-            assets = resolution.get("assets_ids")
-            for asset in assets if isinstance(assets, list) else []:
-                found[str(asset)] = str(asset) == winner
-            if winner:
-                found[winner] = True
-        return found
+        return winners_of(self.clob.resolutions)
 
     def warm_up(self, timeout_s: float) -> None:
         """Wait (up to ``timeout_s``) until books and a price have arrived: for ``--once``."""
