@@ -16,6 +16,7 @@ from typing import TypeVar
 from urllib.parse import urlsplit
 
 from app.plans import GUEST, USER, VIP_PRO
+from app.redis_urls import SentinelUrlError, is_sentinel_url, parse_sentinel_url
 
 T = TypeVar("T")
 
@@ -77,11 +78,12 @@ class Settings:
     refresher_tape_dir: str = ""  # record every upstream exchange here (empty: off)
     track_record: bool = True  # the refresher stores checkpoints and outcomes (SQL store)
     publish_min_interval_ms: int = 50  # changes within this long go out in one board
+    leader_lease_ms: int = 1500  # a refresher's lease on publishing (several on one bus)
 
     @property
     def uses_redis(self) -> bool:
         """True when the board bus (and later the limiter) live in a Redis server."""
-        return self.redis_url.startswith(("redis://", "rediss://", "unix://"))
+        return self.redis_url.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://"))
 
     @property
     def refresh_ms(self) -> dict[str, int]:
@@ -126,7 +128,8 @@ def _choice(value: str, variable: str, choices: tuple[str, ...], upper: bool = F
 
 def _without_password(url: str) -> str:
     """``url`` with any password replaced, so an error message never prints one."""
-    return re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", url)
+    hidden = re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", url)
+    return re.sub(r"(sentinel_password=)[^&]*", r"\1***", hidden)
 
 
 def _redis_url(value: str, variable: str) -> str:
@@ -137,8 +140,18 @@ def _redis_url(value: str, variable: str) -> str:
     parts = urlsplit(text)
     if parts.scheme == "unix" and parts.path:
         return text
+    if is_sentinel_url(text):
+        try:
+            parse_sentinel_url(text)
+        except SentinelUrlError as exc:
+            raise ConfigError(variable, f"{exc} in {shown!r}") from None
+        return text
     if parts.scheme not in ("redis", "rediss") or not parts.hostname:
-        raise ConfigError(variable, f"expected memory:// or redis://host:port/db, got {shown!r}")
+        raise ConfigError(
+            variable,
+            "expected memory://, redis://host:port/db or "
+            f"redis+sentinel://host:port,host:port/service/db, got {shown!r}",
+        )
     try:
         port = parts.port
     except ValueError as exc:
@@ -290,4 +303,5 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         publish_min_interval_ms=get(
             "PUBLISH_MIN_INTERVAL_MS", "50", lambda v, n: _int(v, n, 0, 10_000)
         ),
+        leader_lease_ms=get("LEADER_LEASE_MS", "1500", lambda v, n: _int(v, n, 300, 60_000)),
     )

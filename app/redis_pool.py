@@ -20,6 +20,9 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import redis
+from redis.sentinel import Sentinel, SentinelConnectionPool
+
+from app.redis_urls import is_sentinel_url, parse_sentinel_url
 
 POOL_WAIT_S = 1.0
 PROBE_S = 2.0  # while Redis is away, how often one call tries it again
@@ -49,8 +52,43 @@ class BoundedPool(redis.BlockingConnectionPool):
             raise
 
 
+class BoundedSentinelPool(SentinelConnectionPool, BoundedPool):
+    """A bounded pool whose connections go to the primary the sentinels name.
+
+    Each new connection asks the sentinels where the primary is; when that changed, the idle
+    connections are dropped, and a connection still on a demoted primary is dropped at its
+    first write (redis-py's sentinel-managed connections). So after a failover every client
+    follows the new primary by itself.
+    """
+
+
+def _sentinel_pool(url: str, timeout_s: float, size: int) -> BoundedSentinelPool:
+    target = parse_sentinel_url(url)
+    timeouts = {"socket_connect_timeout": timeout_s, "socket_timeout": timeout_s}
+    timeouts.update(dict(target.timeouts))
+    sentinels = Sentinel(  # type: ignore[no-untyped-call]
+        list(target.sentinels),
+        sentinel_kwargs={**timeouts, "password": target.sentinel_password},
+    )
+    return BoundedSentinelPool(  # type: ignore[no-untyped-call]
+        target.service,
+        sentinels,
+        max_connections=size,
+        timeout=POOL_WAIT_S,
+        db=target.db,
+        username=target.username,
+        password=target.password,
+        socket_keepalive=True,
+        retry_on_timeout=False,
+        **timeouts,
+    )
+
+
 def bounded_pool(url: str, timeout_s: float, size: int = DEFAULT_POOL_SIZE) -> BoundedPool:
-    """A pool for ``url`` with ``timeout_s`` to connect and to answer; opens nothing yet."""
+    """A pool for ``url`` (``redis://`` or ``redis+sentinel://``) with ``timeout_s`` to connect
+    and to answer (unless the URL's query sets them); opens nothing yet."""
+    if is_sentinel_url(url):
+        return _sentinel_pool(url, timeout_s, size)
     pool: BoundedPool = BoundedPool.from_url(
         url,
         max_connections=size,

@@ -12,13 +12,28 @@ Listener = Callable[[Snapshot], None]
 HISTORY_MS = 120_000
 
 
+class PublishRefusedError(Exception):
+    """The bus refused a fenced publish: the lease is not the publisher's (``reason`` "lease"),
+    or the board's ``seq`` is not above the last one published (``reason`` "seq"; ``bus_seq``
+    says where the bus is)."""
+
+    def __init__(self, reason: str, bus_seq: int = 0) -> None:
+        super().__init__(f"publish refused ({reason}); the bus is at seq {bus_seq}")
+        self.reason = reason
+        self.bus_seq = bus_seq
+
+
 class BoardBus(Protocol):
     """What the refresher and the web workers need from a bus backend."""
 
     embedded: bool
 
-    def publish(self, board_json: str) -> None:
-        """Store ``board_json`` as the latest board and announce it (refresher side)."""
+    def publish(self, board_json: str, fence: str | None = None) -> None:
+        """Store ``board_json`` as the latest board and announce it (refresher side).
+
+        With ``fence`` (the leader's lease token), only if that lease is held and the
+        board's seq is above the last one published, checked atomically with the write;
+        ``PublishRefusedError`` otherwise."""
 
     def latest(self) -> Snapshot | None:
         """The newest validated board this process holds, or None before any arrives."""

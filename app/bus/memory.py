@@ -20,8 +20,9 @@ class MemoryBoardBus:
         self._holder = SnapshotHolder()
         self._history: deque[Snapshot] = deque()
 
-    def publish(self, board_json: str) -> None:
-        """Validate and keep the board, as a worker receiving it from Redis would."""
+    def publish(self, board_json: str, fence: str | None = None) -> None:
+        """Validate and keep the board, as a worker receiving it from Redis would (one
+        process, one refresher: there is no lease to check ``fence`` against)."""
         if self._holder.accept(board_json) and self._holder.snapshot is not None:
             newest = self._holder.snapshot
             self._history.append(newest)

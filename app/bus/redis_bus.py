@@ -18,7 +18,7 @@ import time
 import redis
 
 from app.board.snapshot import Snapshot, parse_snapshot
-from app.bus.base import HISTORY_MS, Listener
+from app.bus.base import HISTORY_MS, Listener, PublishRefusedError
 from app.bus.receiver import SnapshotHolder, after
 from app.redis_pool import DEFAULT_POOL_SIZE, PoolBusyError, redis_client
 
@@ -27,6 +27,8 @@ log = logging.getLogger(__name__)
 BOARD_KEY = "probboard:board:latest"
 BOARD_CHANNEL = "probboard:board"
 HISTORY_KEY = "probboard:board:history"
+LEADER_KEY = "probboard:refresher:leader"  # the refreshers' lease (app.refresher.leader)
+SEQ_KEY = "probboard:board:seq"  # the last seq published
 
 PING_AFTER_S = 3.0  # ping when nothing arrived for this long
 DEAD_AFTER_S = 8.0  # no message and no pong for this long: the connection is dead
@@ -36,6 +38,24 @@ HEALTH_CACHE_S = 1.0
 PROBE_WAIT_S = 2.5  # longest a readiness probe can take (a PING with a 2 s timeout)
 FIRST_SYNC_WAIT_S = 1.0  # the first request of a worker waits this long for the key read
 REDIS_ERRORS = (redis.ConnectionError, redis.TimeoutError, OSError)
+
+# KEYS: leader lease, last seq, latest board, history; ARGV: fence ("" for none), seq,
+# board, channel, oldest seq to keep. {0} lease not held, {-1, last seq} seq not above it,
+# {1, ""} published ({1, error} when only the history could not take it).
+_PUBLISH = """
+local seq = tonumber(ARGV[2])
+local last = tonumber(redis.call('GET', KEYS[2]) or '0')
+if ARGV[1] ~= '' then
+  if redis.call('GET', KEYS[1]) ~= ARGV[1] then return {0, ''} end
+  if seq <= last then return {-1, tostring(last)} end
+end
+if seq > last then redis.call('SET', KEYS[2], ARGV[2]) end
+redis.call('SET', KEYS[3], ARGV[3])
+redis.call('PUBLISH', ARGV[4], ARGV[3])
+local added = redis.pcall('XADD', KEYS[4], 'MINID', '~', ARGV[5], ARGV[2] .. '-0', 'b', ARGV[3])
+if type(added) == 'table' and added.err then return {1, added.err} end
+return {1, ''}
+"""
 
 
 class RedisBoardBus:
@@ -58,29 +78,31 @@ class RedisBoardBus:
         self._probing = threading.Lock()
         self._probed = threading.Event()
         self._history_failing = False
+        self._publish = self._client.register_script(_PUBLISH)
 
     # -- refresher side -------------------------------------------------------------
-    def publish(self, board_json: str) -> None:
-        """Store the board in the key, add it to the history and announce it, atomically.
+    def publish(self, board_json: str, fence: str | None = None) -> None:
+        """Store the board in the key, add it to the history and announce it: one script.
 
-        The history is a Redis stream whose entry ids are the boards' ``seq``, trimmed to
-        ``HISTORY_MS``; a board that cannot be added (a seq not above the newest: a
-        refresher whose clock went back) is still stored and announced.
+        With ``fence``, only while that lease token holds ``LEADER_KEY`` and the board's seq
+        is above ``SEQ_KEY`` (``PublishRefusedError`` otherwise). The history is a Redis stream
+        whose entry ids are the boards' ``seq``, trimmed to ``HISTORY_MS``; an unfenced
+        board that cannot be added (a seq not above the newest) is still stored and
+        announced.
         """
         seq = int(json.loads(board_json)["seq"])
-        pipe = self._client.pipeline(transaction=True)
-        pipe.set(BOARD_KEY, board_json)
-        pipe.publish(BOARD_CHANNEL, board_json)
-        pipe.xadd(
-            HISTORY_KEY, {"b": board_json}, id=f"{seq}-0", minid=seq - HISTORY_MS, approximate=True
+        status, detail = self._publish(
+            keys=[LEADER_KEY, SEQ_KEY, BOARD_KEY, HISTORY_KEY],
+            args=[fence or "", seq, board_json, BOARD_CHANNEL, seq - HISTORY_MS],
         )
-        stored, _, added = pipe.execute(raise_on_error=False)
-        for result in (stored, _):
-            if isinstance(result, Exception):
-                raise result
-        if isinstance(added, Exception) and not self._history_failing:
-            log.warning("a board was not added to the stream history: %s", added)
-        self._history_failing = isinstance(added, Exception)
+        if status == 0:
+            raise PublishRefusedError("lease")
+        if status == -1:
+            raise PublishRefusedError("seq", int(detail))
+        failed = bool(detail)
+        if failed and not self._history_failing:
+            log.warning("a board was not added to the stream history: %s", detail)
+        self._history_failing = failed
 
     def history(self, after_seq: int) -> list[Snapshot] | None:
         """The boards after ``after_seq`` from the stream history (one round trip), when

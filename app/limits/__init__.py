@@ -49,7 +49,8 @@ from app.auth import Identity
 from app.auth.credentials import presents_key
 from app.config import Settings
 from app.errors import api_error_response, too_many_requests
-from app.limits import failover, failures
+from app.limits import failover as failover  # registers the probboard+redis storage schemes
+from app.limits import failures
 from app.limits.accounts import AccountLimits, Quota
 from app.limits.failures import FailureThrottle
 from app.logs import limit_repeats
@@ -85,9 +86,8 @@ def _too_many(error: RateLimitExceeded) -> Response:
 def _storage_uri(settings: Settings) -> str:
     if not settings.uses_redis:
         return "memory://"
-    uri = f"{failover.SCHEME}://" + settings.redis_url.split("://", 1)[1]
-    if settings.redis_url.startswith("rediss://"):
-        uri = uri.replace(failover.SCHEME, failover.SCHEME + "s", 1)
+    # probboard+redis://, probboard+rediss:// or probboard+redis+sentinel://
+    uri = "probboard+" + settings.redis_url
     # Short timeouts, so a hung Redis cannot hold requests long (redis-py reads them
     # from the URL as floats).
     separator = "&" if "?" in uri else "?"

@@ -43,7 +43,8 @@ _reported: ContextVar[tuple[str, float, Window] | None] = ContextVar(
 class FailoverStorage(Storage, SlidingWindowCounterSupport):
     """Redis storage with a per-process memory fallback; see the module docstring."""
 
-    STORAGE_SCHEME = [SCHEME, SCHEME.replace("redis", "rediss")]  # noqa: RUF012 - limits API
+    # One per REDIS_URL scheme, behind "probboard+" (see app.limits._storage_uri).
+    STORAGE_SCHEME = [SCHEME, SCHEME + "s", SCHEME + "+sentinel", "probboard+unix"]  # noqa: RUF012
 
     def __init__(self, uri: str, wrap_exceptions: bool = False, **options: Any) -> None:
         super().__init__(uri, wrap_exceptions=wrap_exceptions)

@@ -19,6 +19,7 @@ from typing import Any, Protocol
 
 from app.board.snapshot import dumps
 from app.bus import BoardBus
+from app.bus.base import PublishRefusedError
 from app.refresher.changes import Changes
 from app.refresher.sources.base import Source
 from app.schemas import check
@@ -27,6 +28,21 @@ from app.schemas.board import PublishedBoardSchema
 log = logging.getLogger(__name__)
 
 STOP_CHECK_S = 0.2
+STANDBY_CHECK_S = 0.05  # how soon a standby that won the lease notices it
+
+
+class Lease(Protocol):
+    """The refresher's lease on publishing (``app.refresher.leader.Leadership``)."""
+
+    token: str
+    name: str
+
+    @property
+    def leading(self) -> bool:
+        """True while this refresher holds the lease."""
+
+    def lost(self) -> None:
+        """The bus refused a publish under ``token``."""
 
 
 class Observer(Protocol):
@@ -49,8 +65,11 @@ class Refresher:
         clock: Callable[[], float] = time.time,
         observer: Observer | None = None,
         min_interval_ms: int = 50,
+        lease: Lease | None = None,
     ) -> None:
         self.source = source
+        # With several refreshers on one bus, only the lease holder publishes (fenced).
+        self.lease = lease
         self.observer = observer
         self.min_interval_ms = min_interval_ms
         # The live source's change signal; a source without one is published on the tick.
@@ -80,20 +99,29 @@ class Refresher:
             # When the newest input arrived (the build itself, for a source without feeds).
             "newestInputMs": min(newest, now_ms) if newest is not None else now_ms,
         }
+        if self.lease is not None:
+            board["publisher"] = self.lease.name
         check(self._schema, board, "board")
         self._last_seq = seq
         return board
 
     def tick(self, only_if_changed: bool = False) -> bool:
         """Build and publish one board (with ``only_if_changed``, not when it would say
-        nothing new: True, nothing sent); log and return False when anything fails."""
+        nothing new: True, nothing sent); log and return False when anything fails. A
+        standby (another refresher holds the lease) sends nothing: True."""
         try:
-            board = self.build()
-            content = _content(board)
-            if only_if_changed and content == self._last_content:
+            for _ in range(2):  # a second try only after the bus said where its seq is
+                if not self.leading:
+                    return True
+                board = self.build()
+                content = _content(board)
+                if only_if_changed and content == self._last_content:
+                    return True
+                if self._publish(board):
+                    break
+            else:
                 return True
             self._observe(board)
-            self.bus.publish(dumps(board))
             self._last_content = content
             self._sent_at = time.monotonic()
         except Exception as exc:
@@ -108,6 +136,31 @@ class Refresher:
             self._failing = False
         self.published += 1
         return True
+
+    @property
+    def leading(self) -> bool:
+        """True when this refresher may publish: it holds the lease, or there is none."""
+        return self.lease is None or self.lease.leading
+
+    def _publish(self, board: dict[str, Any]) -> bool:
+        """Publish ``board`` (fenced by the lease); False when the bus refused it."""
+        if self.lease is None:
+            self.bus.publish(dumps(board))
+            return True
+        try:
+            self.bus.publish(dumps(board), fence=self.lease.token)
+        except PublishRefusedError as refused:
+            if refused.reason == "seq":  # number the next board after the bus's newest
+                self.follow_seq(refused.bus_seq)
+            else:
+                log.warning("the bus refused a board: this refresher no longer holds the lease")
+                self.lease.lost()
+            return False
+        return True
+
+    def follow_seq(self, bus_seq: int) -> None:
+        """Number the next board after ``bus_seq`` (a new leader continues the bus's seq)."""
+        self._last_seq = max(self._last_seq, bus_seq)
 
     def _observe(self, board: dict[str, Any]) -> None:
         """Give the observer the board's rows; its failure never stops the board."""
@@ -132,6 +185,9 @@ class Refresher:
         changes = self._changes
         if changes is None:
             while not stop.is_set():
+                if not self.leading:
+                    stop.wait(STANDBY_CHECK_S)
+                    continue
                 self.tick()
                 now = self._clock()
                 stop.wait(period - (now % period) or period)
@@ -143,6 +199,10 @@ class Refresher:
         gap = self.min_interval_ms / 1000.0
         due = time.monotonic()  # the tick: a board goes out by then, change or not
         while not stop.is_set():
+            if not self.leading:  # a standby: publish the moment the lease is won
+                stop.wait(STANDBY_CHECK_S)
+                due = time.monotonic()
+                continue
             # In slices, so that a stop is noticed within one even with no change coming.
             changed = changes.wait(min(STOP_CHECK_S, due - time.monotonic()))
             if stop.is_set():

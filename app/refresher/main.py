@@ -72,6 +72,25 @@ def print_once(settings: Settings) -> None:
     _close(refresher.source)
 
 
+def print_leader(settings: Settings) -> int:
+    """Print who holds the lease (``--who-leads``); 1 when nobody does, 2 without Redis."""
+    if not settings.uses_redis:
+        print("REDIS_URL is memory://: the one refresher runs inside the web process")
+        return 2
+    from app.refresher.leader import who_leads
+
+    try:
+        holder, ttl_ms, seq = who_leads(settings.redis_url)
+    except Exception as exc:
+        print(f"Redis did not answer: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 2
+    if holder is None:
+        print(f"leader: nobody (no refresher holds the lease); bus seq {seq}")
+        return 1
+    print(f"leader: {holder} (lease {ttl_ms} ms left); bus seq {seq}")
+    return 0
+
+
 def _close(source: object) -> None:
     """Stop a live source's threads (and write the rest of its tape)."""
     close = getattr(source, "close", None)
@@ -90,6 +109,12 @@ def serve(settings: Settings) -> int:
         )
         return 2
     refresher, recorder = recording_refresher(settings, bus)
+    # Any number of refreshers may share the bus: the lease says which one publishes.
+    from app.refresher.leader import Leadership
+
+    lease = Leadership(settings.redis_url, settings.leader_lease_ms)
+    lease.on_elected = refresher.follow_seq
+    refresher.lease = lease
     stop = threading.Event()
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
@@ -97,7 +122,10 @@ def serve(settings: Settings) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    lease_thread = lease.start_background(stop)
     refresher.run(stop)
+    lease_thread.join(timeout=5)
+    lease.close()  # a clean stop hands the lease over at once
     _close(refresher.source)
     if recorder is not None:
         recorder.close()
@@ -119,6 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="DIR",
         help="write every upstream exchange to hourly tapes in DIR (REFRESHER_TAPE_DIR)",
     )
+    parser.add_argument(
+        "--who-leads",
+        action="store_true",
+        help="print which refresher holds the publishing lease, and the bus's seq, then exit",
+    )
     args = parser.parse_args(argv)
     try:
         settings = with_tape(load_settings(), args.record)
@@ -126,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
     configure_logging(settings)
+    if args.who_leads:
+        return print_leader(settings)
     if args.once:
         print_once(settings)
         return 0

@@ -108,3 +108,5 @@ class PublishedBoardSchema(Schema):
     items = fields.List(fields.Nested(PublishedItemSchema), required=True)
     # When the newest input behind the board arrived (epoch ms); older refreshers omit it.
     newestInputMs = StrictInteger(validate=validate.Range(min=0, max=MAX_EPOCH_MS))  # noqa: N815
+    # Which refresher published it (host:pid), when several share the bus under a lease.
+    publisher = fields.String(validate=validate.Length(max=300))
