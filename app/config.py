@@ -128,8 +128,14 @@ def _choice(value: str, variable: str, choices: tuple[str, ...], upper: bool = F
 
 def _without_password(url: str) -> str:
     """``url`` with any password replaced, so an error message never prints one."""
-    hidden = re.sub(r"(//[^/@:]*:)[^/@]*@", r"\1***@", url)
-    return re.sub(r"(sentinel_password=)[^&]*", r"\1***", hidden)
+    scheme, separator, rest = url.partition("://")
+    if separator and "@" in rest:
+        # Everything up to the last "@": a password may hold "/", "?" or "@" unencoded.
+        credentials, _, hosts = rest.rpartition("@")
+        user, colon, _ = credentials.partition(":")
+        rest = f"{user}:***@{hosts}" if colon else f"***@{hosts}"
+    hidden = f"{scheme}{separator}{rest}"
+    return re.sub(r"((?:^|[?&])(?:sentinel_)?password=)[^&]*", r"\1***", hidden)
 
 
 def _redis_url(value: str, variable: str) -> str:

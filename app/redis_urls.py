@@ -56,15 +56,20 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
         username = unquote(user) or None
         password = unquote(secret) if has_password else None
     sentinels = []
-    for part in location.split(","):
+    parts = location.split(",")
+    for number, part in enumerate(parts, 1):
         match = _HOST_PORT.fullmatch(part.strip())
         if match is None:
-            raise SentinelUrlError(f"each sentinel must be host:port, got {part.strip()!r}")
+            # The piece is not echoed: it may be part of a password that was not URL-encoded.
+            raise SentinelUrlError(
+                f"sentinel {number} of {len(parts)} is not host:port "
+                "(URL-encode a password's '/', '?', '#' and '@')"
+            )
         port = int(match["port"])
         if not 0 < port < 65536:
             raise SentinelUrlError(f"bad sentinel port {port}")
         sentinels.append((match["host"].strip("[]"), port))
-    service, _, db_text = path.strip("/").partition("/")
+    service, _, db_text = path.removesuffix("/").partition("/")
     if not _SERVICE.fullmatch(service):
         raise SentinelUrlError("name the service the sentinels monitor, as in .../probboard/0")
     if db_text and not re.fullmatch(r"[0-9]{1,5}", db_text):
@@ -74,6 +79,8 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
     for name, value in parse_qsl(query, keep_blank_values=True):
         if name == "sentinel_password":
             sentinel_password = value
+        elif name == "password":  # redis-py's other spelling; the userinfo's wins
+            password = password if password is not None else value
         elif name in _TIMEOUTS:
             try:
                 seconds = float(value)
@@ -83,7 +90,10 @@ def parse_sentinel_url(url: str) -> SentinelTarget:
                 raise SentinelUrlError(f"{name} must be above 0 and at most 60 seconds")
             timeouts.append((name, seconds))
         else:
-            raise SentinelUrlError(f"unknown option {name!r} (known: sentinel_password, timeouts)")
+            raise SentinelUrlError(
+                f"unknown option {name!r} (known: password, sentinel_password, "
+                "socket_timeout, socket_connect_timeout)"
+            )
     return SentinelTarget(
         sentinels=tuple(sentinels),
         service=service,

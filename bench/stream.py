@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
 import sys
 import tempfile
@@ -26,13 +25,13 @@ from typing import Any
 
 from app.refresher.sources import window_start
 from harness.fake_polymarket import FakePolymarket
+from harness.nginx import Nginx
 from harness.processes import (
     BIN,
     ROOT,
     Process,
     RedisServer,
     free_port,
-    port_open,
     service_env,
 )
 from harness.processes import http_get as get
@@ -75,47 +74,6 @@ class MarketMaker:
             elif self.moves % 2 == 1:
                 self.world.set_level(market.up_token, "BUY", high, "0")
             self.moves += 1
-
-
-class Nginx:
-    """nginx in front of gunicorn with the repository's site config (deploy/), on loopback:
-    the same upstream keepalive, headers and the stream's location (buffering off); plain
-    HTTP on a free port instead of TLS on 443 (the load generator speaks plain HTTP)."""
-
-    def __init__(self, workdir: Path, upstream_port: int, workers: int = 1) -> None:
-        site = (ROOT / "deploy" / "nginx-probboard.conf").read_text()
-        self.port = free_port()
-        site = site.replace("server 127.0.0.1:8000;", f"server 127.0.0.1:{upstream_port};")
-        # Only the TLS server, on plain HTTP: drop the :80 redirect and the certificates.
-        site = re.sub(r"server \{\s*listen 80;.*?\n\}\n", "", site, count=1, flags=re.S)
-        site = re.sub(r"^[ \t]*listen (\[::\]:)?443 ssl http2;\n", "", site, flags=re.M)
-        site = re.sub(r"^[ \t]*ssl_certificate(_key)?[ \t]+[^;\n]+;\n", "", site, flags=re.M)
-        site = site.replace("server_name _;", f"listen 127.0.0.1:{self.port};\n    server_name _;")
-        (workdir / "site.conf").write_text(site)
-        main = workdir / "nginx.conf"
-        main.write_text(
-            f"pid {workdir / 'nginx.pid'};\nerror_log {workdir / 'nginx-error.log'};\n"
-            # One worker (the machine has two cores). It holds two descriptors per stream
-            # (client and upstream): on a machine whose hard limit is 20,000 descriptors per
-            # process, about 9,900 streams at most; `--nginx-workers 2` doubles that.
-            f"worker_processes {workers};\n"
-            "events { worker_connections 20000; }\n"
-            f"http {{\n access_log off;\n include {workdir / 'site.conf'};\n}}\n"
-        )
-        self.process = Process(
-            ["nginx", "-c", str(main), "-p", str(workdir), "-g", "daemon off;"],
-            {"PATH": "/usr/sbin:/usr/bin:/bin"},
-            workdir / "nginx.log",
-        )
-        deadline = time.monotonic() + 10
-        while not port_open(self.port):
-            if time.monotonic() > deadline or not self.process.alive():
-                raise RuntimeError(f"nginx did not start:\n{self.process.output()}")
-            time.sleep(0.05)
-
-    def stop(self) -> None:
-        """Stop nginx (by its process id)."""
-        self.process.stop()
 
 
 def worker_rss_kb(master_pid: int) -> int:
@@ -292,7 +250,7 @@ def main() -> int:
                 # A fresh server per size: one run's closed streams, heap and sockets do
                 # not weigh on the next, and the idle memory is a clean baseline.
                 web, port = start_web(env, workdir / f"gunicorn-{clients}.log")
-                proxy = Nginx(workdir, port, args.nginx_workers) if args.via_nginx else None
+                proxy = Nginx(workdir, [port], args.nginx_workers) if args.via_nginx else None
                 if proxy is not None:
                     port = proxy.port
                 # A short warm-up, so "idle" is a worker that has served streams before (its

@@ -192,6 +192,18 @@ class Service:
         if not wait_until(self._healthy, timeout=30):
             raise RuntimeError(f"gunicorn did not become healthy:\n{self.web.output()}")
 
+    def kill_web(self) -> None:
+        """SIGKILL gunicorn's master and its workers at once: the host is gone."""
+        if self.web is None or not self.web.alive():
+            return
+        master = self.web.pid
+        children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
+        os.kill(master, signal.SIGKILL)
+        for pid in children:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(pid), signal.SIGKILL)
+        self.web.stop()
+
     def start_refresher(self) -> None:
         """``python -m app.refresher``: the refresher's own program, as its own process."""
         argv = [str(BIN / "python"), "-m", "app.refresher"]

@@ -214,14 +214,25 @@ class RedisBoardBus:
             self._stop.wait(random.uniform(backoff / 2, backoff))  # noqa: S311
             backoff = min(BACKOFF_MAX_S, backoff * 2)
 
+    def _catch_up(self, client: redis.Redis) -> None:
+        """After (re)subscribing: the boards published while this worker was away, in order
+        (from the history, so a stream misses none of them), else the latest one."""
+        held = self._holder.snapshot
+        missed = self.history(held.seq) if held is not None else None
+        if missed is not None:
+            for snapshot in missed:
+                self._holder.accept(snapshot.raw)
+            return
+        raw = client.get(BOARD_KEY)
+        if raw is not None:
+            self._holder.accept(raw)
+
     def _listen(self) -> None:
         client = redis_client(self._url, timeout_s=DEAD_AFTER_S)
         pubsub = client.pubsub()  # type: ignore[no-untyped-call]
         try:
             pubsub.subscribe(BOARD_CHANNEL)
-            raw = client.get(BOARD_KEY)
-            if raw is not None:
-                self._holder.accept(raw)
+            self._catch_up(client)
             if not self._subscribed:
                 log.info("board subscription established")
             self._subscribed = True

@@ -95,6 +95,10 @@ class Leadership:
     def step(self) -> bool:
         """Take or renew the lease (one round trip); whether this refresher leads now."""
         started = self._clock()
+        if self._was_leading and not self.leading:
+            # It lapsed before it could be renewed: winning it again is a new election.
+            log.warning("the lease lapsed before it could be renewed")
+            self._was_leading = False
         try:
             leading, value = self._acquire(
                 keys=[LEADER_KEY, SEQ_KEY], args=[self.token, self.lease_ms]
