@@ -81,12 +81,17 @@ bench-stream: $(BIN)/activate
 release: $(BIN)/activate
 	bash deploy/build-release.sh
 
-## deploy HOST=user@vm: build, copy over ssh, install, switch behind the health gate
+## deploy HOST=user@vm or HOSTS="vm1 vm2": build once, then to each host in turn behind its health gate
+# HOST also names the address `make run` binds (127.0.0.1 by default): only a HOST given on
+# the command line is a deploy target.
+DEPLOY_HOSTS = $(strip $(or $(HOSTS),$(if $(filter command line,$(origin HOST)),$(HOST))))
 deploy: $(BIN)/activate
-	@test -n "$(HOST)" || { echo "usage: make deploy HOST=user@vm"; exit 2; }
-	bash deploy/ship.sh "$(HOST)" "$$(bash deploy/build-release.sh)"
+	@test -n "$(DEPLOY_HOSTS)" || { echo 'usage: make deploy HOST=user@vm  or  make deploy HOSTS="user@vm1 user@vm2" [SHARED_ENV=file]'; exit 2; }
+	SHARED_ENV="$(SHARED_ENV)" bash deploy/ship-hosts.sh "$$(bash deploy/build-release.sh)" $(DEPLOY_HOSTS)
 
-## rollback HOST=user@vm: switch back to the previous release
+## rollback HOST=user@vm or HOSTS="vm1 vm2": switch back to the previous release, host by host
 rollback:
-	@test -n "$(HOST)" || { echo "usage: make rollback HOST=user@vm"; exit 2; }
-	ssh $(if $(SSH_PORT),-p $(SSH_PORT)) $(SSH_OPTS) "$(HOST)" "sudo bash /opt/probboard/current/deploy/remote.sh rollback $(REMOTE_ARGS)"
+	@test -n "$(DEPLOY_HOSTS)" || { echo 'usage: make rollback HOST=user@vm  or  make rollback HOSTS="user@vm1 user@vm2"'; exit 2; }
+	for host in $(DEPLOY_HOSTS); do \
+		ssh $(if $(SSH_PORT),-p $(SSH_PORT)) $(SSH_OPTS) "$$host" "sudo bash /opt/probboard/current/deploy/remote.sh rollback $(REMOTE_ARGS)" || exit 1; \
+	done

@@ -221,3 +221,100 @@ def test_nginx_site_passes_nginx_t(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "syntax is ok" in result.stderr
+
+
+SSH = """#!/usr/bin/env bash
+# ssh stand-in: runs the remote command here, with FAKE_HOST set to the host's name.
+while [[ $# -gt 0 && "$1" == -* ]]; do case "$1" in -p|-i|-o) shift 2 ;; *) shift ;; esac; done
+host=$1
+shift
+FAKE_HOST=${host#*@} exec bash -c "$*"
+"""
+SCP = """#!/usr/bin/env bash
+# scp stand-in: copies the files into the directory after "host:".
+files=()
+while [[ $# -gt 0 ]]; do
+  case "$1" in -P|-i|-o) shift 2 ;; -*) shift ;; *) files+=("$1"); shift ;; esac
+done
+target=${files[-1]}
+unset 'files[-1]'
+cp "${files[@]}" "${target#*:}"
+"""
+
+
+def shims(folder: Path) -> str:
+    """A PATH whose ssh and scp run here (each "host" is a prefix under one folder)."""
+    folder.mkdir()
+    for name, text in (("ssh", SSH), ("scp", SCP)):
+        (folder / name).write_text(text)
+        (folder / name).chmod(0o755)
+    return f"{folder}{os.pathsep}{os.environ['PATH']}"
+
+
+def test_make_deploy_to_two_hosts_in_turn_with_one_leading_refresher(
+    tmp_path: Path, bundle: Path, restartable_redis: RedisServer
+) -> None:
+    """``make deploy HOSTS="vm1 vm2"``: both hosts live on shared secrets, one refresher
+    leads; a release that fails vm1's gate stops the rollout before vm2."""
+    vms = tmp_path / "vms"
+    ports = {"vm1": free_port(), "vm2": free_port()}
+    shared = (
+        f"SECRET_KEY=shared-secret-key\nAPI_KEY_PEPPER=shared-pepper-0123456789\n"
+        f"REDIS_URL={restartable_redis.url}\n"
+        f"DATABASE_URL=sqlite:///{tmp_path / 'shared.sqlite3'}\n"
+        "HOST=127.0.0.1\nGUEST_RATE_LIMIT=100000 per minute\n"
+    )
+    shared_env = tmp_path / "shared.env"
+    shared_env.write_text(shared + f"PORT={ports['vm1']}\n")
+    # vm2 has run Probboard before: its env file (the same secrets, its own port) is kept.
+    (vms / "vm2/etc/probboard").mkdir(parents=True)
+    (vms / "vm2/etc/probboard/probboard.env").write_text(shared + f"PORT={ports['vm2']}\n")
+    (vms / "vm1").mkdir()
+    env = {
+        **os.environ,
+        "PATH": shims(tmp_path / "bin"),
+        "REMOTE_ARGS": f"--prefix {vms}/$FAKE_HOST --no-systemd --health-timeout 45",
+    }
+    try:
+        result = subprocess.run(
+            ["make", "deploy", "HOSTS=root@vm1 root@vm2", f"SHARED_ENV={shared_env}"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        assert "every host is live: root@vm1 root@vm2" in result.stdout
+        vm1_env = (vms / "vm1/etc/probboard/probboard.env").read_text()
+        assert "API_KEY_PEPPER=shared-pepper-0123456789" in vm1_env.splitlines()
+        for port in ports.values():
+            status, _, body = http_get(f"http://127.0.0.1:{port}/api/probboard/latest")
+            assert status == 200 and validated("board", body)["latencyLevel"] == "ok"
+        refreshers = {
+            name: int((vms / name / "run/probboard/probboard-refresher.pid").read_text())
+            for name in ports
+        }
+        who = subprocess.run(
+            [sys.executable, "-m", "app.refresher", "--who-leads"],
+            cwd=ROOT, capture_output=True, text=True, timeout=30,
+            env={**os.environ, "REDIS_URL": restartable_redis.url, "SECRET_KEY": "x"},
+        )  # fmt: skip
+        assert who.returncode == 0, who.stdout + who.stderr
+        leaders = [name for name, pid in refreshers.items() if f":{pid} " in who.stdout]
+        assert len(leaders) == 1, (who.stdout, refreshers)
+
+        current = {name: os.readlink(vms / name / "opt/probboard/current") for name in ports}
+        broken = renamed(bundle, tmp_path, "20990101000000-fffffff", break_it=True)
+        result = subprocess.run(
+            ["bash", str(ROOT / "deploy/ship-hosts.sh"), str(broken), "root@vm1", "root@vm2"],
+            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+        )  # fmt: skip
+        assert result.returncode == 1, result.stdout + result.stderr
+        assert "stopped at root@vm1" in result.stderr
+        assert os.readlink(vms / "vm1/opt/probboard/current") == current["vm1"]  # restored
+        assert os.readlink(vms / "vm2/opt/probboard/current") == current["vm2"]  # untouched
+        assert not (vms / "vm2/opt/probboard/releases/20990101000000-fffffff").exists()
+    finally:
+        for name in ports:
+            if (vms / name / "opt/probboard").exists():
+                subprocess.run(
+                    ["bash", str(REMOTE), "stop", "--prefix", str(vms / name), "--no-systemd"],
+                    capture_output=True, timeout=120,
+                )  # fmt: skip
