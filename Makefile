@@ -76,6 +76,15 @@ bench-refresher: $(BIN)/activate
 bench-stream: $(BIN)/activate
 	$(BIN)/python -m bench.stream --clients $(or $(CLIENTS),1000 5000 10000)
 
+.PHONY: cluster drill
+## cluster: the production shape on loopback: Redis Sentinel, two web hosts, two refreshers, nginx
+cluster: $(BIN)/activate
+	$(BIN)/python -m harness.cluster
+
+## drill: the same, then kill the leader, the Redis primary and a web host in turn, and report
+drill: $(BIN)/activate
+	$(BIN)/python -m harness.cluster --drill
+
 .PHONY: release deploy rollback
 ## release: build a deployable bundle (wheel + wheelhouse) in dist/
 release: $(BIN)/activate

@@ -24,6 +24,15 @@ from harness.accounts import (
     issue_session,
     scratch_accounts,
 )
+from harness.failover import (
+    BusRecorder,
+    Poller,
+    ResumingStream,
+    StreamLog,
+    interleaved,
+    never_back,
+    strictly_increasing,
+)
 from harness.nginx import Nginx
 from harness.processes import (
     BIN,
@@ -36,16 +45,7 @@ from harness.processes import (
     wait_until,
 )
 from harness.sentinel import SentinelGroup
-from tests.support.failover import (
-    BusRecorder,
-    Poller,
-    ResumingStream,
-    StreamLog,
-    interleaved,
-    never_back,
-    strictly_increasing,
-)
-from tests.support.stream_client import StreamConnection
+from harness.stream_client import StreamConnection
 
 LATEST = "/api/probboard/latest"
 VERIFY = "/api/keys/verify"

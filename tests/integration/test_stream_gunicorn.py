@@ -37,9 +37,7 @@ from harness.processes import (
     service_env,
     wait_until,
 )
-from tests.conftest import TEST_PEPPER
-from tests.support.contract import validated
-from tests.support.stream_client import (
+from harness.stream_client import (
     Closed,
     Comment,
     Event,
@@ -51,6 +49,8 @@ from tests.support.stream_client import (
     naive_boards,
     summarize,
 )
+from tests.conftest import TEST_PEPPER
+from tests.support.contract import validated
 
 LATEST = "/api/probboard/latest"
 UNKNOWN_KEY = "pbk_" + "Q" * 43

@@ -21,9 +21,9 @@ from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
 from app.web import create_app
+from harness.stream_client import STREAM, Event, Retry, SseParser, naive_boards
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
-from tests.support.stream_client import STREAM, Event, Retry, SseParser, naive_boards
 
 UNKNOWN_KEY = "pbk_" + "Q" * 43
 

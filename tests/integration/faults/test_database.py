@@ -19,6 +19,7 @@ from collections.abc import Sequence
 
 from harness.processes import RedisServer, Service, wait_until
 from harness.proxy import TcpProxy
+from harness.stream_client import Closed, Comment, Event, ResponseEnd, StreamConnection
 from tests.integration.faults.conftest import (
     Accounts,
     ServiceFactory,
@@ -28,7 +29,6 @@ from tests.integration.faults.conftest import (
 from tests.integration.faults.conftest import start_service as serve
 from tests.support.contract import validated
 from tests.support.crowd import Answer, Request, fire, tally
-from tests.support.stream_client import Closed, Comment, Event, ResponseEnd, StreamConnection
 
 VERIFY = "/api/keys/verify"
 LATEST = "/api/probboard/latest"

@@ -38,8 +38,8 @@ from harness.processes import (
     service_env,
     wait_until,
 )
+from harness.stream_client import Closed, Event, ResponseEnd, StreamConnection, summarize
 from tests.support.contract import validated
-from tests.support.stream_client import Closed, Event, ResponseEnd, StreamConnection, summarize
 
 LATEST = "/api/probboard/latest"
 VERIFY = "/api/keys/verify"

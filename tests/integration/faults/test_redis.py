@@ -21,11 +21,11 @@ from collections.abc import Iterator
 import pytest
 
 from harness.processes import RedisServer, Service, http_get, wait_until
+from harness.stream_client import Closed, Event, ResponseEnd, StreamConnection
 from tests.integration.faults.conftest import Accounts, ServiceFactory, leases
 from tests.integration.faults.conftest import start_service as serve
 from tests.support.contract import validated
 from tests.support.crowd import Answer, Request, fire, open_streams, tally
-from tests.support.stream_client import Closed, Event, ResponseEnd, StreamConnection
 
 LATEST = "/api/probboard/latest"
 HEALTH = "/api/health"

@@ -20,7 +20,7 @@ import redis
 
 from app.redis_pool import redis_client
 from harness.processes import http_get
-from tests.support.stream_client import Closed, Event, ResponseEnd, StreamConnection
+from harness.stream_client import Closed, Event, ResponseEnd, StreamConnection
 
 LATEST = "/api/probboard/latest"
 
