@@ -13,7 +13,6 @@ nginx, then reports what they saw; exit status 0 when nothing was lost.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import os
 import signal
 import sys
@@ -215,9 +214,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.drill:
             return drill(cluster)
         stop = threading.Event()
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
+        # Explicit handlers: a shell that started this in the background ignores SIGINT.
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, lambda *_: stop.set())
+        while not stop.wait(1.0):
+            pass
         return 0
     finally:
         print("stopping everything this started ...", flush=True)
