@@ -4,11 +4,22 @@ Run with ``gunicorn -c gunicorn.conf.py wsgi:app`` (``-b HOST:PORT`` overrides t
 """
 
 import logging
+import os
+import shutil
+import tempfile
+from pathlib import Path
 from typing import Any
 
 from app.config import load_settings
 
 _settings = load_settings()
+
+# Metrics in prometheus_client's multiprocess mode: each worker writes its values to files in
+# this folder and GET /metrics merges them. Set before any worker imports prometheus_client.
+_METRICS_GIVEN = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
+if not _METRICS_GIVEN:
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="probboard-metrics-")
+_METRICS_DIR = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
 
 # gevent, with gunicorn's own error answers (400, 414, 431...) as ErrorResponse JSON.
 worker_class = "app.gunicorn_worker.JsonErrorGeventWorker"
@@ -31,6 +42,26 @@ preload_app = False
 # The board and stream are served behind nginx in production (X-Forwarded-For is handled
 # in the app by TRUSTED_PROXIES, not by gunicorn).
 forwarded_allow_ips = "127.0.0.1"
+
+
+def on_starting(server: Any) -> None:
+    """Before the first worker: start from empty metrics (a restart resets the counters)."""
+    _METRICS_DIR.mkdir(parents=True, exist_ok=True)
+    for stale in _METRICS_DIR.glob("*.db"):
+        stale.unlink(missing_ok=True)
+
+
+def child_exit(server: Any, worker: Any) -> None:
+    """A worker is gone: its gauges of live processes stop counting."""
+    from prometheus_client import multiprocess
+
+    multiprocess.mark_process_dead(worker.pid)  # type: ignore[no-untyped-call]
+
+
+def on_exit(server: Any) -> None:
+    """gunicorn stops: remove the metrics folder it made (one given by the operator stays)."""
+    if not _METRICS_GIVEN:
+        shutil.rmtree(_METRICS_DIR, ignore_errors=True)
 
 
 def post_worker_init(worker: Any) -> None:

@@ -7,6 +7,7 @@ names the variable, so a typo never turns into a silently different service.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 import secrets
@@ -79,6 +80,9 @@ class Settings:
     track_record: bool = True  # the refresher stores checkpoints and outcomes (SQL store)
     publish_min_interval_ms: int = 50  # changes within this long go out in one board
     leader_lease_ms: int = 1500  # a refresher's lease on publishing (several on one bus)
+    metrics_allow: tuple[str, ...] = ("127.0.0.1/32", "::1/128")  # who may read /metrics
+    refresher_metrics_host: str = "127.0.0.1"
+    refresher_metrics_port: int = 9101  # the refresher's own /metrics (0: off)
 
     @property
     def uses_redis(self) -> bool:
@@ -187,6 +191,25 @@ def _database_url(value: str, variable: str) -> str:
     raise ConfigError(
         variable, f"expected postgresql://user@host:port/db or sqlite:///path, got {shown!r}"
     )
+
+
+def _networks(value: str, variable: str) -> tuple[str, ...]:
+    """Comma-separated addresses or networks (``10.0.0.0/8``); empty: nobody."""
+    parts = [part.strip() for part in value.split(",") if part.strip()]
+    for part in parts:
+        try:
+            ipaddress.ip_network(part, strict=False)
+        except ValueError:
+            raise ConfigError(variable, f"not an address or network: {part!r}") from None
+    return tuple(parts)
+
+
+def _address(value: str, variable: str) -> str:
+    """An IP address to listen on."""
+    try:
+        return str(ipaddress.ip_address(value.strip()))
+    except ValueError:
+        raise ConfigError(variable, f"expected an IP address, got {value!r}") from None
 
 
 def _rate_limit(value: str, variable: str) -> str:
@@ -310,4 +333,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "PUBLISH_MIN_INTERVAL_MS", "50", lambda v, n: _int(v, n, 0, 10_000)
         ),
         leader_lease_ms=get("LEADER_LEASE_MS", "1500", lambda v, n: _int(v, n, 300, 60_000)),
+        metrics_allow=get("METRICS_ALLOW", "127.0.0.1/32,::1/128", _networks),
+        refresher_metrics_host=get("REFRESHER_METRICS_HOST", "127.0.0.1", _address),
+        refresher_metrics_port=get(
+            "REFRESHER_METRICS_PORT", "9101", lambda v, n: _int(v, n, 0, 65535)
+        ),
     )

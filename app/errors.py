@@ -12,7 +12,7 @@ import logging
 import math
 from collections.abc import Mapping
 
-from flask import Flask, Response
+from flask import Flask, Response, has_request_context, request
 from werkzeug.exceptions import HTTPException
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,8 @@ def error_response(
 ) -> Response:
     """Build an ErrorResponse; a ``retry_after_ms`` also sets ``Retry-After`` in whole seconds."""
     body: dict[str, object] = {"ok": False, "code": code, "error": message}
+    if has_request_context():  # the metrics name a refusal by its code
+        request.environ[ERROR_KEY] = code
     out_headers = dict(headers or {})
     if retry_after_ms is not None:
         retry_after_ms = max(1, int(retry_after_ms))
@@ -74,6 +76,7 @@ def error_response(
     return json_response(json.dumps(body, separators=(",", ":")), status, out_headers)
 
 
+ERROR_KEY = "probboard.error"  # the code of the error answered (read by app.metrics.web)
 _JSON_HEADERS = (("Content-Type", "application/json"), ("Cache-Control", "no-store"))
 
 

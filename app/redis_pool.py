@@ -22,6 +22,7 @@ from typing import Any, TypeVar
 import redis
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
+from app.metrics.common import REDIS_ERRORS, REDIS_FALLBACK, component_label
 from app.redis_urls import is_sentinel_url, parse_sentinel_url
 
 POOL_WAIT_S = 1.0
@@ -129,6 +130,9 @@ class RedisFallback:
         self._down = False
         self._next_probe = 0.0
         self._lock = threading.Lock()
+        self._errors_total = REDIS_ERRORS.labels(component_label(what))
+        self._fallback = REDIS_FALLBACK.labels(component_label(what))
+        self._fallback.set(0)
 
     @property
     def down(self) -> bool:
@@ -155,12 +159,14 @@ class RedisFallback:
         except PoolBusyError as busy:
             return on_busy(busy) if on_busy is not None else local_call()
         except self._errors as exc:
+            self._errors_total.inc()
             with self._lock:
                 if not self._down:
                     log.warning(
                         "%s unreachable (%s): %s", self._what, type(exc).__name__, self._stand_in
                     )
                     self._down = True
+                    self._fallback.set(1)
                 self._next_probe = time.monotonic() + self._probe_s
             return local_call()
         if self._down:
@@ -168,4 +174,5 @@ class RedisFallback:
                 if self._down:
                     log.info("%s reachable again: back on Redis", self._what)
                     self._down = False
+                    self._fallback.set(0)
         return result

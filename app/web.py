@@ -14,9 +14,11 @@ from flask import Flask
 
 from app import accounts, api, auth, errors, limits, logs, request_ids, stream
 from app.board.render import BoardRenderer
+from app.board.timefmt import now_ms
 from app.bus import create_bus
 from app.config import load_settings
 from app.extensions import init_db, pepper_loader
+from app.metrics.web import RequestMetrics, board_received
 from app.refresher import embedded
 from app.services import SERVICES_KEY, Lifecycle, Services
 
@@ -46,6 +48,7 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     db_guard = init_db(app, settings)
     bus = create_bus(settings)
     lifecycle.on_start(lambda alive: bus.start())  # the worker's one subscription
+    bus.add_listener(lambda snapshot: board_received(now_ms() - snapshot.ts_ms))
     renderer = BoardRenderer(settings)
     pepper = pepper_loader(settings, app.instance_path)
     authenticator = auth.init_app(app, settings, db_guard, pepper, lifecycle)
@@ -65,6 +68,9 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
         limits=limits_,
         lifecycle=lifecycle,
     )
+
+    # Outermost: every answer is counted, whichever layer produced it.
+    app.wsgi_app = RequestMetrics(app.wsgi_app)  # type: ignore[method-assign]
 
     if settings.secret_key_generated:
         log.warning("SECRET_KEY is not set: using a random one for this process only")

@@ -162,6 +162,8 @@ def service_env(**overrides: str) -> dict[str, str]:
     env.update({"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", "SECRET_KEY": "test-secret"})
     # Tests poll the board far faster than a guest may; throttling tests set their own limit.
     env["GUEST_RATE_LIMIT"] = "100000 per minute"
+    # Several refreshers run at once in tests: their metrics port only where a test asks.
+    env["REFRESHER_METRICS_PORT"] = "0"
     env.update(overrides)
     return env
 

@@ -20,6 +20,8 @@ from typing import Generic, TypeVar
 
 from sqlalchemy.exc import SQLAlchemyError
 
+from app.metrics.common import DATABASE_ERRORS
+
 R = TypeVar("R")
 
 
@@ -60,8 +62,11 @@ class DatabaseGuard:
 
         threading.Thread(target=run, name=name, daemon=True).start()
         if not outcome.done.wait(self.timeout_s):
+            DATABASE_ERRORS.labels("timeout").inc()
             raise DatabaseTimeoutError(f"no answer from the database within {self.timeout_s:g} s")
         if outcome.error is not None:
+            if isinstance(outcome.error, SQLAlchemyError):
+                DATABASE_ERRORS.labels("error").inc()
             raise outcome.error
         return outcome.value  # type: ignore[return-value]  # set when error is None
 

@@ -10,6 +10,7 @@ from app.auth import authenticator
 from app.board.snapshot import dumps
 from app.errors import json_response
 from app.limits import count_failure, refuse_blocked
+from app.metrics.web import PLAN_KEY
 
 bp = Blueprint("keys_verify", __name__)
 # A blocked address is refused first; a 401 to a presented key counts a failure.
@@ -27,6 +28,7 @@ def _iso(moment: datetime | None) -> str | None:
 def verify() -> Response:
     """KeyVerificationResponse; ``lastUsedAt`` is the key's previous use (this one excluded)."""
     identity = authenticator().require_key(request)
+    request.environ[PLAN_KEY] = identity.plan
     key = identity.key
     assert key is not None  # require_key only returns key identities
     body = {

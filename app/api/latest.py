@@ -13,6 +13,7 @@ from flask import Blueprint, Response, request
 from app.board.timefmt import now_ms
 from app.errors import ApiError, api_error_response, json_response
 from app.limits import rate_limit_headers
+from app.metrics.web import PLAN_KEY, board_served
 from app.plans import GUEST
 from app.services import services
 
@@ -35,5 +36,9 @@ def latest() -> Response:
         plan, quota = GUEST, limits.guest()  # 429 over the guest limit
     else:
         plan, quota = identity.plan, limits.account(identity)  # 429 over the plan's
-    body = held.renderer.render(held.bus.latest(), plan, now_ms())
+    request.environ[PLAN_KEY] = plan
+    snapshot, now = held.bus.latest(), now_ms()
+    body = held.renderer.render(snapshot, plan, now)
+    if snapshot is not None:
+        board_served(now - snapshot.ts_ms)
     return json_response(body, headers=VARY | rate_limit_headers(quota))

@@ -13,6 +13,7 @@ from app.auth import authenticator
 from app.errors import ApiError, too_many_requests
 from app.extensions import db
 from app.limits import count_failure, refuse_blocked
+from app.metrics.web import PLAN_KEY
 from app.plans import STREAM_PLANS
 from app.services import services
 from app.stream.broker import Broker, Client
@@ -33,6 +34,7 @@ STREAM_SEND_BUFFER = 32 * 1024
 def stream() -> Response:
     """Opens with ``retry:``, sends the current board at once, then every new board."""
     identity = authenticator().require_key(request)
+    request.environ[PLAN_KEY] = identity.plan
     key = identity.key
     assert key is not None
     if identity.plan not in STREAM_PLANS:

@@ -20,6 +20,7 @@ import redis
 from app.board.snapshot import Snapshot, parse_snapshot
 from app.bus.base import HISTORY_MS, Listener, PublishRefusedError
 from app.bus.receiver import SnapshotHolder, after
+from app.metrics.common import REDIS_ERRORS as REDIS_ERRORS_TOTAL
 from app.redis_pool import DEFAULT_POOL_SIZE, PoolBusyError, redis_client
 
 log = logging.getLogger(__name__)
@@ -199,6 +200,7 @@ class RedisBoardBus:
                 self._listen()
                 backoff = BACKOFF_FIRST_S
             except REDIS_ERRORS as exc:
+                REDIS_ERRORS_TOTAL.labels("bus_subscriber").inc()
                 self._synced.set()
                 if self._subscribed or self._state == "not started":
                     log.warning("board subscription lost: %s; reconnecting", type(exc).__name__)

@@ -24,6 +24,8 @@ from collections.abc import Callable
 import redis
 
 from app.bus.redis_bus import LEADER_KEY, SEQ_KEY
+from app.metrics.common import REDIS_ERRORS as REDIS_ERRORS_TOTAL
+from app.metrics.refresher import LEADING
 from app.redis_pool import PoolBusyError, redis_client
 
 log = logging.getLogger(__name__)
@@ -104,6 +106,7 @@ class Leadership:
                 keys=[LEADER_KEY, SEQ_KEY], args=[self.token, self.lease_ms]
             )
         except (*REDIS_ERRORS, PoolBusyError) as exc:
+            REDIS_ERRORS_TOTAL.labels("leader_lease").inc()
             if not self._failing:
                 log.warning("leader lease: Redis did not answer (%s)", type(exc).__name__)
             self._failing = True
@@ -136,6 +139,7 @@ class Leadership:
         if leading == self._was_leading:
             return
         self._was_leading = leading
+        LEADING.set(1 if leading else 0)
         if leading:
             log.info("leading: this refresher (%s) publishes from seq %d", self.name, self.bus_seq)
             if self.on_elected is not None:
@@ -152,6 +156,7 @@ class Leadership:
         with self._lock:
             self._valid_until = -1.0
             self._was_leading = False
+        LEADING.set(0)
         if released:
             log.info("released the lease: a standby takes over")
 

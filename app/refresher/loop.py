@@ -15,6 +15,7 @@ import math
 import threading
 import time
 from collections.abc import Callable
+from types import ModuleType
 from typing import Any, Protocol
 
 from app.board.snapshot import dumps
@@ -124,7 +125,9 @@ class Refresher:
             self._observe(board)
             self._last_content = content
             self._sent_at = time.monotonic()
+            _measure(board)
         except Exception as exc:
+            _metrics().PUBLISH_FAILURES.inc()
             if not self._failing:
                 log.exception("refresher tick failed: %s", exc)
             else:
@@ -232,6 +235,25 @@ class Refresher:
         )
         thread.start()
         return stop
+
+
+def _metrics() -> ModuleType:
+    """The refresher's series, registered only in a process that refreshes (a web worker
+    that imports this module for the embedded mode must not show them)."""
+    from app.metrics import refresher
+
+    return refresher
+
+
+def _measure(board: dict[str, Any]) -> None:
+    """The published board's delay from its newest input to its build (the publish follows
+    within one Redis round trip), and its inputs' ages."""
+    metrics = _metrics()
+    metrics.BOARDS_PUBLISHED.inc()
+    metrics.PUBLISH_DELAY.observe(max(0, board["ts"] - board["newestInputMs"]) / 1000)
+    for row in board["items"][:1]:
+        for name, age_ms in (row.get("inputAgesMs") or {}).items():
+            metrics.INPUT_AGE.labels(name).set(math.nan if age_ms is None else age_ms / 1000)
 
 
 # What changes with time alone, not with an input: not a reason to send a board.

@@ -122,6 +122,9 @@ def serve(settings: Settings) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    from app.metrics.refresher import serve as serve_metrics
+
+    serve_metrics(settings.refresher_metrics_port, settings.refresher_metrics_host)
     lease_thread = lease.start_background(stop)
     refresher.run(stop)
     lease_thread.join(timeout=5)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from app.board.render import BoardRenderer
 from app.board.snapshot import Snapshot, dumps
 from app.board.timefmt import now_ms
+from app.metrics.web import STREAM_EVENTS, STREAMS_OPEN
 from app.plans import STREAM_PLANS
 from app.stream import events
 from app.stream.slots import StreamSlots
@@ -111,12 +112,15 @@ class Broker:
         generation = self._frame.generation + 1 if self._frame else 1
         frame = Frame(generation, snapshot.seq, snapshot.ts_ms, by_plan, chunked)
         self._frame = frame
+        offered = 0
         for client in list(self._direct):
             writer = client.writer
             if writer is not None and frame.seq >= client.last_seq:
                 plans = frame.chunked_by_plan if writer.chunked else frame.by_plan
                 writer.offer(plans[client.plan])
                 client.seen = generation
+                offered += 1
+        STREAM_EVENTS.inc(offered)  # once per board, not per client
         self._wake_all()
 
     def _wake_all(self) -> None:
@@ -144,6 +148,7 @@ class Broker:
         with self._lock:
             self._clients.add(client)
             self._fresh.append(client)  # its short first lease is renewed at the next tick
+        STREAMS_OPEN.inc()
         self._ensure_ticker()
         return client
 
@@ -154,6 +159,7 @@ class Broker:
                 return
             self._clients.discard(client)
             self._direct.discard(client)
+        STREAMS_OPEN.dec()
         self._slots.release(client.key_id, client.conn_id)
 
     def stream(
@@ -220,6 +226,7 @@ class Broker:
                 if frame.seq < client.last_seq:
                     continue  # the replay already gave this client a newer board
                 last_write = time.monotonic()
+                STREAM_EVENTS.inc()
                 yield frame.by_plan[client.plan]
                 continue
             quiet = time.monotonic() - last_write

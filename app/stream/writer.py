@@ -17,6 +17,8 @@ import socket
 import threading
 import time
 
+from app.metrics.web import STREAM_DROPS
+
 
 def chunk(data: bytes) -> bytes:
     """``data`` as one HTTP/1.1 chunk."""
@@ -48,7 +50,7 @@ class DirectWriter:
         except BlockingIOError:
             written = 0
         except OSError:
-            self._drop()
+            self._drop("gone")
             return
         self.last_write = time.monotonic()
         if written < len(data):
@@ -61,14 +63,14 @@ class DirectWriter:
             data, self.pending = self.pending, None
             try:
                 self.sock.sendall(data)
-            except OSError:  # includes the write timeout: the client is gone or too slow
-                self._drop()
+            except OSError as exc:  # the write timeout (too slow), or the client is gone
+                self._drop("slow" if isinstance(exc, TimeoutError) else "gone")
                 return
             self.last_write = time.monotonic()
             if self.latest is not None:
                 self.pending, self.latest = self.latest, None
 
-    def _drop(self) -> None:
+    def _drop(self, reason: str) -> None:
         """The client is gone or too slow: end the connection here and now.
 
         Shutting the socket down makes gunicorn's own last write (the closing chunk) fail
@@ -76,6 +78,7 @@ class DirectWriter:
         the write timeout again and logging the timeout as a socket error with a traceback.
         """
         self.dead = True
+        STREAM_DROPS.labels(reason).inc()
         with contextlib.suppress(OSError):
             self.sock.shutdown(socket.SHUT_RDWR)
         self.wake.set()

@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from websockets.sync.client import connect
 
+from app.metrics.refresher import UPSTREAM_ERRORS, UPSTREAM_RECONNECTS
+
 if TYPE_CHECKING:
     from app.refresher.tape import Tape
 
@@ -92,6 +94,7 @@ class Feed(threading.Thread):
         self.url = url
         self.stop_event = stop
         self.connected = False
+        self._connected_before = False  # a later connection counts as a reconnect
         self.messages = 0
         self._generation = 0  # bumped to force a resubscription
         self._ws: Connection | None = None  # the connection being read
@@ -148,6 +151,7 @@ class Feed(threading.Thread):
                 self._session(self._open(), frames)
                 backoff = BACKOFF_FIRST_S
             except Exception as exc:  # any failure: reconnect later
+                UPSTREAM_ERRORS.labels(self.name_for_logs).inc()
                 if not failing:
                     log.warning("%s: %s (%s); reconnecting", self.name_for_logs, exc, self.url)
                 failing = True
@@ -173,6 +177,9 @@ class Feed(threading.Thread):
         for frame in frames:
             ws.send(frame)
         self.connected = True
+        if self._connected_before:
+            UPSTREAM_RECONNECTS.labels(self.name_for_logs).inc()
+        self._connected_before = True
         self.on_connect()
         log.info("%s: connected to %s", self.name_for_logs, self.url)
         last_ping = last_heard = time.monotonic()

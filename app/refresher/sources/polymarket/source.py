@@ -26,6 +26,7 @@ from datetime import UTC, datetime
 
 import httpx
 
+from app.metrics.refresher import UPSTREAM_ERRORS
 from app.refresher import clocks
 from app.refresher.changes import Changes
 from app.refresher.model import TWAP, percentages, probability_up
@@ -208,6 +209,7 @@ class PolymarketSource:
                     self.changes.notify()
                     log.info("window %d: %s (%s)", t0, window.market.slug, window.market.rule)
             except (httpx.HTTPError, UpstreamError) as exc:
+                UPSTREAM_ERRORS.labels("gamma").inc()
                 log.warning("gamma lookup of window %d failed: %s", t0, exc)
 
     # -- upkeep: every HTTP call, off the tick ------------------------------------------
@@ -316,6 +318,7 @@ class PolymarketSource:
             )
             payload = response.json() if response.status_code == 200 else None
         except (httpx.HTTPError, ValueError) as exc:
+            UPSTREAM_ERRORS.labels("site").inc()
             log.debug("crypto-price lookup failed: %s", exc)
             return None
         value = payload.get("openPrice") if isinstance(payload, dict) else None
@@ -342,6 +345,7 @@ class PolymarketSource:
         try:
             books = fetch_books(self.http, self.upstreams.clob, assets)
         except (httpx.HTTPError, UpstreamError) as exc:
+            UPSTREAM_ERRORS.labels("clob_rest").inc()
             log.warning("clob /books failed: %s", exc)
             return
         if cross_check:
