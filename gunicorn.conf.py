@@ -16,9 +16,14 @@ _settings = load_settings()
 
 # Metrics in prometheus_client's multiprocess mode: each worker writes its values to files in
 # this folder and GET /metrics merges them. Set before any worker imports prometheus_client.
-_METRICS_GIVEN = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR"))
-if not _METRICS_GIVEN:
+# A reload (SIGHUP) reads this file again: the folder made the first time is still ours.
+_METRICS_MADE = "PROBBOARD_METRICS_DIR_MADE"
+_METRICS_GIVEN = bool(os.environ.get("PROMETHEUS_MULTIPROC_DIR")) and not os.environ.get(
+    _METRICS_MADE
+)
+if not os.environ.get("PROMETHEUS_MULTIPROC_DIR"):
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = tempfile.mkdtemp(prefix="probboard-metrics-")
+    os.environ[_METRICS_MADE] = "1"
 _METRICS_DIR = Path(os.environ["PROMETHEUS_MULTIPROC_DIR"])
 
 # gevent, with gunicorn's own error answers (400, 414, 431...) as ErrorResponse JSON.

@@ -333,7 +333,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "PUBLISH_MIN_INTERVAL_MS", "50", lambda v, n: _int(v, n, 0, 10_000)
         ),
         leader_lease_ms=get("LEADER_LEASE_MS", "1500", lambda v, n: _int(v, n, 300, 60_000)),
-        metrics_allow=get("METRICS_ALLOW", "127.0.0.1/32,::1/128", _networks),
+        # Set but empty means nobody (metrics off), not the default.
+        metrics_allow=_networks(env.get("METRICS_ALLOW", "127.0.0.1/32,::1/128"), "METRICS_ALLOW"),
         refresher_metrics_host=get("REFRESHER_METRICS_HOST", "127.0.0.1", _address),
         refresher_metrics_port=get(
             "REFRESHER_METRICS_PORT", "9101", lambda v, n: _int(v, n, 0, 65535)
