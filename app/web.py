@@ -48,7 +48,7 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     db_guard = init_db(app, settings)
     bus = create_bus(settings)
     lifecycle.on_start(lambda alive: bus.start())  # the worker's one subscription
-    bus.add_listener(lambda snapshot: board_received(now_ms() - snapshot.ts_ms))
+    bus.add_listener(lambda snapshot: board_received(snapshot.ts_ms, now_ms()))
     renderer = BoardRenderer(settings)
     pepper = pepper_loader(settings, app.instance_path)
     authenticator = auth.init_app(app, settings, db_guard, pepper, lifecycle)

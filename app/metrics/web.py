@@ -69,6 +69,12 @@ BOARD_AGE = Histogram(
     ["when"],
     buckets=AGE_BUCKETS,
 )
+NEWEST_BOARD = Gauge(
+    "probboard_board_newest_timestamp_seconds",
+    "When the newest board a worker holds was made (its ts): time() minus this is its age.",
+    multiprocess_mode="livemax",
+)
+
 _latency_by_endpoint = {name: LATENCY.labels(name) for name in {*ENDPOINTS.values(), "other"}}
 _AGE_RECEIVED = BOARD_AGE.labels("received")
 _AGE_SERVED = BOARD_AGE.labels("served")
@@ -79,9 +85,10 @@ def board_served(age_ms: int) -> None:
     _AGE_SERVED.observe(max(0, age_ms) / 1000)
 
 
-def board_received(age_ms: int) -> None:
-    """A worker received a board ``age_ms`` old from the bus."""
-    _AGE_RECEIVED.observe(max(0, age_ms) / 1000)
+def board_received(ts_ms: int, now_ms: int) -> None:
+    """A worker received a board made at ``ts_ms`` from the bus (at ``now_ms``)."""
+    _AGE_RECEIVED.observe(max(0, now_ms - ts_ms) / 1000)
+    NEWEST_BOARD.set(ts_ms / 1000)
 
 
 class RequestMetrics:
@@ -89,6 +96,8 @@ class RequestMetrics:
 
     def __init__(self, app: WSGIApplication) -> None:
         self.app = app
+        # The counter of each (endpoint, status, plan) seen, looked up once (a hot path).
+        self._counters: dict[tuple[str, str, str], Any] = {}
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """Serve ``environ``, counting the answer when its headers go out."""
@@ -97,7 +106,11 @@ class RequestMetrics:
 
         def start(status: str, headers: list[tuple[str, str]], exc_info: Any = None) -> Any:
             code = status[:3]
-            REQUESTS.labels(endpoint, code, environ.get(PLAN_KEY, "none")).inc()
+            labels = (endpoint, code, environ.get(PLAN_KEY, "none"))
+            counter = self._counters.get(labels)
+            if counter is None:
+                counter = self._counters[labels] = REQUESTS.labels(*labels)
+            counter.inc()
             _latency_by_endpoint[endpoint].observe(time.perf_counter() - started)
             if endpoint == "stream" and code != "200":
                 STREAM_REFUSALS.labels(environ.get(ERROR_KEY, f"http_{code}")).inc()
