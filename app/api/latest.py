@@ -32,11 +32,10 @@ def latest() -> Response:
         identity = held.authenticator.identify(request)  # 401/503 for refused credentials
     except ApiError as refused:
         return limits.count_failure(api_error_response(refused))
-    if identity is None:
-        plan, quota = GUEST, limits.guest()  # 429 over the guest limit
-    else:
-        plan, quota = identity.plan, limits.account(identity)  # 429 over the plan's
-    request.environ[PLAN_KEY] = plan
+    plan = GUEST if identity is None else identity.plan
+    request.environ[PLAN_KEY] = plan  # the metrics count a refusal under its plan too
+    # 429 over the guest limit, or over the plan's
+    quota = limits.guest() if identity is None else limits.account(identity)
     snapshot, now = held.bus.latest(), now_ms()
     body = held.renderer.render(snapshot, plan, now)
     if snapshot is not None:
