@@ -90,13 +90,13 @@ drill: $(BIN)/activate
 release: $(BIN)/activate
 	bash deploy/build-release.sh
 
-## deploy HOST=user@vm or HOSTS="vm1 vm2": build once, then to each host in turn behind its health gate
+## deploy HOST=user@vm or HOSTS="vm1 vm2" [BUNDLE=file]: build once (or take BUNDLE), then to each host in turn behind its health gate
 # HOST also names the address `make run` binds (127.0.0.1 by default): only a HOST given on
 # the command line is a deploy target.
 DEPLOY_HOSTS = $(strip $(or $(HOSTS),$(if $(filter command line,$(origin HOST)),$(HOST))))
 deploy: $(BIN)/activate
 	@test -n "$(DEPLOY_HOSTS)" || { echo 'usage: make deploy HOST=user@vm  or  make deploy HOSTS="user@vm1 user@vm2" [SHARED_ENV=file]'; exit 2; }
-	SHARED_ENV="$(SHARED_ENV)" bash deploy/ship-hosts.sh "$$(bash deploy/build-release.sh)" $(DEPLOY_HOSTS)
+	SHARED_ENV="$(SHARED_ENV)" bash deploy/ship-hosts.sh "$(or $(BUNDLE),$$(bash deploy/build-release.sh))" $(DEPLOY_HOSTS)
 
 ## rollback HOST=user@vm or HOSTS="vm1 vm2": switch back to the previous release, host by host
 rollback:

@@ -17,8 +17,8 @@ from harness.accounts import TEST_PEPPER, create_user, issue_key, scratch_accoun
 from harness.processes import BIN, RedisServer, Service, service_env
 
 SEED = "20261124"
-EXAMPLES = "25"
-MAX_TIME_S = "45"  # per run: the fuzzing phase stops there (a few minutes at most in all)
+EXAMPLES = "20"
+MAX_TIME_S = "20"  # per run: the fuzzing phase stops there (a few minutes at most in all)
 
 
 @pytest.fixture(scope="module")
