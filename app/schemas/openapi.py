@@ -24,7 +24,7 @@ KEY_SCHEMES: list[dict[str, list[str]]] = [{"ApiKeyHeader": []}, {"BearerAuth": 
 
 # Each error answer: its description, and whether it carries Retry-After.
 _ERRORS: dict[str, tuple[str, bool]] = {
-    "400": ("The request is malformed (for example two different keys).", False),
+    "400": ("The request could not be parsed (a malformed request line or header).", False),
     "401": ("The key (or the credentials presented) is missing or invalid.", False),
     "403": ("The caller lacks the entitlement (or the address is not allowed).", False),
     "429": ("Over a limit; `Retry-After` gives the seconds to wait.", True),
