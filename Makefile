@@ -52,14 +52,18 @@ clean:
 
 .PHONY: bench bench-latest
 ## bench: performance figures (never part of `make test`); needs wrk (apt-get install wrk)
-bench: bench-latest bench-stream bench-refresher bench-backtest
+bench: bench-latest bench-stream bench-refresher bench-backtest bench-failover
 
 ## bench-latest: /latest against a bare route, ordinary (2 workers) then pinned (1 worker on CPU 0)
 bench-latest: $(BIN)/activate
 	$(BIN)/python -m bench.latest $(BENCH_LATEST_ARGS)
 	$(BIN)/python -m bench.latest --pinned $(BENCH_LATEST_ARGS)
 
-.PHONY: bench-stream bench-refresher bench-truth bench-backtest
+.PHONY: bench-stream bench-refresher bench-truth bench-backtest bench-failover
+## bench-failover: from SIGKILL of the leading refresher to the standby's first board (N kills)
+bench-failover: $(BIN)/activate
+	$(BIN)/python -m bench.failover
+
 ## bench-backtest: tape seconds replayed per second by the backtest, on one CPU (a 6 h tape)
 bench-backtest: $(BIN)/activate
 	$(BIN)/python -m bench.backtest --hours $(or $(BACKTEST_HOURS),6)
