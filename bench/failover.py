@@ -27,14 +27,6 @@ TARGET_S = 2.0  # issue 19: a standby publishes within 2 s of the leader's death
 LEASE_MS = 1500
 
 
-def _first_other(recorder: BusRecorder, since: float, leader: str) -> float | None:
-    """When the first board from a publisher other than ``leader`` arrived after ``since``."""
-    for (_, publisher), at in zip(recorder.boards, recorder.arrivals, strict=False):
-        if at > since and publisher != leader:
-            return at
-    return None
-
-
 def main() -> int:
     """Run the kills; print the takeover times against the lease and the target."""
     parser = argparse.ArgumentParser(prog="python -m bench.failover", description=__doc__)
@@ -67,12 +59,13 @@ def main() -> int:
             leader.signal(signal.SIGKILL)
 
             def taken(since: float = killed_at, name: str = leader_name) -> bool:
-                return _first_other(recorder, since, name) is not None
+                return recorder.first_after(since, other_than=name) is not None
 
             if not wait_until(taken, timeout=15):
                 print("no standby took over within 15 s", file=sys.stderr)
                 return 1
-            takeovers.append((_first_other(recorder, killed_at, leader_name) or 0) - killed_at)
+            first = recorder.first_after(killed_at, other_than=leader_name)
+            takeovers.append((first or killed_at) - killed_at)
             leader.stop()
             running = [p for p in running if p is not leader] + [refresher()]
     finally:

@@ -135,12 +135,13 @@ def drill(cluster: Cluster) -> int:
     time.sleep(PAUSE_S)
 
     kills: list[float] = []
+    leader_name = recorder.boards[-1][1] or ""
     host, leader = _leader(cluster, recorder)
     killed = time.monotonic()
     kills.append(killed)
     leader.signal(signal.SIGKILL)
-    took_over = wait_until(lambda: any(p for _, p in recorder.since(killed)), timeout=10)
-    first = recorder.arrivals[-len(recorder.since(killed))] if took_over else float("nan")
+    wait_until(lambda: recorder.first_after(killed, other_than=leader_name), timeout=10)
+    first = recorder.first_after(killed, other_than=leader_name) or float("nan")
     report.append(f"leader ({host}'s refresher) SIGKILLed: next board {first - killed:.2f} s later")
     time.sleep(PAUSE_S)
 
@@ -149,8 +150,8 @@ def drill(cluster: Cluster) -> int:
     old = cluster.group.kill_primary()
     new = cluster.group.wait_for_new_primary(old)
     promoted = time.monotonic()
-    back = wait_until(lambda: recorder.since(promoted), timeout=15)
-    first = recorder.arrivals[-len(recorder.since(promoted))] if back else float("nan")
+    wait_until(lambda: recorder.first_after(promoted), timeout=15)
+    first = recorder.first_after(promoted) or float("nan")
     report.append(
         f"Redis primary :{old} SIGKILLed: :{new} promoted {promoted - killed:.2f} s later, "
         f"boards again {first - promoted:.2f} s after that"

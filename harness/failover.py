@@ -161,6 +161,14 @@ class BusRecorder:
         """The boards that arrived after ``moment`` (monotonic)."""
         return [b for b, at in zip(self.boards, self.arrivals, strict=False) if at > moment]
 
+    def first_after(self, moment: float, other_than: str | None = None) -> float | None:
+        """When the first board after ``moment`` arrived (from a publisher other than
+        ``other_than``, when given); None before one has."""
+        for (_, publisher), at in zip(self.boards, self.arrivals, strict=False):
+            if at > moment and (other_than is None or publisher != other_than):
+                return at
+        return None
+
     def stop(self) -> None:
         """Stop listening."""
         self._stop.set()

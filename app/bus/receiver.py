@@ -28,6 +28,10 @@ class SnapshotHolder:
         except (ValueError, TypeError, OverflowError, RecursionError) as exc:
             log.error("dropped an invalid board from the bus: %s", str(exc)[:500])
             return False
+        return self.keep(snapshot)
+
+    def keep(self, snapshot: Snapshot) -> bool:
+        """Keep an already validated ``snapshot`` if newer than what is held; True when kept."""
         current = self.snapshot
         if current is not None and snapshot.seq <= current.seq:
             return False

@@ -222,8 +222,8 @@ class RedisBoardBus:
         held = self._holder.snapshot
         missed = self.history(held.seq) if held is not None else None
         if missed is not None:
-            for snapshot in missed:
-                self._holder.accept(snapshot.raw)
+            for snapshot in missed:  # validated by history()
+                self._holder.keep(snapshot)
             return
         raw = client.get(BOARD_KEY)
         if raw is not None:

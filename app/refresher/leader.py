@@ -53,6 +53,11 @@ return 0
 """
 
 
+def _name_of(token: str) -> str:
+    """The ``host:pid`` of a lease token (``host:pid:random``)."""
+    return token.rsplit(":", 1)[0]
+
+
 def holder_name() -> str:
     """How this refresher is named in the lease and the logs: ``host:pid``."""
     return f"{socket.gethostname()}:{os.getpid()}"
@@ -124,7 +129,7 @@ class Leadership:
                 self.bus_seq = int(text)
             else:
                 self._valid_until = -1.0
-                self.holder = text.rsplit(":", 1)[0]
+                self.holder = _name_of(text)
         self._changed()
         return self.leading
 
@@ -196,5 +201,5 @@ def who_leads(url: str) -> tuple[str | None, int | None, int]:
         token, ttl, seq = pipe.execute()
     finally:
         client.close()
-    holder = token.decode().rsplit(":", 1)[0] if token else None
+    holder = _name_of(token.decode()) if token else None
     return holder, (int(ttl) if ttl and ttl > 0 else None), int(seq or 0)

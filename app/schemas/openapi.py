@@ -32,11 +32,16 @@ _ERRORS: dict[str, tuple[str, bool]] = {
 }
 
 
+def _answer(description: str, media: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {media: {"schema": schema}}}
+
+
 def _json(schema: str, description: str) -> dict[str, Any]:
-    return {
-        "description": description,
-        "content": {"application/json": {"schema": {"$ref": f"#/components/schemas/{schema}"}}},
-    }
+    return _answer(description, "application/json", {"$ref": f"#/components/schemas/{schema}"})
+
+
+def _text(media: str, description: str) -> dict[str, Any]:
+    return _answer(description, media, {"type": "string"})
 
 
 def _errors(*statuses: str) -> dict[str, Any]:
@@ -134,14 +139,14 @@ def build_spec() -> dict[str, Any]:
             [{}, *KEY_SCHEMES, {"SessionCookie": []}],
         ),
     )
-    stream_ok = {
-        "description": (
+    stream_ok = _text(
+        "text/event-stream",
+        (
             "Server-Sent Events: `retry:` first, then `event: board` with `id:` (the board's "
             "seq) and a serialized BoardResponse in `data:`, for every new board; comments "
             "keep the connection alive. Send `Last-Event-ID` to get the boards missed."
         ),
-        "content": {"text/event-stream": {"schema": {"type": "string"}}},
-    }
+    )
     spec.path(
         "/api/probboard/stream",
         operations=_operation(
@@ -164,10 +169,7 @@ def build_spec() -> dict[str, Any]:
         "/api/openapi.json",
         operations=_operation(
             "This document.",
-            {
-                "description": "The OpenAPI document.",
-                "content": {"application/json": {"schema": {"type": "object"}}},
-            },
+            _answer("The OpenAPI document.", "application/json", {"type": "object"}),
             (),
             extension=True,
         ),
@@ -176,10 +178,7 @@ def build_spec() -> dict[str, Any]:
         "/metrics",
         operations=_operation(
             "Prometheus metrics, for the addresses in METRICS_ALLOW only.",
-            {
-                "description": "The Prometheus text format.",
-                "content": {"text/plain": {"schema": {"type": "string"}}},
-            },
+            _text("text/plain", "The Prometheus text format."),
             ("403",),
             extension=True,
         ),
@@ -188,7 +187,7 @@ def build_spec() -> dict[str, Any]:
         "/",
         operations=_operation(
             "The board as a web page.",
-            {"description": "The page.", "content": {"text/html": {"schema": {"type": "string"}}}},
+            _text("text/html", "The page."),
             (),
             extension=True,
         ),

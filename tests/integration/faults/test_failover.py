@@ -153,14 +153,11 @@ def test_a_standby_refresher_takes_over_when_the_leader_is_killed(
             killed_at = time.monotonic()
             leader.signal(signal.SIGKILL)
             taken_over = wait_until(
-                lambda: any(p != leader_name for _, p in recorder.since(killed_at)), timeout=10
+                lambda: recorder.first_after(killed_at, other_than=leader_name), timeout=10
             )
             assert taken_over, [r.output()[-2000:] for r in refreshers]
-            first = next(
-                at
-                for (_, p), at in zip(recorder.boards, recorder.arrivals, strict=False)
-                if at > killed_at and p != leader_name
-            )
+            first = recorder.first_after(killed_at, other_than=leader_name)
+            assert first is not None
             time.sleep(3)
             polled, streamed = run.poller.stop(), run.stream.stop()
             recorder.stop()
@@ -195,7 +192,9 @@ def test_the_redis_primary_killed_under_polling_and_streams(
             old = group.kill_primary()
             new = group.wait_for_new_primary(old)
             promoted_at = time.monotonic()
-            pushed_back = wait_until(lambda: recorder.since(promoted_at), timeout=PUSHES_BACK_S)
+            pushed_back = wait_until(
+                lambda: recorder.first_after(promoted_at), timeout=PUSHES_BACK_S
+            )
             assert pushed_back, [r.output()[-2000:] for r in refreshers]
             client = group.client(new)
             # Guests' counters are written on the new primary again (the limiter left memory).
@@ -204,7 +203,8 @@ def test_the_redis_primary_killed_under_polling_and_streams(
             polled, streamed = run.poller.stop(), run.stream.stop()
             recorder.stop()
 
-            first_after = recorder.arrivals[len(recorder.boards) - len(recorder.since(promoted_at))]
+            first_after = recorder.first_after(promoted_at)
+            assert first_after is not None
             print(
                 f"\nprimary killed: new primary after {promoted_at - killed_at:.2f} s, boards "
                 f"{first_after - promoted_at:.2f} s after that; {len(polled.statuses)} polls, "
