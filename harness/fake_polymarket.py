@@ -8,7 +8,9 @@ included (see ../shared/upstream.md):
   market says (``["Down","Up"]`` happens); 404 for a window not listed.
 - ``clob`` (HTTP): ``POST /books`` (and ``GET /book``) with prices and sizes as decimal
   strings, bids ASCENDING and asks DESCENDING (the best levels are the last elements).
-- ``site`` (HTTP): ``GET /api/crypto/crypto-price`` (the price-to-beat fallback).
+- ``site`` (HTTP): ``GET /api/crypto/crypto-price`` (the price-to-beat fallback of spot
+  markets). Its ``openPrice`` is the spot at T0 even for ``twapEnabled=true`` (what a public
+  study of TWAP rounds observed); ``FakeSite.twap_queries`` lists the queries that asked.
 - ``clob_ws`` (WebSocket): the market channel.
 
   - The first ``{"assets_ids": [...], "type": "market", ...}`` frame of a connection
@@ -162,7 +164,9 @@ class FakeMarket:
     rule: str = SPOT
     lookback: int = 60  # twapLookbackSeconds of a TWAP market (30 on some older ones)
     with_config: bool = True  # cryptoMarketConfig present (markets since 2026-08-07)
-    price_to_beat: float | None = None  # eventMetadata.priceToBeat (undocumented, late)
+    # eventMetadata.priceToBeat (undocumented, late); on a TWAP market nobody knows whether it
+    # is the TWAP or the spot at T0, so the source never uses it there (docs/price-to-beat.md)
+    price_to_beat: float | None = None
     up_token: str = ""
     down_token: str = ""
     condition: str = ""
@@ -486,21 +490,37 @@ class FakeClobRest(_HttpFake):
 
 
 class FakeSite(_HttpFake):
-    """``GET /api/crypto/crypto-price``: ``openPrice`` from ``open_prices[T0]`` (or null)."""
+    """``GET /api/crypto/crypto-price``: ``openPrice`` from ``open_prices[T0]`` (or null).
+
+    ``open_prices[T0]`` is the SPOT at the boundary second. ``twapEnabled=true`` (with
+    ``twapLookbackSeconds``) changes nothing in the answer: a public study of 287 TWAP rounds
+    found the site's open/close values are that spot, not the TWAP, so the fake answers the
+    spot whatever the query says (docs/price-to-beat.md). Every query is recorded (``hits``);
+    ``twap_queries`` lists those that asked for a TWAP, so a test can check nobody did.
+    """
 
     def __init__(self) -> None:
         super().__init__()
         self.open_prices: dict[int, float | None] = {}
 
+    def twap_queries(self) -> list[dict[str, str]]:
+        """The crypto-price queries received with ``twapEnabled=true``, in order."""
+        return [
+            hit.query
+            for hit in self.requests_to("/api/crypto/crypto-price")
+            if hit.query.get("twapEnabled", "").lower() == "true"
+        ]
+
     def route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
-        """The crypto-price route; 400 without ``eventStartTime``."""
+        """The crypto-price route; 400 without ``eventStartTime``. ``twapEnabled`` is read
+        and ignored: the answer is the spot at T0 either way (what the study observed)."""
         if method != "GET" or path != "/api/crypto/crypto-price":
             return 404, {"error": "not found"}
         try:
             t0 = from_iso(query["eventStartTime"])
         except (KeyError, ValueError):
             return 400, {"error": "eventStartTime is required"}
-        open_price = self.open_prices.get(t0)
+        open_price = self.open_prices.get(t0)  # the spot at T0, even with twapEnabled=true
         return 200, {
             "openPrice": open_price,
             "closePrice": None,

@@ -912,17 +912,14 @@ def test_text_pings_are_sent_and_pongs_do_not_disturb_the_feeds(
     assert world.clob_ws.connections == 1 and world.rtds.connections == 1  # no reconnects
 
 
-@pytest.mark.parametrize("rule", [SPOT, TWAP])
 def test_price_to_beat_falls_back_to_the_site_when_the_feed_missed_t0(
-    world: FakePolymarket,
-    make_source: MakeSource,
-    rule: str,
+    world: FakePolymarket, make_source: MakeSource
 ) -> None:
-    world.list_market(FakeMarket(T0, rule=rule))
-    world.rtds.twap_history = True
-    # Nothing within 5 s of T0, on any topic: no report at T0, no spot to average instead.
-    for topic in (SPOT_TOPIC, TWAP_TOPIC):
-        seed_around(world, topic, T0, K, range(7, 10), history=False)
+    """A spot market: the site's open price (the spot at T0, what a spot market settles on)
+    comes before Gamma's priceToBeat."""
+    world.list_market(FakeMarket(T0, price_to_beat=99800.25))
+    # Nothing within 5 s of T0: no point at T0 to latch.
+    seed_around(world, SPOT_TOPIC, T0, K, range(7, 10), history=False)
     world.site.open_prices[T0] = 99876.5
     clock = Clock(T0 + 10)
     source = make_source(clock)
@@ -932,15 +929,63 @@ def test_price_to_beat_falls_back_to_the_site_when_the_feed_missed_t0(
     assert row["priceToBeat"] == 99876.5
     assert row["sources"]["priceToBeat"] == "site:crypto-price"
     query = world.site.requests_to("/api/crypto/crypto-price")[-1].query
-    expected = {
+    assert query == {
         "symbol": "BTC",
         "eventStartTime": iso(T0),
         "endDate": iso(NEXT),
         "variant": "fiveminute",
     }
-    if rule == TWAP:
-        expected |= {"twapEnabled": "true", "twapLookbackSeconds": "60"}
-    assert query == expected
+
+
+@pytest.mark.parametrize("site_answers", [True, False], ids=["site-and-gamma", "gamma-only"])
+def test_a_twap_market_takes_no_price_to_beat_from_the_site_or_gamma(
+    world: FakePolymarket, make_source: MakeSource, site_answers: bool
+) -> None:
+    """The TWAP topic is silent and the spot has a hole around T0: neither the report at T0
+    nor our own mean of the spot over [T0 - 60, T0] exists. The site (whose open price is the
+    SPOT at T0, even with twapEnabled=true) and Gamma's priceToBeat (TWAP or spot: unknown)
+    offer numbers; neither is taken, the site is never even asked, and the board has no P(up)
+    rather than one against a price to beat that may be the wrong one."""
+    world.list_market(FakeMarket(T0, rule=TWAP, price_to_beat=99800.25))
+    seed_history(world, T0 - 10, K)  # 15 minutes of spot up to T0 - 11 s ...
+    world.rtds.seed(SPOT_TOPIC, [((T0 + k) * 1000, K + k) for k in range(7, 10)])  # ... T0 + 7
+    world.site.open_prices[T0] = 99876.5 if site_answers else None
+    clock = Clock(T0 + 10)
+    source = make_source(clock)
+
+    poll(
+        source,
+        clock,
+        lambda r: r["slug"] is not None and r["price"] == float(K + 9),
+        "the market and the spot",
+    )
+    for t in (T0 + 10, T0 + 30, T0 + 60):  # the fallbacks' steps, done when upkeep returns
+        clock.t = t
+        source.upkeep(t)
+    row = first_row(source, clock)
+
+    assert row["settlement"] == "twap" and row["twapLookbackS"] == 60
+    assert row["priceToBeat"] is None and row["sources"]["priceToBeat"] is None
+    assert row["p_up_pct"] is None and row["p_down_pct"] is None
+    assert row["sources"]["model"] is None
+    assert_spot_volatility(row)  # only the price to beat is missing
+    assert not world.site.requests_to("/api/crypto/crypto-price")
+    assert world.site.twap_queries() == []
+
+
+def test_the_fake_site_answers_the_spot_even_when_asked_for_the_twap(
+    world: FakePolymarket,
+) -> None:
+    """What a public study observed (the site's open values are the spot at the boundary
+    second), so the fake never makes the site look like a source of a TWAP."""
+    world.site.open_prices[T0] = 99876.5
+    url = f"{world.site.url}/api/crypto/crypto-price"
+    base = {"symbol": "BTC", "eventStartTime": iso(T0), "variant": "fiveminute"}
+    twap = base | {"twapEnabled": "true", "twapLookbackSeconds": "60"}
+    spot_answer = httpx.get(url, params=base).json()
+    twap_answer = httpx.get(url, params=twap).json()
+    assert spot_answer["openPrice"] == twap_answer["openPrice"] == 99876.5
+    assert world.site.twap_queries() == [twap]
 
 
 def test_twap_price_to_beat_is_the_spot_mean_until_the_report_arrives(
@@ -950,7 +995,7 @@ def test_twap_price_to_beat_is_the_spot_mean_until_the_report_arrives(
     world.rtds.twap_history = True
     seed_around(world, SPOT_TOPIC, T0, K)
     world.rtds.seed(TWAP_TOPIC, [((T0 - 60 + k) * 1000, K - 30) for k in range(59)])  # to T0-2
-    world.site.open_prices[T0] = 99876.5  # a later fallback: never reached
+    world.site.open_prices[T0] = 99876.5  # never asked: not a TWAP market's source
     clock = Clock(T0 + 4.5)
     source = make_source(clock)
 

@@ -285,7 +285,12 @@ class PolymarketSource:
         self, window: _Window, t0: int, market: WindowMarket, now: float
     ) -> None:
         self._latch(window, t0, market, now)
-        if window.price_to_beat is not None:
+        if window.price_to_beat is not None or market.rule == TWAP:
+            # A TWAP market's price to beat is the TWAP at T0: the report, or our own mean of
+            # the spot over [T0 - L, T0] (both in ``_latch``), else none and no P(up). The
+            # site's open price is the SPOT at T0 (a public study; twapEnabled=true changes
+            # nothing we can verify) and Gamma's priceToBeat may be either: neither is used,
+            # the site is not even asked (docs/price-to-beat.md).
             return
         if now - t0 > FALLBACK_AFTER_S and (
             clocks.monotonic() - window.site_tried_at >= SITE_RETRY_S
@@ -299,6 +304,11 @@ class PolymarketSource:
             self._set_price_to_beat(window, market.price_to_beat, "gamma", False)
 
     def _site_open_price(self, t0: int, market: WindowMarket) -> float | None:
+        """The site's open price of a SPOT market's window (None for a TWAP market: never
+        asked, see ``_fallback_price_to_beat``)."""
+        if market.rule == TWAP:
+            return None
+
         def iso(t: int) -> str:
             return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -308,10 +318,6 @@ class PolymarketSource:
             "variant": "fiveminute",
             "endDate": iso(t0 + WINDOW_S),
         }
-        if market.rule == TWAP:
-            if market.lookback_s is None:
-                return None
-            params |= {"twapEnabled": "true", "twapLookbackSeconds": str(market.lookback_s)}
         try:
             response = self.http.get(
                 f"{self.upstreams.site.rstrip('/')}/api/crypto/crypto-price", params=params
