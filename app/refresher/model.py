@@ -9,6 +9,15 @@ volatility per sqrt-second, ``tau`` the seconds left (counted from the spot's ow
   seconds): with ``tau > L`` left, ``C = S`` and ``V = sigma^2 * (tau - 2L/3)``; inside the last
   ``L`` seconds the elapsed part of the average is known: ``C = w * A + (1 - w) * S`` with ``A``
   the mean spot since ``T - L`` and ``w = (L - tau) / L``, and ``V = sigma^2 * tau^3 / (3 L^2)``.
+
+Jumps (docs/model.md): on real data the settlement's log also moves by jumps, a compound
+Poisson part of rate ``lambda`` per second and mean square size ``J``. A jump moves the
+settlement by the weight its time has in it (all of it for the spot; inside a TWAP's lookback,
+the part of the lookback after it), so each of the ``m = lambda * tau`` expected jumps has a
+mean square effect ``J' = J * (V / sigma^2) / tau`` and ``P(up) = sum_n Poisson(n; m) *
+Phi(ln(C / K) / sqrt(V + n * J'))`` (Merton's mixture). With no jumps it is the plain formula.
+While the outcome is not known P(up) stays within [``P_FLOOR``, 1 - ``P_FLOOR``]: no feed is
+sure enough for 0 % or 100 %.
 """
 
 from __future__ import annotations
@@ -18,6 +27,8 @@ from collections import deque
 
 SPOT = "spot"
 TWAP = "twap"
+P_FLOOR = 0.001  # 0.1 %: what the board says at most about an outcome not yet known
+MAX_JUMPS = 12  # Poisson terms summed (the expected count over 5 minutes is well under 1)
 
 
 def normal_cdf(x: float) -> float:
@@ -67,19 +78,46 @@ def probability_up(
     rule: str = SPOT,
     lookback_s: float | None = None,
     known_mean: float | None = None,
+    jump_rate: float = 0.0,
+    jump_var: float = 0.0,
 ) -> float:
     """P(settlement >= price to beat); ties resolve UP, so a decided window is 0 or 1.
 
     ``price`` is the spot now; for a TWAP window inside its last ``lookback_s`` seconds,
-    ``known_mean`` is the mean spot since ``T - lookback_s``.
+    ``known_mean`` is the mean spot since ``T - lookback_s``. ``jump_rate`` (per second) and
+    ``jump_var`` (a jump's mean square log size) add the jumps; an undecided window's answer
+    stays within [``P_FLOOR``, 1 - ``P_FLOOR``].
     """
     if price <= 0 or price_to_beat <= 0 or (known_mean is not None and known_mean <= 0):
         raise ValueError("prices must be positive")
     centre = settlement_centre(price, tau_s, rule, lookback_s, known_mean)
-    variance = remaining_variance(sigma, tau_s, rule, lookback_s)
-    if variance <= 0:
+    seconds = remaining_variance(1.0, tau_s, rule, lookback_s)  # the time left, weighted
+    variance = sigma * sigma * seconds
+    # Every jump of the time left counts, by the weight its time has in the settlement (all of
+    # it for the spot; inside a TWAP's lookback the part of the lookback after it): the same
+    # variance as the diffusion's weighting, and the right shape when many small ones count.
+    expected_jumps = jump_rate * tau_s if jump_var > 0 and tau_s > 0 else 0.0
+    weighted_var = jump_var * seconds / tau_s if expected_jumps > 0 else 0.0
+    if variance <= 0 and expected_jumps <= 0:
         return 1.0 if centre >= price_to_beat else 0.0
-    return normal_cdf(math.log(centre / price_to_beat) / math.sqrt(variance))
+    distance = math.log(centre / price_to_beat)
+    p = _mixture(distance, variance, expected_jumps, weighted_var)
+    return min(1.0 - P_FLOOR, max(P_FLOOR, p))
+
+
+def _mixture(distance: float, variance: float, expected_jumps: float, jump_var: float) -> float:
+    """Merton's sum over the number of jumps (the plain formula when none are expected)."""
+    if expected_jumps <= 0:
+        return normal_cdf(distance / math.sqrt(variance))
+    weight = math.exp(-expected_jumps)
+    total = left = 0.0
+    for n in range(MAX_JUMPS + 1):
+        spread = variance + n * jump_var
+        total += weight * (normal_cdf(distance / math.sqrt(spread)) if spread > 0 else 0.5)
+        left += weight
+        weight *= expected_jumps / (n + 1)
+    # What the terms left out would add: a coin flip (they are vanishingly rare).
+    return total + (1.0 - left) * 0.5
 
 
 def percentages(p_up: float) -> tuple[float, float]:

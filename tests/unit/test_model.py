@@ -9,6 +9,7 @@ from statistics import NormalDist
 import pytest
 
 from app.refresher.model import (
+    P_FLOOR,
     SPOT,
     TWAP,
     RealizedVolatility,
@@ -389,3 +390,83 @@ def test_scale_multiplies_the_variance() -> None:
         scaled.add(float(t), price)
 
     assert scaled.sigma() == pytest.approx(2 * plain.sigma(), rel=1e-9)
+
+
+# -- jumps: Merton's mixture against simulation -----------------------------------------------
+
+
+def _settles_up_with_jumps(
+    rng: random.Random,
+    s: float,
+    k: float,
+    tau: float,
+    sigma: float,
+    jump_rate: float,
+    jump_sd: float,
+    rule: str,
+    lookback: float,
+    dt: float = 0.5,
+) -> bool:
+    """One continuation of a jump-diffusion log price (Poisson jumps, Gaussian sizes) on a
+    grid of ``dt``, settled by the rule (the TWAP's known part equal to ``s``)."""
+    steps = round(tau / dt)
+    x = math.log(s)
+    averaged_before = max(0.0, lookback - tau)
+    total = s * averaged_before
+    for i in range(1, steps + 1):
+        x += rng.gauss(0.0, sigma * math.sqrt(dt))
+        if rng.random() < jump_rate * dt:
+            x += rng.gauss(0.0, jump_sd)
+        if rule == TWAP and tau - i * dt < lookback:
+            total += math.exp(x) * dt
+    if rule == SPOT:
+        return x >= math.log(k)
+    return total / lookback >= k
+
+
+@pytest.mark.parametrize(
+    ("rule", "tau", "moneyness"),
+    [
+        (SPOT, 5.0, 1.0003),  # the last seconds: a jump is the only way back
+        (SPOT, 30.0, 0.9996),
+        (SPOT, 120.0, 1.0008),
+        (TWAP, 200.0, 1.0008),
+        (TWAP, 40.0, 0.9997),
+    ],
+)
+def test_jump_probability_is_the_frequency_of_up_on_jump_diffusion_paths(
+    rule: str, tau: float, moneyness: float
+) -> None:
+    """A jump-diffusion with known parameters (one jump a minute, 8 sigma-seconds in size):
+    the model's P(up) is the share of simulated continuations that settle UP, within four
+    standard errors; the plain Gaussian is visibly off in the same cases."""
+    sigma, k, jump_rate, jump_sd = 1.0e-4, 100_000.0, 1 / 60, 8e-4
+    s = k * moneyness
+    known = s if rule == TWAP and tau < 60 else None
+    model = probability_up(
+        s, k, tau, sigma, rule, 60.0, known, jump_rate=jump_rate, jump_var=jump_sd**2
+    )
+    assert 0.02 < model < 0.98
+    rng = random.Random(f"jumps{rule}{tau}")
+    n = 4000
+    ups = sum(
+        _settles_up_with_jumps(rng, s, k, tau, sigma, jump_rate, jump_sd, rule, 60.0)
+        for _ in range(n)
+    )
+    se = math.sqrt(model * (1 - model) / n)
+    assert ups / n == pytest.approx(model, abs=4 * se + 0.002)
+    plain = probability_up(s, k, tau, sigma, rule, 60.0, known)
+    assert abs(plain - ups / n) > abs(model - ups / n)
+
+
+def test_no_jumps_is_the_plain_formula_and_an_open_window_is_never_certain() -> None:
+    s, k = 100_500.0, 100_000.0
+    plain = probability_up(s, k, 60.0, 1e-4, SPOT)
+    assert probability_up(s, k, 60.0, 1e-4, SPOT, jump_rate=0.0, jump_var=1e-6) == plain
+    assert probability_up(s, k, 60.0, 1e-4, SPOT, jump_rate=0.1, jump_var=0.0) == plain
+    # Far from the price to beat with seconds left: the floor, not 100 %.
+    assert probability_up(s, k, 2.0, 1e-5, SPOT) == 1 - P_FLOOR
+    assert probability_up(k, s, 2.0, 1e-5, SPOT) == P_FLOOR
+    assert percentages(probability_up(s, k, 2.0, 1e-5, SPOT)) == (99.9, 0.1)
+    # Decided: the floor does not apply.
+    assert probability_up(s, k, 0.0, 1e-5, SPOT, jump_rate=0.1, jump_var=1e-6) == 1.0

@@ -88,7 +88,7 @@ class PriceSeries:
         self._version = 0
         self._vol_version = -1
         self._vol: volatility.Volatility | None = None
-        self._scale: tuple[float, int] = (1.0, 0)
+        self._history = volatility.History()
         self._scale_at = -math.inf
         self._scale_points = 0  # how many points the scale was measured on
         # Spans the feed may have missed (a reconnect): [last point before, first after or
@@ -201,8 +201,9 @@ class PriceSeries:
             return math.fsum(self._values[i:j]) / (j - i)
 
     def volatility(self) -> volatility.Volatility | None:
-        """The volatility estimate of this series (cached until a point arrives; the horizon
-        scale is recomputed at most every ``SCALE_EVERY_S``)."""
+        """The volatility estimate of this series (cached until a point arrives; what the
+        whole history says (scale, jumps, inflation) is recomputed at most every
+        ``SCALE_EVERY_S``)."""
         with self._lock:
             if self._vol_version == self._version:
                 return self._vol
@@ -221,9 +222,9 @@ class PriceSeries:
                 start = max(0, bisect.bisect_left(self._times, edge) - 1)
                 times, values = self._times[start:], self._values[start:]
         if recompute_scale:
-            self._scale = volatility.horizon_scale(times, values)
+            self._history = volatility.history(times, values)
             self._scale_at, self._scale_points = clocks.monotonic(), len(times)
-        estimate = volatility.estimate(times, values, self._scale)
+        estimate = volatility.estimate(times, values, self._history)
         with self._lock:
             self._vol, self._vol_version = estimate, version
         return estimate

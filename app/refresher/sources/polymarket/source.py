@@ -415,7 +415,17 @@ class PolymarketSource:
                 if not spot.covered(start_ms, ts_ms, MAX_GAP_MS):
                     return None, None, sigma, scale  # a hole in the part already averaged
                 known_mean = spot.mean(start_ms, ts_ms) or price
-        p_up = probability_up(price, k, tau, vol.sigma, market.rule, market.lookback_s, known_mean)
+        p_up = probability_up(
+            price,
+            k,
+            tau,
+            vol.sigma,
+            market.rule,
+            market.lookback_s,
+            known_mean,
+            jump_rate=vol.jump_rate,
+            jump_var=vol.jump_var,
+        )
         self.model_p_up = p_up
         up, down = percentages(p_up)
         return up, down, sigma, scale
