@@ -68,6 +68,12 @@ bench-failover: $(BIN)/activate
 bench-backtest: $(BIN)/activate
 	$(BIN)/python -m bench.backtest --hours $(or $(BACKTEST_HOURS),6)
 
+.PHONY: bench-real
+## bench-real DATA=folder: the model on public real data (bench/real.py; DATA searched for klines, outcomes, books)
+bench-real: $(BIN)/activate
+	@test -n "$(strip $(DATA))" || { echo 'usage: make bench-real DATA=folder [BENCH_REAL_ARGS="--rule twap --json out.json --chart docs/real-reliability.svg"]' >&2; exit 2; }
+	$(BIN)/python -m bench.real "$(DATA)" $(BENCH_REAL_ARGS)
+
 ## bench-truth: the live source against a moving stand-in market: P(up) vs the exact value (7 min)
 bench-truth: $(BIN)/activate
 	$(BIN)/python -m bench.truth --seconds $(or $(TRUTH_SECONDS),420)
