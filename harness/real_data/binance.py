@@ -109,6 +109,13 @@ def line(t: float, src: str, **fields: Any) -> dict[str, Any]:
     return {"t": round(t, 6), "src": src, **fields}
 
 
+def gamma_line(at: float, market: FakeMarket) -> dict[str, Any]:
+    """The tape line of Gamma answering ``market``'s event at ``at``."""
+    frame = json.dumps(market.event())
+    url = GAMMA_URL + market.slug
+    return line(at, "gamma", method="GET", url=url, body=None, status=200, frame=frame)
+
+
 def _stamped(message: dict[str, Any], t: float) -> str:
     # The fakes put the wall clock in the envelope's timestamp; on a tape it is tape time.
     message["timestamp"] = round(t * 1000)
@@ -233,17 +240,7 @@ def _gamma(markets: _Markets, start: int, end: int) -> Iterator[dict[str, Any]]:
     t0 = math.floor(start / WINDOW_S) * WINDOW_S
     while t0 - GAMMA_AHEAD_S <= end:
         market = markets.get(t0)
-        frame = json.dumps(market.event())
-        at = max(start + 0.002, t0 - GAMMA_AHEAD_S)
-        yield line(
-            at,
-            "gamma",
-            method="GET",
-            url=GAMMA_URL + market.slug,
-            body=None,
-            status=200,
-            frame=frame,
-        )
+        yield gamma_line(max(start + 0.002, t0 - GAMMA_AHEAD_S), market)
         t0 += WINDOW_S
 
 

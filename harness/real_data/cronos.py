@@ -35,7 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.fake_polymarket import SLUG_PREFIX, WINDOW_S, FakeMarket
-from harness.real_data.binance import DOWN, GAMMA_AHEAD_S, GAMMA_URL, UP, line
+from harness.real_data.binance import DOWN, GAMMA_AHEAD_S, UP, gamma_line, line
 
 COLUMNS = ["timestamp", "slug", "asset_id", "raw_data"]
 OUTCOME_WITHIN_S = 10.0
@@ -120,18 +120,7 @@ def lines(rows: list[Row]) -> list[dict[str, Any]]:
         return []
     out = []
     for market in markets(rows).values():
-        at = market.window_start - GAMMA_AHEAD_S
-        out.append(
-            line(
-                at,
-                "gamma",
-                method="GET",
-                url=GAMMA_URL + market.slug,
-                body=None,
-                status=200,
-                frame=json.dumps(market.event()),
-            )
-        )
+        out.append(gamma_line(market.window_start - GAMMA_AHEAD_S, market))
     first = min([rows[0].t, *(item["t"] for item in out)])
     out.append(line(first - 0.001, "clob-ws", event="connect"))
     out.extend(line(row.t, "clob-ws", frame=row.raw) for row in rows)
