@@ -34,6 +34,11 @@ UPSTREAM_ERRORS = Counter(
     "Upstream failures (a dropped socket, a failed request, an unusable answer), by feed.",
     ["feed"],
 )
+UPSTREAM_SUSPECT = Counter(
+    "probboard_upstream_suspect_total",
+    "Upstream input not believed (app.refresher.sources.polymarket.suspects), by feed and kind.",
+    ["feed", "kind"],
+)
 LEADING = Gauge(
     "probboard_refresher_leading",
     "1 while this refresher holds the publishing lease (sum over refreshers: 1).",
