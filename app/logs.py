@@ -4,7 +4,9 @@ Used by every process (web, refresher, CLI); it imports no web framework. Every 
 carries the request id of the request it was logged in (``-`` outside one; the web app
 supplies the id through ``set_request_id_source``).
 A redaction filter masks anything that looks like an API key, a bearer token, a session
-token or a cookie value, so a careless ``log.info("%s", headers)`` cannot leak one.
+token or a cookie value, so a careless ``log.info("%s", headers)`` cannot leak one. Keys and
+session tokens are found in the percent-decoded text too (``p%62k_...`` is ``pbk_...``) and
+masked where they stand in the line as written.
 """
 
 from __future__ import annotations
@@ -19,9 +21,13 @@ from collections.abc import Callable
 
 from app.config import Settings
 
-# A key or session token wherever it stands (after a letter, a digit, "%20" or "+"), its
-# underscore and body characters possibly URL-encoded ("pbk%5F...", "%2D").
-_TOKEN = re.compile(r"(?i)(pbk|pbs)(_|%5f)(?:[a-z0-9_-]|%[0-9a-f]{2})+")
+# A key or session token wherever it stands (after a letter, a digit, "%20" or "+"), matched
+# on the percent-decoded text when the line has a "%" (see _mask_tokens).
+_TOKEN = re.compile(r"(?i)(?P<prefix>pbk|pbs)_(?P<body>[a-z0-9_-]+)")
+_ESCAPE = re.compile(r"%([0-9a-fA-F]{2})")
+# Decoded this many times at most: a key encoded twice over (a client that quotes an already
+# quoted URL) is still found, and a line of "%252525..." cannot make it loop per level.
+_DECODINGS = 3
 # An Authorization scheme and its credentials, the space possibly encoded ("Bearer%20...").
 _SCHEME = re.compile(r"(?i)\b(bearer|basic|token|digest)(\s+|%20|\+)[^\s\"',;&]+")
 # A sensitive name, a separator (header, dict, JSON, tuple or k=v form), then the value: a
@@ -46,11 +52,57 @@ def _mask_sensitive(match: re.Match[str]) -> str:
     return f"{match.group(1)}{match.group(2)}{quote}[redacted]{quote}"
 
 
+def _decoded(text: str) -> tuple[str, list[int]]:
+    """``text`` with its ``%XX`` escapes decoded (up to ``_DECODINGS`` times), and where each
+    decoded character starts in ``text`` (one entry more: the end of the last one)."""
+    starts = list(range(len(text) + 1))
+    for _ in range(_DECODINGS):
+        if "%" not in text:
+            break
+        pieces: list[str] = []
+        kept: list[int] = []
+        done = 0
+        for escape in _ESCAPE.finditer(text):
+            pieces += [text[done : escape.start()], chr(int(escape.group(1), 16))]
+            kept += starts[done : escape.start() + 1]
+            done = escape.end()
+        if not pieces:
+            break
+        pieces.append(text[done:])
+        kept += starts[done:]
+        text, starts = "".join(pieces), kept
+    return text, starts
+
+
+def _mask_tokens(text: str) -> str:
+    """``text`` with the body of each key or session token masked, its prefix kept as written.
+
+    With a ``%`` in the line the match runs on the decoded text and each body is masked over
+    the span it came from, so ``p%62k_...`` or a fully encoded key is found and the rest of
+    the line stays byte for byte.
+    """
+    if "%" not in text:  # most lines: nothing to decode, one substitution
+        return _TOKEN.sub(r"\g<prefix>_[redacted]", text)
+    decoded, starts = _decoded(text)
+    pieces: list[str] = []
+    done = 0
+    for token in _TOKEN.finditer(decoded):
+        pieces += [text[done : starts[token.start("body")]], "[redacted]"]
+        done = starts[token.end("body")]
+    pieces.append(text[done:])
+    return "".join(pieces)
+
+
 def redact(text: str) -> str:
     """``text`` with key-, token-, credential- and cookie-like values masked."""
     text = _SENSITIVE.sub(_mask_sensitive, text)
     text = _SCHEME.sub(lambda m: f"{m.group(1)}{m.group(2)}[redacted]", text)
-    return _TOKEN.sub(r"\1\2[redacted]", text)
+    return _mask_tokens(text)
+
+
+def holds_secret(text: str) -> bool:
+    """True when ``redact`` would mask part of ``text`` (a key, token or credential in it)."""
+    return redact(text) != text
 
 
 def current_request_id() -> str:

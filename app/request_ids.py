@@ -1,7 +1,11 @@
 """Request ids: every response carries ``X-Request-ID`` and every log line of a request its id.
 
-The caller's id is kept when it is sane (1 to 128 of ``A-Za-z0-9._:-``); otherwise a new one is
-made. The id is settled in the WSGI layer, before Flask sees the request, and added to the
+The caller's id is kept when it is a plain id: 1 to 128 of ``A-Za-z0-9._:-`` and nothing the
+log mask would touch (a key or session token such as ``pbk_...``, or ``x-api-key:...``);
+otherwise a new one is made. The id field of a log line is written as it is, so an id
+holding a key would put the key in every line of its request.
+
+The id is settled in the WSGI layer, before Flask sees the request, and added to the
 response headers as they are sent: every answer carries one whichever step produced it (a
 blocked address refused first, an error handler, the stream), and no Flask hook runs for it.
 """
@@ -16,14 +20,19 @@ from typing import TYPE_CHECKING, Any
 
 from flask import Flask, has_request_context, request
 
-from app.logs import set_request_id_source
+from app.logs import holds_secret, set_request_id_source
 
 if TYPE_CHECKING:
     from _typeshed.wsgi import StartResponse, WSGIApplication, WSGIEnvironment
 
 REQUEST_ID_HEADER = "X-Request-ID"
 ENVIRON_KEY = "probboard.request_id"
-_VALID_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+_PLAIN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def is_plain_id(value: str) -> bool:
+    """True when a caller's ``value`` may stand as the request id, in logs and answers."""
+    return _PLAIN_ID.fullmatch(value) is not None and not holds_secret(value)
 
 
 def current_request_id() -> str:
@@ -55,7 +64,7 @@ class RequestIds:
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """Serve ``environ`` with its id in ``environ[ENVIRON_KEY]`` and in the response."""
         incoming = environ.get("HTTP_X_REQUEST_ID")
-        if incoming is None or not _VALID_REQUEST_ID.fullmatch(incoming):
+        if incoming is None or not is_plain_id(incoming):
             incoming = self._new_id()
         environ[ENVIRON_KEY] = incoming
 

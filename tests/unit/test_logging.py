@@ -9,11 +9,13 @@ from typing import Any
 
 import pytest
 from flask import Flask, request
+from flask.testing import FlaskClient
 
 from app.logs import redact
 from app.web import create_app
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
+from tests.support.encoding import percent_decodings, percent_encoded
 from tests.support.logs import captured_log
 
 API_KEY = "pbk_Secr3tKeyValue0123456789abcdefXYZ"
@@ -210,6 +212,10 @@ def test_redact_masks_the_whole_value_of_a_sensitive_header(text: str, secret: s
         "GET /api/probboard/latest 200 in 3ms",
         "refresher started: source=simulated tick=500ms",
         "board seq=1767225600123 p_up=61.25",
+        "GET /search?q=100%25%20sure&x=%41%42%43 HTTP/1.1",
+        "progress 50% done, 100%",
+        "GET /api/probboard/latest?k=pbk HTTP/1.1",
+        "bad escapes %zz %4 %",
     ],
 )
 def test_redact_leaves_ordinary_text_alone(text: str) -> None:
@@ -315,3 +321,91 @@ def test_redact_masks_a_key_without_a_word_boundary_before_it(form: str) -> None
 
     left = sorted(w for w in body_windows(LOOSE_BODY) if w in cleaned)
     assert not left, f"{form}: {cleaned!r} still holds {left[:3]}"
+
+
+# -- percent-encoded keys (decoded before matching, masked where they stand) --------------------
+
+
+PERCENT_FORMS = {
+    "one-prefix-letter": "GET /api/probboard/latest?k=p%62k_{body} HTTP/1.1",
+    "prefix-letter-lower-case-hex": "GET /api/probboard/latest?k=pb%6b_{body} HTTP/1.1",
+    "whole-prefix": "GET /api/probboard/latest?k=%70%62%6B%5F{body} HTTP/1.1",
+    "prefix-plain-body-encoded": "GET /api/probboard/latest?k=pbk_{encoded} HTTP/1.1",
+    "prefix-and-body-encoded": "GET /api/probboard/latest?k={encoded_key} HTTP/1.1",
+    "double-encoded": "GET /api/probboard/latest?k=p%2562k%255F{body} HTTP/1.1",
+    "session-prefix-letter": "GET /api/probboard/latest?s=p%62s_{body} HTTP/1.1",
+    "upper-case-prefix": "GET /api/probboard/latest?k=%50B%4B_{body} HTTP/1.1",
+    "after-a-letter": "GET /api/probboard/latest?k=xp%62k_{body} HTTP/1.1",
+    "access-log-line": (
+        '127.0.0.1 - - [23/Nov/2026:22:21:55 +0000] "GET /api/keys/verify?k=p%62k_{body} '
+        'HTTP/1.1" 401 69 "https://x.example/?key=%70bk%5f{body}" "probe/1.0"'
+    ),
+}
+
+
+@pytest.mark.parametrize("form", list(PERCENT_FORMS))
+def test_redact_masks_a_percent_encoded_key(form: str) -> None:
+    """Figure: runs of 8 characters of the body left, in the line or any decoding of it = 0."""
+    text = PERCENT_FORMS[form].format(
+        body=LOOSE_BODY,
+        encoded=percent_encoded(LOOSE_BODY),
+        encoded_key=percent_encoded("pbk_" + LOOSE_BODY),
+    )
+    cleaned = redact(text)
+
+    left = sorted(
+        w for view in percent_decodings(cleaned) for w in body_windows(LOOSE_BODY) if w in view
+    )
+    assert not left, f"{form}: {cleaned!r} still holds {left[:3]}"
+    assert "[redacted]" in cleaned
+    assert redact(cleaned) == cleaned  # idempotent
+
+
+def test_redact_masks_only_the_span_of_an_encoded_key() -> None:
+    """What stands around the key, and its prefix as written, are kept byte for byte."""
+    text = f"GET /a%20b?k=p%62k_{LOOSE_BODY}&next=%41%42 HTTP/1.1"
+
+    assert redact(text) == "GET /a%20b?k=p%62k_[redacted]&next=%41%42 HTTP/1.1"
+
+
+# -- a request id that holds a key is never taken -----------------------------------------------
+
+SECRET_REQUEST_IDS = {
+    "an API key": "pbk_" + LOOSE_BODY,
+    "a session token": "pbs_" + LOOSE_BODY,
+    "a key after letters": "req-pbk_" + LOOSE_BODY,
+    "an upper-case prefix": "PBK_" + LOOSE_BODY,
+}
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+@pytest.mark.parametrize("name", list(SECRET_REQUEST_IDS))
+def test_a_request_id_holding_a_key_is_replaced_and_never_logged(
+    name: str, log_format: str
+) -> None:
+    """The id field of a log line is not the message: the key must not reach it either."""
+    app = create_app({**BASE_CONFIG, "LOG_FORMAT": log_format})
+    add_logging_route(app)
+    given = SECRET_REQUEST_IDS[name]
+
+    with captured_log() as buffer:
+        response = app.test_client().get("/_test/log", headers={"X-Request-ID": given})
+
+    assert response.status_code == 204
+    returned = response.headers["X-Request-ID"]
+    assert re.fullmatch(r"[0-9a-f]{32}", returned), returned
+    output = buffer.getvalue()
+    left = sorted(w for w in body_windows(LOOSE_BODY) if w in output)
+    assert not left, f"{name}: the log holds {left[:3]}:\n{output}"
+    mine = [line for line in output.splitlines() if "handled the thing" in line]
+    assert len(mine) == 1 and returned in mine[0]
+
+
+@pytest.mark.parametrize("request_id", ["pbk", "pbk-123", "pbs.7", "my-trace-pbk"])
+def test_a_plain_request_id_near_the_key_prefix_is_kept(
+    client: FlaskClient, request_id: str
+) -> None:
+    """Only what the log mask would touch is refused: a plain id that merely starts alike stays."""
+    response = client.get("/api/health", headers={"X-Request-ID": request_id})
+
+    assert response.headers["X-Request-ID"] == request_id

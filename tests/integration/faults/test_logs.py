@@ -6,9 +6,10 @@ format: client, Basic-auth user, request line, status, Referer and User-Agent), 
 workers, a redis-server and the refresher; accounts are on a PostgreSQL database of this
 module's own, made with the documented CLI. Requests carry keys and session tokens where a
 mask that needs a word boundary before ``pbk_`` misses them: after ``%20``, a letter or a
-digit, inside a word, with the underscore URL-encoded, in headers the access log prints, in
-request lines gunicorn refuses (its "Invalid request from ip=..." line), and issued keys on
-requests that fail.
+digit, inside a word, with the underscore URL-encoded, percent-encoded in part or in whole
+(``p%62k_...``, once or twice), in headers the access log prints, in request lines gunicorn
+refuses (its "Invalid request from ip=..." line), issued keys on requests that fail, and a
+key sent as the ``X-Request-ID`` of requests that log a line of the app.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from harness.accounts import (
 )
 from harness.processes import RedisServer, Service, wait_until
 from tests.support.contract import validated
+from tests.support.encoding import percent_decodings, percent_encoded
 
 LATEST = "/api/probboard/latest"
 VERIFY = "/api/keys/verify"
@@ -62,9 +64,14 @@ def body_of(secret: str) -> str:
 
 
 def leaks(body: str, text: str) -> list[str]:
-    """The lines of ``text`` holding any ``WINDOW`` consecutive characters of ``body``."""
+    """The lines of ``text`` holding any ``WINDOW`` consecutive characters of ``body``, as
+    written or percent-decoded up to three times (an encoded key is still the key)."""
     windows = {body[i : i + WINDOW] for i in range(len(body) - WINDOW + 1)}
-    return [line for line in text.splitlines() if any(w in line for w in windows)]
+    return [
+        line
+        for line in text.splitlines()
+        if any(w in view for view in percent_decodings(line) for w in windows)
+    ]
 
 
 def get(port: int, path: str, headers: Mapping[str, str] | None = None) -> int:
@@ -107,7 +114,7 @@ def probes(accounts: Accounts) -> list[Probe]:
     def url(name: str, template: str, expected: int = 200) -> None:
         """A request whose URL holds a fresh random body in ``template``'s ``{body}``."""
         body = secrets.token_urlsafe(32)
-        path = template.format(body=body)
+        path = template.format(body=body, encoded_key=percent_encoded("pbk_" + body))
 
         def send(port: int) -> None:
             """Send it; the status must be the expected one."""
@@ -124,6 +131,11 @@ def probes(accounts: Accounts) -> list[Probe]:
     url("query: session after a letter (xpbs_)", LATEST + "?session=xpbs_{body}")
     url("query: session, URL-encoded underscore (pbs%5F)", LATEST + "?s=pbs%5F{body}")
     url("query: session Bearer%20pbs_", LATEST + "?auth=Bearer%20pbs_{body}")
+    url("query: a prefix letter percent-encoded (p%62k_)", LATEST + "?k=p%62k_{body}")
+    url("query: the whole prefix percent-encoded", LATEST + "?k=%70%62%6B%5F{body}")
+    url("query: prefix and body percent-encoded", LATEST + "?k={encoded_key}")
+    url("query: percent-encoded twice (p%2562k_)", LATEST + "?k=p%2562k%255F{body}")
+    url("query: session, a prefix letter percent-encoded (p%62s_)", LATEST + "?s=p%62s_{body}")
 
     def header(name: str, headers: Mapping[str, str], body: str, expected: int) -> None:
         """A request with ``headers``; the access log prints Referer and User-Agent."""
@@ -192,6 +204,23 @@ def probes(accounts: Accounts) -> list[Probe]:
         f"GARBAGE {VERIFY}?auth=Bearer%20{key}\r\n\r\n".encode(),
         body_of(key),
     )
+
+    key = well_formed_unknown_key()
+
+    def key_as_request_id(port: int) -> None:
+        """Failed attempts, each with ``key`` as its request id, until the address is over
+        its failed-key limit: the worker logs a line of the app in the request."""
+        headers = {"X-Request-ID": key, "X-API-Key": well_formed_unknown_key()}
+        statuses = []
+        for _ in range(40):
+            statuses.append(get(port, VERIFY, headers))
+            if statuses[-1] == 429:
+                return
+        raise AssertionError(f"no 429 after {len(statuses)} failed attempts: {statuses}")
+
+    found.append(
+        Probe("X-Request-ID: a key, on requests that log a line", body_of(key), key_as_request_id)
+    )
     return found
 
 
@@ -203,10 +232,11 @@ def well_formed_unknown_key() -> str:
 def test_no_key_or_session_body_in_clear_in_any_log(
     service: Service, fresh_redis: RedisServer, accounts: Accounts
 ) -> None:
-    """Figure: requests whose key or token body is found in clear in a log = 0 (of 17).
+    """Figure: requests whose key or token body is found in clear in a log = 0 (of 23).
 
     A body counts as found when any 8 consecutive characters of it are in the gunicorn log
-    (access log, error log, app lines) or in the refresher's log.
+    (access log, error log, app lines) or in the refresher's log, as written or
+    percent-decoded.
     """
     service.env.update(
         REDIS_URL=fresh_redis.url,
@@ -235,6 +265,7 @@ def test_no_key_or_session_body_in_clear_in_any_log(
         "the access log is not on: " + web.output()[-2000:]
     )
     wait_until(lambda: web.output().count("Invalid request from") >= 2, timeout=5)
+    assert "failed key attempts from" in web.output(), web.output()[-2000:]
     logs = {"gunicorn": web.output(), "refresher": refresher.output()}
 
     found = {
