@@ -2,7 +2,13 @@
 
 Polymarket's sockets expect a text ``PING`` at an interval (not WebSocket pings). Any
 failure (refused, dropped, silent for ``SILENCE_S``, unparseable) ends the connection; the
-thread reconnects with exponential backoff and full jitter, and logs once per outage.
+thread reconnects with exponential backoff and full jitter. The backoff starts afresh after
+a healthy session (data over ``HEALTHY_S`` at least), so a feed that drops now and then
+reconnects as fast as the first time, while one that fails at once keeps backing off.
+
+An outage is logged twice: a WARNING with its reason when it starts, an INFO with its length
+and the number of attempts when it ends, which is when data flows again (a connection that
+opens and drops at once is part of the outage, not its end).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ log = logging.getLogger(__name__)
 
 BACKOFF_FIRST_S = 0.5
 BACKOFF_MAX_S = 15.0
+HEALTHY_S = 5.0  # a session that delivered data over this long: the next backoff starts afresh
 SILENCE_S = 30.0  # no DATA for this long (pongs do not count): reconnect
 
 
@@ -82,6 +89,20 @@ class RecordedConnection:
             self._tape.event(self._src, "disconnect")
 
 
+class Outage:
+    """When a feed went down, and how many connections were tried since."""
+
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+        self.attempts = 0
+
+    def summary(self) -> str:
+        """``back after 3.2 s (2 attempts)``."""
+        length = time.monotonic() - self.started
+        plural = "" if self.attempts == 1 else "s"
+        return f"back after {length:.1f} s ({self.attempts} attempt{plural})"
+
+
 class Feed(threading.Thread):
     """Subclasses say what to subscribe to and what to do with each message."""
 
@@ -99,6 +120,9 @@ class Feed(threading.Thread):
         self._generation = 0  # bumped to force a resubscription
         self._ws: Connection | None = None  # the connection being read
         self.tape: Tape | None = None  # set before start() to record every frame
+        self._outage: Outage | None = None  # down since, until data flows again
+        self._data_since: float | None = None  # first data on this session (monotonic s)
+        self._data_last = 0.0
 
     def subscription(self) -> list[str] | None:
         """Text frames to send after connecting; None while there is nothing to watch."""
@@ -141,27 +165,50 @@ class Feed(threading.Thread):
     def run(self) -> None:
         """Connect and reconnect until the stop event is set."""
         backoff = BACKOFF_FIRST_S
-        failing = False
         while not self.stop_event.is_set():
             frames = self.subscription()
             if not frames:
                 self.stop_event.wait(0.2)
                 continue
+            if self._outage is not None:
+                self._outage.attempts += 1
+            self._data_since = None
             try:
                 self._session(self._open(), frames)
-                backoff = BACKOFF_FIRST_S
+                backoff = BACKOFF_FIRST_S  # ended on our side (a resubscription)
             except Exception as exc:  # any failure: reconnect later
                 UPSTREAM_ERRORS.labels(self.name_for_logs).inc()
-                if not failing:
-                    log.warning("%s: %s (%s); reconnecting", self.name_for_logs, exc, self.url)
-                failing = True
-            else:
-                failing = False
+                if self._was_healthy():
+                    backoff = BACKOFF_FIRST_S
+                self._down(exc)
             self.connected = False
             if self.stop_event.is_set():
                 break
             self.stop_event.wait(random.uniform(0, backoff))  # noqa: S311 - jitter
             backoff = min(BACKOFF_MAX_S, backoff * 2)
+
+    def _down(self, reason: Exception) -> None:
+        """A session failed: the start of an outage (logged), or one more failed attempt."""
+        if self._outage is None:
+            self._outage = Outage()
+            log.warning("%s: %s (%s); reconnecting", self.name_for_logs, reason, self.url)
+        else:
+            attempt = self._outage.attempts
+            log.debug("%s: attempt %d failed: %s", self.name_for_logs, attempt, reason)
+
+    def _was_healthy(self) -> bool:
+        """Whether the session that just ended delivered data over ``HEALTHY_S`` at least."""
+        return self._data_since is not None and self._data_last - self._data_since >= HEALTHY_S
+
+    def _heard(self) -> None:
+        """Data arrived: the session is alive, and an outage (if any) is over."""
+        now = time.monotonic()
+        if self._data_since is None:
+            self._data_since = now
+        self._data_last = now
+        if self._outage is not None:
+            log.info("%s: %s", self.name_for_logs, self._outage.summary())
+            self._outage = None
 
     def _session(self, ws: Connection, frames: list[str]) -> None:
         self._ws = ws
@@ -181,7 +228,9 @@ class Feed(threading.Thread):
             UPSTREAM_RECONNECTS.labels(self.name_for_logs).inc()
         self._connected_before = True
         self.on_connect()
-        log.info("%s: connected to %s", self.name_for_logs, self.url)
+        # In an outage the line that matters is the one when data flows again (``_heard``).
+        level = logging.INFO if self._outage is None else logging.DEBUG
+        log.log(level, "%s: connected to %s", self.name_for_logs, self.url)
         last_ping = last_heard = time.monotonic()
         while not self.stop_event.is_set() and generation == self._generation:
             for frame in self.pending():
@@ -201,6 +250,7 @@ class Feed(threading.Thread):
                 continue
             if self.receive(raw):
                 last_heard = time.monotonic()
+                self._heard()
 
     def receive(self, raw: str | bytes) -> bool:
         """Parse and handle one received frame (the live loop and a replay both call this);
