@@ -52,6 +52,32 @@ text ``PING`` with ``PONG`` and can drop its connections (``drop()``: the socket
 close), refuse new ones (``refuse = True``: HTTP 503 at the handshake), go silent
 (``silent = True``: nothing at all, not even ``PONG``) or freeze the current connections
 (``freeze()``: ``PONG`` still answered, no data, as the real RTDS is known to do).
+
+Faults of VALUE (issue 27): well-formed answers that are wrong. Each is a switch a test turns
+on, leaves on for a while and turns off; all are off by default, and off they change nothing
+on the wire.
+
+- Every HTTP fake: ``trickle_bps > 0`` writes each answer (status line, headers and body) at
+  that many bytes a second; ``trickles`` records each such exchange and whether the client
+  abandoned it (``Trickle``). An exchange under way keeps trickling after the switch is off.
+- ``gamma``: ``window_offset = -1 | +1`` answers the previous / next window's event for a
+  slug; ``same_tokens = True`` writes ``clobTokenIds`` as ``[UP, UP]``;
+  ``price_to_beat_override`` is put as ``eventMetadata.priceToBeat`` whatever its type (the
+  string ``"1e400"``...); ``trickle_windows`` limits ``trickle_bps`` to those windows' slugs.
+- ``site``: ``open_price_override`` is every answer's ``openPrice`` (``45000.0``, ``1e308``,
+  ``math.inf``, which JSON writes as the token ``Infinity``).
+- ``clob_ws``: ``junk_books = True`` makes every ``book`` snapshot's levels unreadable (the
+  subscription replies and ``send_books()``); ``top_override = (bid, ask)`` puts those raw
+  strings (``"-0"``, ``"1e-400"``) in every ``best_bid_ask``; ``quiet = True`` pauses
+  ``keep_alive`` (a quiet market).
+- ``rtds``: ``send_point`` sends one update with any stamp and any raw value (a point from
+  the future, ``"1.5"``, ``2``, ``"1e308"``), never recorded in the history;
+  ``spot_glitch`` replaces the spot ``live()`` sends by what it returns (``+50 %``, junk)
+  while the history keeps the true value; ``flood_errors(per_s)`` sends that many error
+  frames a second, each different (0 stops); ``send_history`` sends any history snapshot
+  (several MB of points); ``drop_after(healthy_s, times)`` drops the connections each time
+  one has been up ``healthy_s`` (``drops``, ``accepted_at`` give the reconnect delays);
+  ``hole`` removes points from the history, ``value_at`` reads the one in force at a time.
 """
 
 from __future__ import annotations
@@ -62,6 +88,8 @@ import hashlib
 import json
 import math
 import random
+import select
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -351,11 +379,32 @@ class Hit:
     at: float = field(default_factory=time.monotonic)  # when it arrived (monotonic s)
 
 
+@dataclass
+class Trickle:
+    """One answer written slowly (``trickle_bps``): when it began and how it ended."""
+
+    path: str
+    started: float  # monotonic s
+    ended: float | None = None  # monotonic s; None while still trickling
+    outcome: str = "trickling"  # then "abandoned" (the client closed), "sent" or "stopped"
+    sent_bytes: int = 0
+
+    @property
+    def lasted_s(self) -> float:
+        """How long the exchange has lasted (so far, while it is still trickling)."""
+        return (self.ended if self.ended is not None else time.monotonic()) - self.started
+
+
+TRICKLE_POLL_S = 0.05  # how often a trickling answer looks whether the client has gone
+
+
 class _HttpFake:
     """A ThreadingHTTPServer; ``mode`` is ``ok``, ``error`` (500) or ``hang``."""
 
     def __init__(self) -> None:
         self.mode = "ok"
+        self.trickle_bps = 0.0  # > 0: answers written at this many bytes a second
+        self.trickles: list[Trickle] = []
         self.hits: list[Hit] = []
         self._stopping = threading.Event()
         self._server: ThreadingHTTPServer | None = None
@@ -416,6 +465,10 @@ class _HttpFake:
         else:
             status, payload = self.route(method, parts.path, query, body)
         data = json.dumps(payload).encode()
+        rate = self.trickle_rate(parts.path, query)
+        if rate > 0:
+            self._trickle(handler, parts.path, status, data, rate)
+            return
         with contextlib.suppress(OSError):
             handler.send_response(status)
             handler.send_header("Content-Type", "application/json")
@@ -427,13 +480,74 @@ class _HttpFake:
         """(status, JSON payload) for a request; each fake its own routes."""
         raise NotImplementedError
 
+    def trickle_rate(self, path: str, query: dict[str, str]) -> float:
+        """Bytes a second to write this request's answer at (0: all at once)."""
+        return self.trickle_bps
+
+    def _trickle(
+        self, handler: BaseHTTPRequestHandler, path: str, status: int, data: bytes, rate: float
+    ) -> None:
+        """Write the whole answer, status line and headers included, ``rate`` bytes a second,
+        until it is sent, the client closes the connection or the fake stops."""
+        head = (
+            f"{handler.protocol_version} {status} {handler.responses[status][0]}\r\n"
+            f"Server: {handler.version_string()}\r\n"
+            f"Date: {handler.date_time_string()}\r\n"
+            "Content-Type: application/json\r\n"
+            f"Content-Length: {len(data)}\r\n\r\n"
+        )
+        raw = head.encode() + data
+        record = Trickle(path, time.monotonic())
+        self.trickles.append(record)
+        handler.close_connection = True
+        outcome = "sent"
+        for i in range(len(raw)):
+            due = record.started + i / rate
+            while time.monotonic() < due and outcome == "sent":
+                if self._stopping.is_set():
+                    outcome = "stopped"
+                elif _client_gone(handler.connection):
+                    outcome = "abandoned"
+                else:
+                    time.sleep(min(TRICKLE_POLL_S, max(0.0, due - time.monotonic())))
+            if outcome != "sent":
+                break
+            try:
+                handler.wfile.write(raw[i : i + 1])
+            except OSError:
+                outcome = "abandoned"
+                break
+            record.sent_bytes = i + 1
+        record.outcome, record.ended = outcome, time.monotonic()
+
+
+def _client_gone(connection: socket.socket) -> bool:
+    """Whether the client has closed its end (readable, and nothing to read: EOF). A client
+    waiting for its answer sends nothing more, so readable means it has gone."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
 
 class FakeGamma(_HttpFake):
-    """``GET /events/slug/{slug}`` (also ``/events?slug=`` and ``/markets/slug/{slug}``)."""
+    """``GET /events/slug/{slug}`` (also ``/events?slug=`` and ``/markets/slug/{slug}``).
+
+    Faults (all off by default): ``window_offset`` windows away from the one asked for is
+    the event answered (-1: the previous window's, with its own slug, times and tokens);
+    ``same_tokens`` writes UP's token for every outcome; ``price_to_beat_override`` is the
+    raw JSON value of ``eventMetadata.priceToBeat``; ``trickle_windows`` (with
+    ``trickle_bps``) trickles only the answers about those windows (empty: every answer).
+    """
 
     def __init__(self, world: FakePolymarket) -> None:
         super().__init__()
         self.world = world
+        self.window_offset = 0
+        self.same_tokens = False
+        self.price_to_beat_override: object | None = None
+        self.trickle_windows: set[int] = set()
 
     def lookups(self) -> list[int]:
         """The windows looked up by slug so far, in order."""
@@ -444,24 +558,48 @@ class FakeGamma(_HttpFake):
                 starts.append(int(slug[len(SLUG_PREFIX) :]))
         return starts
 
-    def _market(self, slug: str) -> FakeMarket | None:
+    @staticmethod
+    def _window_of(slug: str) -> int | None:
         if not slug.startswith(SLUG_PREFIX) or not slug[len(SLUG_PREFIX) :].isdigit():
             return None
-        return self.world.market(int(slug[len(SLUG_PREFIX) :]))
+        return int(slug[len(SLUG_PREFIX) :])
+
+    def _event(self, slug: str) -> dict[str, Any] | None:
+        """The event answered for ``slug``: its window's, or as the faults switched on say."""
+        window = self._window_of(slug)
+        if window is None:
+            return None
+        market = self.world.market(window + self.window_offset * WINDOW_S)
+        if market is None:
+            return None
+        event = market.event()
+        if self.same_tokens:
+            raw = event["markets"][0]
+            raw["clobTokenIds"] = json.dumps([market.up_token for _ in market.outcomes])
+        if self.price_to_beat_override is not None:
+            event.setdefault("eventMetadata", {})["priceToBeat"] = self.price_to_beat_override
+        return event
 
     def route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
         """The Gamma routes; 404 for an unknown or unlisted slug."""
         not_found = {"type": "not found error", "error": "id not found"}
         if method == "GET" and path.startswith("/events/slug/"):
-            market = self._market(path.rsplit("/", 1)[-1])
-            return (200, market.event()) if market else (404, not_found)
+            event = self._event(path.rsplit("/", 1)[-1])
+            return (200, event) if event else (404, not_found)
         if method == "GET" and path == "/events":
-            market = self._market(query.get("slug", ""))
-            return 200, [market.event()] if market else []
+            event = self._event(query.get("slug", ""))
+            return 200, [event] if event else []
         if method == "GET" and path.startswith("/markets/slug/"):
-            market = self._market(path.rsplit("/", 1)[-1])
-            return (200, market.event()["markets"][0]) if market else (404, not_found)
+            event = self._event(path.rsplit("/", 1)[-1])
+            return (200, event["markets"][0]) if event else (404, not_found)
         return 404, not_found
+
+    def trickle_rate(self, path: str, query: dict[str, str]) -> float:
+        """``trickle_bps`` for the answers about ``trickle_windows`` (all when empty)."""
+        if self.trickle_bps <= 0 or not self.trickle_windows:
+            return self.trickle_bps
+        slug = query.get("slug", "") if path == "/events" else path.rsplit("/", 1)[-1]
+        return self.trickle_bps if self._window_of(slug) in self.trickle_windows else 0.0
 
 
 class FakeClobRest(_HttpFake):
@@ -502,6 +640,8 @@ class FakeSite(_HttpFake):
     def __init__(self) -> None:
         super().__init__()
         self.open_prices: dict[int, float | None] = {}
+        # A fault: every answer's openPrice (45000.0, 1e308, math.inf: the token Infinity).
+        self.open_price_override: float | None = None
 
     def twap_queries(self) -> list[dict[str, str]]:
         """The crypto-price queries received with ``twapEnabled=true``, in order."""
@@ -521,6 +661,8 @@ class FakeSite(_HttpFake):
         except (KeyError, ValueError):
             return 400, {"error": "eventStartTime is required"}
         open_price = self.open_prices.get(t0)  # the spot at T0, even with twapEnabled=true
+        if self.open_price_override is not None:
+            open_price = self.open_price_override
         return 200, {
             "openPrice": open_price,
             "closePrice": None,
@@ -544,6 +686,7 @@ class _Client:
         self.pending: set[str] = set()  # CLOB: subscribed, waiting for a slow snapshot
         self.market_subscribed = False  # CLOB: its one ``type: "market"`` frame was taken
         self.topics: set[str] = set()
+        self.opened_at = time.monotonic()
         self._lock = threading.Lock()
 
     def send(self, text: str) -> None:
@@ -566,6 +709,7 @@ class _WsFake:
         self.refuse = False
         self.silent = False
         self.connections = 0  # accepted so far
+        self.accepted_at: list[float] = []  # monotonic time of each accepted connection
         self.pings = 0
         self.subscriptions: list[Any] = []  # every subscribe message received, parsed
         self._clients: list[_Client] = []
@@ -638,6 +782,7 @@ class _WsFake:
         with self._lock:
             self._clients.append(client)
             self.connections += 1
+            self.accepted_at.append(client.opened_at)
         try:
             for raw in connection:
                 text = raw if isinstance(raw, str) else raw.decode(errors="replace")
@@ -722,6 +867,10 @@ class FakeClobWs(_WsFake):
         self.refused: list[Any] = []  # every frame answered ``INVALID OPERATION``
         self.refuse_operations = False  # answer every operation ``INVALID OPERATION``
         self.snapshot_delay_s = 0.0  # > 0: slow snapshots, sent that late from a thread
+        self.junk_books = False  # a fault: every book snapshot's levels are unreadable
+        # A fault: the raw (best_bid, best_ask) strings of every best_bid_ask ("-0", "1e-400").
+        self.top_override: tuple[str, str] | None = None
+        self.quiet = False  # keep_alive sends nothing while set (a quiet market)
         # Held while a connection's assets change and while anything is sent, so a message
         # about an asset never overtakes the snapshot that brings the asset in.
         self._send_lock = threading.RLock()
@@ -805,10 +954,31 @@ class FakeClobWs(_WsFake):
             client.assets.update(assets)
             if not self.deliverable(client) or not self.is_open(client):
                 return
-            books = [self.world.book_json(a) for a in assets]
-            frame = [b | {"event_type": "book"} for b in books if b is not None]
+            books = [self._book_message(a) for a in assets]
+            frame = [b for b in books if b is not None]
             client.send(json.dumps(frame))  # a JSON ARRAY of snapshots ("[]" happens)
             self.snapshots_sent.append([b["asset_id"] for b in frame])
+
+    def _book_message(self, asset: str) -> dict[str, Any] | None:
+        """The ``book`` message of ``asset`` (its levels junk while ``junk_books``)."""
+        book = self.world.book_json(asset)
+        if book is None:
+            return None
+        if self.junk_books:
+            book["bids"], book["asks"] = junk_levels(), junk_levels()
+        return book | {"event_type": "book"}
+
+    def send_books(self, asset: str | None = None) -> None:
+        """A ``book`` snapshot (one object per message) of every asset each connection
+        watches, or only of ``asset``: the market channel resends books as trades happen."""
+        with self._send_lock:
+            for client in self.clients:
+                for watched in sorted(client.assets):
+                    if asset is not None and watched != asset:
+                        continue
+                    message = self._book_message(watched)
+                    if message is not None and self.deliverable(client):
+                        client.send(json.dumps(message))
 
     def broadcast(self, asset: str, message: dict[str, Any]) -> None:
         """Send ``message`` to every connection subscribed to ``asset``."""
@@ -876,6 +1046,8 @@ class FakeClobWs(_WsFake):
                     if book is None or not self.deliverable(client):
                         continue
                     best_bid, best_ask, _ = self.world.quote_texts(watched)
+                    if self.top_override is not None:
+                        best_bid, best_ask = self.top_override
                     message = {
                         "event_type": "best_bid_ask",
                         "market": self.world.condition_of(watched),
@@ -909,8 +1081,27 @@ class FakeClobWs(_WsFake):
                     client.send(text)
 
     def keep_alive(self, period_s: float = 0.1) -> None:
-        """Send ``best_bid_ask`` every ``period_s`` (a busy market: the books stay fresh)."""
-        self.every(period_s, self.send_best_bid_ask)
+        """Send ``best_bid_ask`` every ``period_s`` (a busy market: the books stay fresh),
+        except while ``quiet``."""
+
+        def beat() -> None:
+            if not self.quiet:
+                self.send_best_bid_ask()
+
+        self.every(period_s, beat)
+
+
+def junk_levels() -> list[dict[str, Any]]:
+    """Book levels none of which can be read: prices that are not numbers or out of [0, 1],
+    sizes that are not numbers."""
+    return [
+        {"price": "abc", "size": "10"},
+        {"price": "1.5", "size": "10"},
+        {"price": "-0.25", "size": "10"},
+        {"price": "NaN", "size": "10"},
+        {"price": "0.5", "size": "lots"},
+        {"price": None, "size": None},
+    ]
 
 
 class FakeRtds(_WsFake):
@@ -934,6 +1125,11 @@ class FakeRtds(_WsFake):
         self.history_delay_s = 0.0  # > 0: the snapshot comes that long after the subscription
         self.plain_full_accuracy = False  # the successor format: a plain decimal string
         self.paused = False  # pushes go into the history but are not delivered (a gap)
+        # A fault: live() sends what this returns instead of the true spot (kept in history).
+        self.spot_glitch: Callable[[Decimal], Any] | None = None
+        self.drops: list[float] = []  # monotonic time of each drop made by drop_after
+        self._flood_per_s = 0.0
+        self._flooding = False  # the flood's thread is running
         self._cursors: dict[int, tuple[BrownianPath, int]] = {}  # id(path) -> next second
 
     @staticmethod
@@ -1083,6 +1279,90 @@ class FakeRtds(_WsFake):
         for client in self.clients:
             self._error(client, status, message)
 
+    # -- faults of value ----------------------------------------------------------------
+    def send_point(self, topic: str, ts_ms: int, value: Any) -> None:
+        """One ``update`` on ``topic`` stamped ``ts_ms``, carrying ``value`` as it is given
+        (a Decimal as ``push`` writes it; anything else raw: ``"1.5"``, ``2``, ``"1e308"``),
+        to the connections on ``topic`` (none while ``paused``). Never recorded: a glitch on
+        the wire, not in the upstream's history."""
+        if isinstance(value, Decimal):
+            message = self.update(topic, ts_ms, value, plain_full_accuracy=self.plain_full_accuracy)
+        else:
+            payload = {"symbol": "btc/usd", "timestamp": ts_ms, "value": value}
+            message = {"topic": topic, "type": "update", "timestamp": now_ms(), "payload": payload}
+        if self.paused:
+            return
+        text = json.dumps(message)
+        for client in self.clients:
+            if topic in client.topics and self.deliverable(client):
+                client.send(text)
+
+    def send_history(self, points: Sequence[tuple[int, Decimal]], topic: str = SPOT_TOPIC) -> None:
+        """A history snapshot of ``points`` (any number: megabytes of them) to the connections
+        on ``topic``, as the server sends one (the spot's under ``crypto_prices``). Not
+        recorded."""
+        wire = SPOT_HISTORY_TOPIC if topic == SPOT_TOPIC else None
+        text = json.dumps(self.first_message(topic, list(points), wire_topic=wire))
+        for client in self.clients:
+            if topic in client.topics and self.deliverable(client):
+                client.send(text)
+
+    def flood_errors(self, per_s: float) -> None:
+        """Send about ``per_s`` error frames a second to every connection, each with a
+        message of its own (and three status codes in turn); 0 stops the flood."""
+        self._flood_per_s = per_s
+        with self._lock:
+            if self._flooding or per_s <= 0:
+                return
+            self._flooding = True
+        self._spawn(self._flood)
+
+    def _flood(self) -> None:
+        count = 0
+        step_s = 0.01
+        while not self._stopping.wait(step_s):
+            rate = self._flood_per_s
+            for _ in range(max(0, round(rate * step_s))):
+                count += 1
+                status = (400, 429, 500)[count % 3]
+                for client in self.clients:
+                    self._error(client, status, f"upstream trouble #{count} (request {count:x})")
+
+    def drop_after(self, healthy_s: float, times: int) -> None:
+        """In a thread, ``times`` times over: once a connection has been up ``healthy_s``,
+        drop every connection (its time goes to ``drops``)."""
+
+        def run() -> None:
+            dropped_at = -math.inf
+            for _ in range(times):
+                while not self._stopping.is_set():
+                    # Only connections opened since the last drop (a dropped one may linger
+                    # in the list for a moment).
+                    opened = [c.opened_at for c in self.clients if c.opened_at > dropped_at]
+                    if opened and time.monotonic() - min(opened) >= healthy_s:
+                        break
+                    self._stopping.wait(0.02)
+                if self._stopping.is_set():
+                    return
+                dropped_at = time.monotonic()
+                self.drops.append(dropped_at)
+                self.drop()
+
+        self._spawn(run)
+
+    def hole(self, start_ms: int, end_ms: int, topic: str = SPOT_TOPIC) -> None:
+        """Remove the recorded points stamped within [start_ms, end_ms] from the history (a
+        hole no history snapshot can fill)."""
+        with self._lock:
+            self.history[topic] = [p for p in self.history[topic] if not start_ms <= p[0] <= end_ms]
+
+    def value_at(self, ts_ms: int, topic: str = SPOT_TOPIC) -> Decimal | None:
+        """The recorded value in force at ``ts_ms``: the last point stamped at or before it."""
+        with self._lock:
+            series = self.history[topic]
+            i = bisect.bisect_right(series, ts_ms, key=lambda point: point[0])
+            return series[i - 1][1] if i else None
+
     def _error(self, client: _Client, status: int, message: str) -> None:
         frame = {"statusCode": status, "body": {"message": message}}
         if self.deliverable(client):
@@ -1154,7 +1434,13 @@ class FakeRtds(_WsFake):
             t = time.time()
             ts = int(t * 1000)
             for topic, price in series:
-                self.push(topic, ts, price(t))
+                glitch = self.spot_glitch if topic == SPOT_TOPIC else None
+                if glitch is None:
+                    self.push(topic, ts, price(t))
+                else:  # the wire says what the glitch makes of it; the history, the truth
+                    value = price(t)
+                    self._record(topic, ts, value)
+                    self.send_point(topic, ts, glitch(value))
 
         self.every(period_s, tick)
         return path
