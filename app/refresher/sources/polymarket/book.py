@@ -10,6 +10,12 @@ crossed, the asset is marked for a fresh REST snapshot (``wanted_snapshots``).
 Prices and sizes are decimal strings; the arrays' order is not to be trusted: best bid = max
 bid price, best ask = min ask price. An empty side is None, never 0 or 1 (the top's
 ``best_bid`` "0" and ``best_ask`` "1" mean empty, and so does an absent field).
+
+Nothing is believed unread: a level's price must lie strictly between 0 and 1 (no order
+rests at 0 or 1), a top's bid in [0, 1) and its ask in (0, 1] ("-0" or "1e-400" as an ask
+is garbage, not a free outcome). In a ``book`` snapshot
+unreadable levels are skipped, and a side whose levels are ALL unreadable refuses the
+snapshot whole (the old book stays, and ages), counted as ``junk_book``.
 """
 
 from __future__ import annotations
@@ -21,14 +27,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from app.refresher import clocks
+from app.refresher.sources.polymarket.suspects import Suspects
 
 
 def _price(value: Any) -> float | None:
+    """A price in [0, 1] (-0 read as 0), or None."""
+    if isinstance(value, bool):
+        return None
     try:
         price = float(value)
     except (TypeError, ValueError):
         return None
-    return price if math.isfinite(price) and 0.0 <= price <= 1.0 else None
+    return abs(price) if math.isfinite(price) and 0.0 <= price <= 1.0 else None
 
 
 def _size(value: Any) -> float | None:
@@ -39,17 +49,23 @@ def _size(value: Any) -> float | None:
     return size if math.isfinite(size) and size >= 0 else None
 
 
-def _levels(levels: Any) -> dict[float, float]:
+def _levels(levels: Any) -> dict[float, float] | None:
+    """The price -> size of a snapshot's side (an absent side is empty; unreadable levels,
+    a price outside (0, 1) or a size that is not a number, are skipped); None when levels
+    were sent and not one of them is readable."""
     book: dict[float, float] = {}
     if not isinstance(levels, list):
         return book
+    readable = 0
     for level in levels:
         if not isinstance(level, dict):
             continue
         price, size = _price(level.get("price")), _size(level.get("size"))
-        if price is not None and size is not None and size > 0:
-            book[price] = size
-    return book
+        if price is not None and size is not None and 0.0 < price < 1.0:
+            readable += 1
+            if size > 0:
+                book[price] = size
+    return book if readable or not levels else None
 
 
 def top_side(value: Any, empty: float) -> tuple[bool, float | None]:
@@ -58,7 +74,9 @@ def top_side(value: Any, empty: float) -> tuple[bool, float | None]:
     if value is None:
         return True, None
     price = _price(value)
-    if price is None:
+    # Only the bid's side may say 0 (empty) and only the ask's 1: an ask of 0 or a bid of 1
+    # is not a market.
+    if price is None or price == 1.0 - empty:
         return False, None
     return True, (None if price == empty else price)
 
@@ -81,8 +99,11 @@ class Quote:
 class Books:
     """Tops and level books of the tokens being watched; thread-safe."""
 
-    def __init__(self, on_change: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self, on_change: Callable[[], None] | None = None, suspects: Suspects | None = None
+    ) -> None:
         self._on_change = on_change  # called when a token's best bid or ask changes
+        self.suspects = suspects or Suspects("clob")
         self._bids: dict[str, dict[float, float]] = {}
         self._asks: dict[str, dict[float, float]] = {}
         self._quotes: dict[str, Quote] = {}
@@ -99,9 +120,13 @@ class Books:
         ``requested_at`` (monotonic) is when a REST request was sent: a top the socket told
         after that is newer than the snapshot and stays the quote.
         """
+        bid_levels, ask_levels = _levels(bids), _levels(asks)
+        if bid_levels is None or ask_levels is None:
+            self.suspects.note("junk_book", f"{via} book of {asset[:12]}...: unreadable levels")
+            return
         with self._lock:
-            self._bids[asset] = _levels(bids)
-            self._asks[asset] = _levels(asks)
+            self._bids[asset] = bid_levels
+            self._asks[asset] = ask_levels
             level_top = self._level_top(asset)
             quote = self._quotes.get(asset)
             newer_top = requested_at is not None and self._top_at.get(asset, -math.inf) > (
@@ -154,7 +179,9 @@ class Books:
     def top(self, asset: str, best_bid: Any, best_ask: Any, via: str) -> None:
         """The upstream's own top of book (a ``best_bid_ask`` message)."""
         with self._lock:
-            self._apply_top(asset, (best_bid, best_ask), via)
+            taken = self._apply_top(asset, (best_bid, best_ask), via)
+        if not taken and (best_bid, best_ask) != (None, None):
+            self.suspects.note("out_of_range", f"{via} top of {asset[:12]}...: unreadable")
 
     def forget(self, keep: set[str]) -> None:
         """Drop the books of tokens no longer watched."""

@@ -4,18 +4,26 @@ The slug is ``btc-updown-5m-<T0>`` with ``T0`` the window START (a multiple of 3
 ``event.markets[0]``, ``outcomes`` and ``clobTokenIds`` are JSON-encoded STRINGS; token ids
 pair with outcomes by position, and outcomes may come as ``["Down","Up"]``: pair by label.
 The settlement rule is read from each market (``cryptoMarketConfig`` / ``resolutionSource``).
+
+An answer is believed only when it is about the window asked for: the event's (and the
+market's) slug, ``eventStartTime`` and ``endDate`` those of the window, and two distinct
+tokens; anything else is an ``UpstreamError`` (another window's books must never sit beside
+this window's probability).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
 import httpx
 
 from app.refresher.model import SPOT, TWAP
+from app.refresher.sources.base import WINDOW_S
 
 TOKEN_ID = re.compile(r"[0-9]{1,78}")
 TWAP_STREAM = re.compile(r"twap-([0-9]{1,3})s")
@@ -24,6 +32,10 @@ MAX_LOOKBACK_S = 300
 
 class UpstreamError(Exception):
     """An upstream answered something we cannot use; the message says what."""
+
+
+class WrongMarketError(UpstreamError):
+    """Gamma answered about another window than the one asked for, or with unusable tokens."""
 
 
 @dataclass(frozen=True)
@@ -83,14 +95,42 @@ def settlement(market: dict[str, Any]) -> tuple[str, int | None]:
     return TWAP, None
 
 
+def _epoch(value: Any) -> int | None:
+    """Unix seconds of an ISO-8601 UTC time (``...Z``); None when it is not one."""
+    if not isinstance(value, str):
+        return None
+    try:
+        parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return int(parsed.timestamp()) if parsed.tzinfo is not None else None
+
+
+def check_window(event: dict[str, Any], market: dict[str, Any], window_start: int) -> None:
+    """``WrongMarketError`` unless the event and its market name the window asked for: the slug
+    (required on the event), and the window's times where they are given."""
+    slug = slug_for(window_start)
+    if event.get("slug") != slug:
+        raise WrongMarketError(f"asked for {slug}, the event is {str(event.get('slug'))[:80]!r}")
+    if "slug" in market and market["slug"] != slug:
+        raise WrongMarketError(f"asked for {slug}, the market is {str(market['slug'])[:80]!r}")
+    expected = {"eventStartTime": window_start, "endDate": window_start + WINDOW_S}
+    for owner in (event, market):
+        for name, t in expected.items():
+            if name in owner and _epoch(owner[name]) != t:
+                raise WrongMarketError(f"{slug}: {name} {str(owner[name])[:40]!r} is not {t}")
+
+
 def parse_event(event: Any, window_start: int) -> WindowMarket:
-    """The window market in a Gamma event object; ``UpstreamError`` when it does not fit."""
+    """The window market in a Gamma event object; ``UpstreamError`` when it does not fit,
+    ``WrongMarketError`` when it is not the window asked for."""
     if not isinstance(event, dict):
         raise UpstreamError("the event is not an object")
     markets = event.get("markets")
     if not isinstance(markets, list) or not markets or not isinstance(markets[0], dict):
         raise UpstreamError("the event has no market")
     market = markets[0]
+    check_window(event, market, window_start)
     outcomes = [str(o).strip().lower() for o in _json_list(market.get("outcomes"), "outcomes")]
     token_ids = [str(t) for t in _json_list(market.get("clobTokenIds"), "clobTokenIds")]
     if len(outcomes) != len(token_ids) or {"up", "down"} - set(outcomes):
@@ -99,15 +139,19 @@ def parse_event(event: Any, window_start: int) -> WindowMarket:
     for token in by_label.values():
         if not TOKEN_ID.fullmatch(token):
             raise UpstreamError("a token id is not a decimal string")
+    if len(set(token_ids)) != len(token_ids):
+        raise WrongMarketError("two outcomes share one token id")
     metadata = event.get("eventMetadata")
     price_to_beat = None
     if isinstance(metadata, dict):
         raw = metadata.get("priceToBeat")
         if isinstance(raw, int | float | str):
             try:
-                price_to_beat = float(raw) if float(raw) > 0 else None
+                value = float(raw)
             except ValueError:
-                price_to_beat = None
+                value = math.nan
+            # Finite and positive here; near the spot where it is used (the source).
+            price_to_beat = value if math.isfinite(value) and value > 0 else None
     condition = market.get("conditionId")
     rule, lookback = settlement(market)
     return WindowMarket(

@@ -8,24 +8,32 @@ After subscribing, a history snapshot arrives (``type: "subscribe"``, ``payload.
 [{timestamp, value}, ...]``); the spot's comes under the topic ``crypto_prices``, possibly
 after live points. Every point is merged into its series in time order, so a back-fill after
 a reconnect repairs the history (and the latch at T0). Error frames
-(``{statusCode, body: {message}}``) are logged once per kind.
+(``{statusCode, body: {message}}``) are counted and logged at most once per kind a minute.
+
+Nothing is believed unheard (docs/reliability.md): a point stamped ahead of our clock by more
+than ``MAX_SKEW_MS`` is dropped, and a value is judged against the believed point nearest in
+time (``PriceSeries.offer``): a move larger than real markets make (``JUMP_BASE`` plus
+``JUMP_PER_ROOT_S`` per square root of the seconds between them) is held as suspect, so a
+stray value never becomes the price, the price to beat or the volatility. A suspect run that
+stays self-consistent for ``RELEARN_S`` is believed (the old level was the wrong one); a
+TWAP series with nothing believed yet is judged by the spot, and a spot series with nothing
+believed yet waits for ``CONFIRM_POINTS`` points that agree.
 """
 
 from __future__ import annotations
 
 import bisect
 import json
-import logging
 import math
 import threading
+import time
 from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from app.refresher import clocks, volatility
 from app.refresher.sources.polymarket.feed import Feed, each
-
-log = logging.getLogger(__name__)
+from app.refresher.sources.polymarket.suspects import Suspects
 
 SPOT_KEY = "spot"
 # Series keys by TWAP lookback (seconds): the markets say which lookback settles them.
@@ -43,6 +51,18 @@ TWAP_HISTORY_S = 1800
 SCALE_EVERY_S = 60.0  # the scale is about hours of data: recomputing it once a minute is plenty
 EXACT_TOLERANCE = 0.01  # full_accuracy_value may differ from value by rounding, not by 1 %
 SCALE = Decimal(10**18)
+# A series never holds more points than this (4 h of the spot at 1 Hz is 14,400): a flood of
+# points (a huge history frame) drops the oldest, so memory is bounded by points, not time.
+MAX_POINTS = 20_000
+MAX_SKEW_MS = 5_000  # a point stamped further ahead of our clock is not believed
+# The largest move believed between two points dt seconds apart, in log terms:
+# JUMP_BASE + JUMP_PER_ROOT_S * sqrt(dt). Set from the real 1 s data (docs/reliability.md):
+# far above any real move, far below a stray price.
+JUMP_BASE = 0.02
+JUMP_PER_ROOT_S = 0.002
+CONFIRM_POINTS = 2  # a series with nothing believed yet: this many points that agree
+RELEARN_S = 30.0  # a self-consistent suspect run this long (and RELEARN_POINTS) is believed
+RELEARN_POINTS = 10
 
 
 def _number(raw: Any) -> float | None:
@@ -77,14 +97,36 @@ def point_value(point: dict[str, Any]) -> float | None:
     return None
 
 
+def allowed_move(dt_ms: int) -> float:
+    """The largest |log return| believed between two points ``dt_ms`` apart."""
+    return JUMP_BASE + JUMP_PER_ROOT_S * math.sqrt(max(1.0, abs(dt_ms) / 1000))
+
+
+def _agrees(reference: tuple[int, float], point: tuple[int, float]) -> bool:
+    return abs(math.log(point[1] / reference[1])) <= allowed_move(point[0] - reference[0])
+
+
 class PriceSeries:
     """Recent points of one topic, in time order: latest, history, means, volatility."""
 
-    def __init__(self, history_s: int = TWAP_HISTORY_S) -> None:
+    def __init__(
+        self,
+        history_s: int = TWAP_HISTORY_S,
+        clock: Callable[[], float] = time.time,
+        anchor: PriceSeries | None = None,
+    ) -> None:
         self._times: list[int] = []
         self._values: list[float] = []
         self._history_ms = history_s * 1000
-        self.received_at = 0.0  # monotonic time of the newest point received
+        self._clock = clock  # the source's wall clock (tape time in a replay)
+        # Another series of the same asset (a TWAP's: the spot) that judges this one's points
+        # while it has nothing believed of its own.
+        self._anchor = anchor
+        # When (on ``clock``) the NEWEST point was received (-inf: none yet): a row's age
+        # comes from it, never from the point's own stamp.
+        self.received_at = -math.inf
+        # Points not believed yet: a suspect run, or the first points of an empty series.
+        self._run: list[tuple[int, float]] = []
         self._version = 0
         self._vol_version = -1
         self._vol: volatility.Volatility | None = None
@@ -102,10 +144,12 @@ class PriceSeries:
             if self._times:
                 self._gaps = [*self._gaps[-7:], (self._times[-1], None)]
 
-    def merge(self, points: list[tuple[int, float]]) -> None:
-        """Merge a history snapshot; a gap it spans is repaired."""
-        for ts_ms, value in points:
-            self.add(ts_ms, value)
+    def merge(self, points: list[tuple[int, float]]) -> int:
+        """Merge a history snapshot, each point judged as by ``offer``; a gap it spans is
+        repaired. Returns how many points were held as suspect."""
+        suspect = 0
+        for ts_ms, value in sorted(points):
+            suspect += self.offer(ts_ms, value) is not None
         if points:
             first, last = min(t for t, _ in points), max(t for t, _ in points)
             with self._lock:
@@ -114,6 +158,7 @@ class PriceSeries:
                     for start, end in self._gaps
                     if not (first <= start and last >= (start if end is None else end))
                 ]
+        return suspect
 
     def has_gap(self, start_ms: int, end_ms: int) -> bool:
         """True when a span the feed may have missed meets (start, end)."""
@@ -127,8 +172,52 @@ class PriceSeries:
         """Grows with every point taken in."""
         return self._version
 
+    def offer(self, ts_ms: int, value: float) -> str | None:
+        """Take a point if it is believable: within ``allowed_move`` of the believed point
+        nearest in time. Returns None when taken (or, in a series with nothing believed yet,
+        waiting for ``CONFIRM_POINTS`` that agree), else the suspect kind (``jump``)."""
+        point = (ts_ms, value)
+        anchored = self._anchor.nearest(ts_ms) if self._anchor is not None else None
+        with self._lock:
+            reference = self._nearest(ts_ms) or anchored
+            if reference is not None and _agrees(reference, point):
+                self._run = []  # a believed point ends a suspect run
+                believed = [point]
+            else:
+                run = self._run
+                joins = bool(run) and run[-1][0] != ts_ms and _agrees(run[-1], point)
+                displaced = bool(run) and not joins
+                self._run = run = [*run, point] if joins else [point]
+                cold = reference is None and len(run) >= CONFIRM_POINTS
+                relearn = len(run) >= RELEARN_POINTS and run[-1][0] - run[0][0] >= (
+                    RELEARN_S * 1000
+                )
+                if not (cold or relearn):
+                    return None if reference is None and not displaced else "jump"
+                if relearn and reference is not None:  # the believed level was wrong
+                    self._times, self._values = [], []
+                believed, self._run = run, []
+        for believed_point in believed:
+            self.add(*believed_point)
+        return None
+
+    def nearest(self, ts_ms: int) -> tuple[int, float] | None:
+        """The believed point nearest in time to ``ts_ms``."""
+        with self._lock:
+            return self._nearest(ts_ms)
+
+    def _nearest(self, ts_ms: int) -> tuple[int, float] | None:
+        """The believed point nearest in time to ``ts_ms`` (the caller holds the lock)."""
+        i = bisect.bisect_left(self._times, ts_ms)
+        candidates = [j for j in (i - 1, i) if 0 <= j < len(self._times)]
+        if not candidates:
+            return None
+        j = min(candidates, key=lambda k: abs(self._times[k] - ts_ms))
+        return self._times[j], self._values[j]
+
     def add(self, ts_ms: int, value: float) -> None:
-        """Merge a point in time order (a duplicate timestamp keeps the first value)."""
+        """Merge a believed point in time order (a duplicate timestamp keeps the first value;
+        past ``MAX_POINTS`` the oldest go)."""
         with self._lock:
             # The first point after a reconnect closes its span.
             self._gaps = [
@@ -140,11 +229,14 @@ class PriceSeries:
                 return
             if self._times and ts_ms < self._times[-1] - self._history_ms:
                 return  # older than the history kept
+            newest = i == len(self._times)
             self._times.insert(i, ts_ms)
             self._values.insert(i, value)
-            self.received_at = clocks.monotonic()
+            if newest:
+                self.received_at = self._clock()
             self._version += 1
             cut = bisect.bisect_left(self._times, self._times[-1] - self._history_ms)
+            cut = max(cut, len(self._times) - MAX_POINTS)
             if cut:
                 del self._times[:cut], self._values[:cut]
 
@@ -237,16 +329,21 @@ class RtdsFeed(Feed):
     tape_src = "rtds"
     ping_every_s = 5.0
 
-    def __init__(self, url: str, stop: threading.Event) -> None:
+    def __init__(
+        self, url: str, stop: threading.Event, clock: Callable[[], float] = time.time
+    ) -> None:
         super().__init__(url, stop)
+        self._clock = clock  # our wall clock: a point stamped ahead of it is not believed
+        self.suspects = Suspects(self.name_for_logs)
+        spot = PriceSeries(SPOT_HISTORY_S, clock)
+        # A TWAP report is judged by the spot until its own series has points.
         self.series = {
-            key: PriceSeries(SPOT_HISTORY_S if key == SPOT_KEY else TWAP_HISTORY_S)
+            key: spot if key == SPOT_KEY else PriceSeries(TWAP_HISTORY_S, clock, anchor=spot)
             for key in TOPICS
         }
         self._by_topic = {topic: self.series[key] for key, topic in TOPICS.items()}
         self._by_topic[SPOT_HISTORY_TOPIC] = self.series[SPOT_KEY]
         self.on_change: Callable[[], None] | None = None  # a series took a new point
-        self._errors_seen: set[str] = set()
 
     def subscription(self) -> list[str] | None:
         """One subscribe message for every topic, with the documented compact filter."""
@@ -276,20 +373,31 @@ class RtdsFeed(Feed):
             if isinstance(symbol, str) and symbol.lower() != SYMBOL:
                 continue
             data = payload.get("data")
-            points = []
-            for point in each(data if isinstance(data, list) else [payload]):
-                ts, value = _number(point.get("timestamp")), point_value(point)
-                if (
-                    ts is not None
-                    and value is not None
-                    and not isinstance(point.get("timestamp"), str)
-                ):
-                    points.append((int(ts), value))
+            points = self._believable(each(data if isinstance(data, list) else [payload]))
             if isinstance(data, list):
-                series.merge(points)
+                jumps = series.merge(points)
             else:
-                for ts_ms, value in points:
-                    series.add(ts_ms, value)
+                jumps = sum(series.offer(ts_ms, value) is not None for ts_ms, value in points)
+            if jumps:
+                self.suspects.note("jump", f"{jumps} point(s) too far from the series' own")
+
+    def _believable(self, items: list[dict[str, Any]]) -> list[tuple[int, float]]:
+        """(ts_ms, value) of the points that are numbers and not stamped in the future."""
+        horizon_ms = self._clock() * 1000 + MAX_SKEW_MS
+        points, bad, future = [], 0, 0
+        for point in items:
+            ts, value = _number(point.get("timestamp")), point_value(point)
+            if ts is None or value is None or isinstance(point.get("timestamp"), str):
+                bad += 1
+            elif ts > horizon_ms:
+                future += 1
+            else:
+                points.append((int(ts), value))
+        if bad:
+            self.suspects.note("out_of_range", f"{bad} point(s) without a usable time or value")
+        if future:
+            self.suspects.note("future_stamp", f"{future} point(s) stamped ahead of our clock")
+        return points
 
     def on_connect(self) -> None:
         """After a reconnect, what was missed is a gap until a history snapshot repairs it."""
@@ -299,7 +407,4 @@ class RtdsFeed(Feed):
     def _error(self, item: dict[str, Any]) -> None:
         body = item.get("body")
         message = body.get("message") if isinstance(body, dict) else body
-        kind = f"{item.get('statusCode')}: {str(message)[:200]}"
-        if kind not in self._errors_seen:
-            self._errors_seen.add(kind)
-            log.warning("rtds: the upstream answered an error: %s", kind)
+        self.suspects.note("error_frame", f"{item.get('statusCode')}: {str(message)[:200]}")

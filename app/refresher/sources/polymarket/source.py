@@ -18,6 +18,7 @@ left is counted from the spot's own timestamp.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -33,7 +34,13 @@ from app.refresher.model import TWAP, percentages, probability_up
 from app.refresher.sources.base import WINDOW_S, window_start
 from app.refresher.sources.polymarket.book import Books, Quote
 from app.refresher.sources.polymarket.clob import REST, ClobFeed, fetch_books, winners_of
-from app.refresher.sources.polymarket.gamma import GammaClient, UpstreamError, WindowMarket
+from app.refresher.sources.polymarket.deadline import DeadlineTransport
+from app.refresher.sources.polymarket.gamma import (
+    GammaClient,
+    UpstreamError,
+    WindowMarket,
+    WrongMarketError,
+)
 from app.refresher.sources.polymarket.recording import RecordingTransport
 from app.refresher.sources.polymarket.rtds import (
     SPOT_KEY,
@@ -41,7 +48,9 @@ from app.refresher.sources.polymarket.rtds import (
     TWAP_KEYS,
     PriceSeries,
     RtdsFeed,
+    allowed_move,
 )
+from app.refresher.sources.polymarket.suspects import Suspects
 from app.refresher.tape import Tape
 
 log = logging.getLogger(__name__)
@@ -58,6 +67,10 @@ MAX_GAP_MS = 3000  # consecutive Chainlink points (about 1 Hz) further apart: a 
 SPOT_MEAN = "mean"
 CLOSE_WAIT_S = 2.0  # closing a recording source: how long the sockets may take to close
 RESOLUTION_WAIT_S = 600  # a finished window's tokens stay watched this long at most
+# A price point describes the price at its own stamp: one stamped longer ago than this is old
+# news whenever it arrived (real Chainlink arrives 1.3-1.6 s late, p95 about 2 s).
+MAX_LAG_MS = 10_000
+REFERENCE_WITHIN_MS = 60_000  # the spot that judges a price to beat: this close to T0
 
 
 def _bracketed(
@@ -83,6 +96,7 @@ class Upstreams:
 
 @dataclass
 class _Window:
+    t0: int
     market: WindowMarket | None = None
     looked_up_at: float = 0.0
     price_to_beat: float | None = None
@@ -127,7 +141,8 @@ class PolymarketSource:
         self.books = Books(on_change=self.changes.notify)
         self.stop = threading.Event()
         self.clob = ClobFeed(upstreams.clob_ws, self.books, self.stop)
-        self.rtds = RtdsFeed(upstreams.rtds, self.stop)
+        self.rtds = RtdsFeed(upstreams.rtds, self.stop, clock=clock)
+        self.suspects = Suspects("market")  # Gamma's and the site's answers
         self.clob.tape = self.rtds.tape = tape
         self.rtds.on_change = self.changes.notify
         self._windows: dict[int, _Window] = {}
@@ -142,12 +157,12 @@ class PolymarketSource:
         )
 
     @staticmethod
-    def _transport(upstreams: Upstreams, tape: Tape | None) -> httpx.BaseTransport | None:
-        """httpx's own transport, recording to ``tape`` when there is one."""
+    def _transport(upstreams: Upstreams, tape: Tape | None) -> httpx.BaseTransport:
+        """One overall deadline per exchange (``deadline.py``), recorded to ``tape`` if any."""
         if tape is None:
-            return None
+            return DeadlineTransport()
         names = {upstreams.gamma: "gamma", upstreams.clob: "clob-rest", upstreams.site: "site"}
-        return RecordingTransport(httpx.HTTPTransport(), tape, names)
+        return RecordingTransport(DeadlineTransport(), tape, names)
 
     # -- lifecycle --------------------------------------------------------------------
     def start(self) -> None:
@@ -193,7 +208,7 @@ class PolymarketSource:
         with self._lock:
             window = self._windows.get(t0)
             if window is None:
-                window = self._windows[t0] = _Window()
+                window = self._windows[t0] = _Window(t0)
                 for old in [k for k in self._windows if k < t0 - WINDOW_S]:
                     self._note_finished(self._windows.pop(old))
             return window
@@ -208,9 +223,12 @@ class PolymarketSource:
                     window.fetched_at_ms = int(self._clock() * 1000)
                     self.changes.notify()
                     log.info("window %d: %s (%s)", t0, window.market.slug, window.market.rule)
+            except WrongMarketError as exc:
+                UPSTREAM_ERRORS.labels("gamma").inc()
+                self.suspects.note("wrong_market", f"gamma, window {t0}: {exc}")
             except (httpx.HTTPError, UpstreamError) as exc:
                 UPSTREAM_ERRORS.labels("gamma").inc()
-                log.warning("gamma lookup of window %d failed: %s", t0, exc)
+                self.suspects.note("failed", f"gamma lookup of window {t0}: {exc}")
 
     # -- upkeep: every HTTP call, off the tick ------------------------------------------
     def _upkeep_forever(self) -> None:
@@ -276,7 +294,30 @@ class PolymarketSource:
                     via = f"rtds:{TOPICS[SPOT_KEY]}:{SPOT_MEAN}{lookback}s"
                     self._set_price_to_beat(window, mean, via, False)
 
+    def _plausible_price_to_beat(self, value: float, t0: int, via: str) -> bool:
+        """A price to beat is believed only when it is a finite price close to the spot we
+        believe near T0 (with no spot to judge it by, there is no P(up) anyway)."""
+        if not (math.isfinite(value) and value > 0):
+            self.suspects.note("out_of_range", f"price to beat {value!r} from {via}")
+            return False
+        spot = self.rtds.series[SPOT_KEY]
+        t0_ms = t0 * 1000
+        before, after = spot.around(t0_ms)
+        near = [p for p in (before, after) if p and abs(p[0] - t0_ms) <= REFERENCE_WITHIN_MS]
+        if not near:
+            return False
+        ts_ms, reference = min(near, key=lambda p: abs(p[0] - t0_ms))
+        if abs(math.log(value / reference)) <= allowed_move(ts_ms - t0_ms):
+            return True
+        self.suspects.note(
+            "disagrees", f"price to beat {value:.6g} from {via}, the spot at T0 {reference:.6g}"
+        )
+        return False
+
     def _set_price_to_beat(self, window: _Window, value: float, via: str, final: bool) -> None:
+        known = (window.price_to_beat, window.price_to_beat_via)
+        if (value, via) != known and not self._plausible_price_to_beat(value, window.t0, via):
+            return
         if window.price_to_beat_via != via:
             log.info("price to beat %.2f from %s", value, via)
         window.price_to_beat, window.price_to_beat_via, window.final = value, via, final
@@ -328,8 +369,8 @@ class PolymarketSource:
             log.debug("crypto-price lookup failed: %s", exc)
             return None
         value = payload.get("openPrice") if isinstance(payload, dict) else None
-        if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
-            return float(value)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)  # judged (finite, near the spot) in ``_set_price_to_beat``
         return None
 
     # -- books ------------------------------------------------------------------------
@@ -430,6 +471,15 @@ class PolymarketSource:
         up, down = percentages(p_up)
         return up, down, sigma, scale
 
+    @staticmethod
+    def _price_ms(spot: PriceSeries) -> int:
+        """When the price was true, for its age: when its newest point was RECEIVED (on our
+        clock: a stamp from the future cannot keep a row fresh), and never later than its
+        own stamp plus ``MAX_LAG_MS`` (a point describing the price long ago is old news)."""
+        latest = spot.latest()
+        received_ms = int(spot.received_at * 1000)
+        return received_ms if latest is None else min(received_ms, latest[0] + MAX_LAG_MS)
+
     def rows(self, now: float) -> list[dict[str, object]]:
         """The BTC row at ``now``."""
         self.start()
@@ -475,7 +525,7 @@ class PolymarketSource:
         input_times = {
             "upBook": quote_ms(up, up_token),
             "downBook": quote_ms(down, down_token),
-            "price": latest[0] if latest else min(int(self._created * 1000), never_fresh),
+            "price": self._price_ms(spot) if latest else waiting(None),
         }
         present = {"upBook": up is not None, "downBook": down is not None, "price": bool(latest)}
         rem = max(0.0, t0 + WINDOW_S - now)

@@ -30,6 +30,7 @@ KINDS = frozenset(
         "disagrees",  # too far from another input (the spot, the price to beat)
         "wrong_market",  # an answer about another window, or with unusable tokens
         "junk_book",  # a book whose levels are all unreadable
+        "failed",  # a request that failed, or whose answer could not be read at all
     }
 )
 

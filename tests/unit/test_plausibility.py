@@ -1,0 +1,234 @@
+"""Every upstream input is judged before it is believed (issue 27): prices, stamps, books, markets.
+
+The fault suite (tests/integration/faults/test_upstream_values.py) plays each attack through
+the fakes; these are the judges themselves, one rule at a time.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import logging
+import threading
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from app.refresher.sources.polymarket.book import Books
+from app.refresher.sources.polymarket.gamma import (
+    UpstreamError,
+    WrongMarketError,
+    parse_event,
+)
+from app.refresher.sources.polymarket.rtds import (
+    MAX_POINTS,
+    MAX_SKEW_MS,
+    RELEARN_S,
+    SPOT_HISTORY_S,
+    SPOT_KEY,
+    TOPICS,
+    PriceSeries,
+    RtdsFeed,
+    allowed_move,
+)
+from harness.fake_polymarket import FakeMarket, FakeRtds
+
+T0 = 1_800_000_000
+SPOT_TOPIC = TOPICS[SPOT_KEY]
+BTC = 89_400.0
+
+
+def _series(points: list[tuple[int, float]]) -> PriceSeries:
+    series = PriceSeries(SPOT_HISTORY_S)
+    for ts_ms, value in points:
+        assert series.offer(ts_ms, value) is None
+    return series
+
+
+def _second(t: int, value: float) -> tuple[int, float]:
+    return (T0 + t) * 1000, value
+
+
+def test_a_real_42_dollar_second_is_believed() -> None:
+    # The real-truth issue's case: the Chainlink price fell $42 in one second near $89k.
+    series = _series([_second(t, BTC) for t in range(10)])
+    assert series.offer(*_second(10, BTC - 42)) is None
+    assert series.latest() == _second(10, BTC - 42)
+    # A bound an order of magnitude wider than that move still.
+    assert allowed_move(1000) > 10 * abs(42 / BTC)
+
+
+@pytest.mark.parametrize("stray", [1.5, 2.0, 1e308, BTC * 1.5, BTC / 2])
+def test_a_stray_value_is_suspect_and_never_the_price(stray: float) -> None:
+    series = _series([_second(t, BTC) for t in range(10)])
+    version = series.version
+    assert series.offer(*_second(10, stray)) == "jump"
+    assert series.latest() == _second(9, BTC) and series.version == version
+    assert series.offer(*_second(11, BTC + 1)) is None  # the real feed goes on
+    assert series.latest() == _second(11, BTC + 1)
+
+
+def test_plus_50_percent_for_10_s_is_never_believed_and_the_feed_recovers() -> None:
+    series = _series([_second(t, BTC) for t in range(10)])
+    for t in range(10, 20):
+        assert series.offer(*_second(t, BTC * 1.5)) == "jump"
+    assert series.latest() == _second(9, BTC)
+    assert series.offer(*_second(20, BTC + 3)) is None
+    assert series.latest() == _second(20, BTC + 3)
+
+
+def test_a_new_level_held_for_the_relearn_time_is_believed() -> None:
+    # The believed level was the wrong one (or the world really moved): after RELEARN_S of
+    # points that agree with each other, the new level is the price.
+    series = _series([_second(t, BTC) for t in range(10)])
+    new = BTC * 1.2
+    seconds = range(10, 10 + int(RELEARN_S) + 1)
+    verdicts = [series.offer(*_second(t, new)) for t in seconds]
+    assert verdicts[:-1] == ["jump"] * (len(verdicts) - 1) and verdicts[-1] is None
+    assert series.latest() == _second(seconds[-1], new)
+    assert series.at((T0 + 5) * 1000, 0) is None  # the old level is gone with its history
+
+
+def test_an_empty_series_waits_for_two_points_that_agree() -> None:
+    series = PriceSeries(SPOT_HISTORY_S)
+    assert series.offer(*_second(0, 1.5)) is None  # not believed yet: nothing to judge by
+    assert series.latest() is None
+    assert series.offer(*_second(1, BTC)) == "jump"  # disagrees: the stray is dropped
+    assert series.latest() is None
+    assert series.offer(*_second(2, BTC + 1)) is None
+    assert series.latest() == _second(2, BTC + 1) and series.at((T0 + 1) * 1000, 0) == BTC
+
+
+def test_a_flood_of_points_is_capped() -> None:
+    series = PriceSeries(SPOT_HISTORY_S)
+    series.merge([(T0 * 1000 + i * 10, BTC + (i % 7)) for i in range(3 * MAX_POINTS)])
+    newest = T0 * 1000 + (3 * MAX_POINTS - 1) * 10
+    assert series.latest() == (newest, BTC + (3 * MAX_POINTS - 1) % 7)
+    assert series.at(newest - (MAX_POINTS - 1) * 10, 0) is not None
+    assert series.at(newest - MAX_POINTS * 10, 0) is None  # the oldest went
+
+
+# -- the RTDS feed ----------------------------------------------------------------------------
+
+
+class _Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _feed(now: float) -> RtdsFeed:
+    return RtdsFeed("ws://127.0.0.1:9", threading.Event(), clock=_Clock(now))  # never started
+
+
+def _history(feed: RtdsFeed, seconds: range) -> None:
+    points = [((T0 + t) * 1000, Decimal(str(BTC + t % 3))) for t in seconds]
+    feed.handle(FakeRtds.first_message(SPOT_TOPIC, points))
+
+
+@pytest.mark.parametrize("ahead_s", [600, 86_400])
+def test_a_point_from_the_future_is_dropped_and_wipes_nothing(ahead_s: int) -> None:
+    feed = _feed(T0 + 60.0)
+    _history(feed, range(-3600, 60))
+    spot = feed.series[SPOT_KEY]
+    before = spot.latest()
+    feed.handle(FakeRtds.update(SPOT_TOPIC, (T0 + 60 + ahead_s) * 1000, Decimal(str(BTC))))
+    assert spot.latest() == before
+    assert spot.at((T0 - 3600) * 1000, 0) is not None  # the history is whole
+    # Later points (and a back-fill) are taken as ever.
+    feed.handle(FakeRtds.update(SPOT_TOPIC, (T0 + 60) * 1000, Decimal(str(BTC + 5))))
+    assert spot.latest() == ((T0 + 60) * 1000, BTC + 5)
+
+
+def test_a_small_clock_skew_is_allowed() -> None:
+    feed = _feed(T0 + 60.0)
+    _history(feed, range(0, 60))
+    stamp = (T0 + 60) * 1000 + MAX_SKEW_MS  # the upstream's clock a little ahead of ours
+    feed.handle(FakeRtds.update(SPOT_TOPIC, stamp, Decimal(str(BTC))))
+    assert feed.series[SPOT_KEY].latest() == (stamp, BTC)
+
+
+@pytest.mark.parametrize("value", ["1.5", 2, "1e308"])
+def test_rtds_stray_values_are_not_the_price(value: Any) -> None:
+    feed = _feed(T0 + 60.0)
+    _history(feed, range(0, 60))
+    before = feed.series[SPOT_KEY].latest()
+    payload = {"symbol": "btc/usd", "timestamp": (T0 + 60) * 1000, "value": value}
+    frame: dict[str, Any] = {"topic": SPOT_TOPIC, "type": "update", "payload": payload}
+    feed.handle(frame)
+    assert feed.series[SPOT_KEY].latest() == before
+
+
+def test_an_error_frame_flood_logs_one_line_per_minute(caplog: pytest.LogCaptureFixture) -> None:
+    feed = _feed(T0 + 60.0)
+    with caplog.at_level(logging.WARNING):
+        for i in range(5000):
+            feed.handle({"statusCode": 400, "body": {"message": f"bad request number {i}"}})
+    lines = [r for r in caplog.records if "error_frame" in r.getMessage()]
+    assert len(lines) == 1 and "bad request number 0" in lines[0].getMessage()
+
+
+# -- books ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("ask", ["-0", "1e-400", "0", "-0.3", "NaN"])
+def test_an_ask_of_zero_or_garbage_is_never_a_quote(ask: str) -> None:
+    books = Books()
+    books.top("7", "0.45", "0.55", "ws")
+    books.top("7", "0.40", ask, "ws")
+    quote = books.quote("7")
+    assert quote is not None and (quote.bid, quote.ask) == (0.45, 0.55)
+
+
+def test_a_book_whose_levels_are_all_junk_is_refused() -> None:
+    books = Books()
+    books.snapshot("7", [{"price": "0.45", "size": "10"}], [{"price": "0.55", "size": "5"}], "ws")
+    junk = [{"price": "abc", "size": "1"}, {"price": "1.5", "size": "1"}, {"price": "0"}]
+    books.snapshot("7", junk, junk, "ws")
+    quote = books.quote("7")
+    assert quote is not None and (quote.bid, quote.ask) == (0.45, 0.55)
+
+
+# -- Gamma ------------------------------------------------------------------------------------
+
+
+def _event(**changes: Any) -> dict[str, Any]:
+    event = FakeMarket(T0).event()
+    for key, value in changes.items():
+        event[key] = value
+    return event
+
+
+def test_the_right_event_is_believed() -> None:
+    market = parse_event(_event(), T0)
+    assert market.slug == f"btc-updown-5m-{T0}" and market.up_token_id != market.down_token_id
+
+
+@pytest.mark.parametrize("other", [T0 - 300, T0 + 300])
+def test_another_windows_event_is_refused(other: int) -> None:
+    with pytest.raises(WrongMarketError):
+        parse_event(FakeMarket(other).event(), T0)
+
+
+def test_an_event_with_this_slug_but_another_windows_times_is_refused() -> None:
+    event = FakeMarket(T0 + 300).event()
+    event["slug"] = event["markets"][0]["slug"] = f"btc-updown-5m-{T0}"
+    with pytest.raises(WrongMarketError):
+        parse_event(event, T0)
+
+
+def test_two_outcomes_with_one_token_are_refused() -> None:
+    event = copy.deepcopy(_event())
+    up = json.loads(event["markets"][0]["clobTokenIds"])[0]
+    event["markets"][0]["clobTokenIds"] = json.dumps([up, up])
+    with pytest.raises(UpstreamError):
+        parse_event(event, T0)
+
+
+@pytest.mark.parametrize("raw", ["1e400", "Infinity", "NaN", "-5", "0"])
+def test_a_price_to_beat_that_is_no_price_is_none(raw: str) -> None:
+    event = _event(eventMetadata={"priceToBeat": raw})
+    assert parse_event(event, T0).price_to_beat is None
