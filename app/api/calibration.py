@@ -22,7 +22,7 @@ from app.board.timefmt import served_at
 from app.calibration import store, summary
 from app.errors import ApiError, json_response
 from app.extensions import db
-from app.refresher.sources.base import WINDOW_S
+from app.markets import WINDOW_S
 from app.schemas import check
 from app.schemas.calibration import CalibrationResponseSchema
 from app.services import services

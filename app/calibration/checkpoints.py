@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.calibration import outcomes
-from app.refresher.sources.base import WINDOW_S
+from app.markets import WINDOW_S
 
 SLUG_PREFIX = "btc-updown-5m-"
 REMS = (290, 240, 180, 120, 90, 60, 30, 15, 5)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from app.config import Settings
-from app.refresher.sources.base import WINDOW_S, Source, window_start
+from app.markets import WINDOW_S, window_start
+from app.refresher.sources.base import Source
 
 __all__ = ["WINDOW_S", "Source", "create_source", "window_start"]
 

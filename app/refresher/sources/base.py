@@ -1,16 +1,16 @@
-"""What every source shares: the 5-minute window and the ``Source`` protocol."""
+"""What every source shares: the ``Source`` protocol.
+
+The window (``WINDOW_S``, ``window_start``) is ``app.markets``'; it is re-exported here for the
+imports that still name this module.
+"""
 
 from __future__ import annotations
 
-import math
 from typing import Protocol
 
-WINDOW_S = 300
+from app.markets import WINDOW_S, window_start
 
-
-def window_start(t: float) -> int:
-    """Start (unix seconds) of the 5-minute window containing ``t``: floor, never ceil."""
-    return math.floor(t / WINDOW_S) * WINDOW_S
+__all__ = ["WINDOW_S", "Source", "window_start"]
 
 
 class Source(Protocol):

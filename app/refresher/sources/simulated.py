@@ -11,8 +11,8 @@ import hashlib
 import math
 import random
 
+from app.markets import WINDOW_S, window_start
 from app.refresher.model import SPOT, RealizedVolatility, percentages, probability_up
-from app.refresher.sources.base import WINDOW_S, window_start
 
 # About 50% annualised volatility: a realistic figure for BTC, per sqrt-second.
 DEFAULT_SIGMA = 0.5 / math.sqrt(365 * 24 * 3600)
