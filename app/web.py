@@ -12,14 +12,13 @@ from collections.abc import Mapping
 
 from flask import Flask
 
-from app import accounts, api, auth, errors, limits, logs, request_ids, stream
+from app import api, auth, commands, embedded_refresher, errors, limits, logs, request_ids, stream
 from app.board.render import BoardRenderer
 from app.board.timefmt import now_ms
 from app.bus import create_bus
 from app.config import load_settings
 from app.extensions import init_db, pepper_loader
 from app.metrics.web import RequestMetrics, board_received
-from app.refresher import embedded
 from app.services import SERVICES_KEY, Lifecycle, Services
 
 log = logging.getLogger(__name__)
@@ -53,8 +52,8 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     pepper = pepper_loader(settings, app.instance_path)
     authenticator = auth.init_app(app, settings, db_guard, pepper, lifecycle)
     broker = stream.create_broker(app, settings, bus, renderer, authenticator, lifecycle)
-    embedded.init_app(app, settings, bus, lifecycle)  # on memory:// only
-    accounts.init_app(app)  # operator CLI: users, keys, sessions
+    embedded_refresher.init_app(app, settings, bus, lifecycle)  # on memory:// only
+    commands.init_app(app)  # operator CLI: users, keys, sessions, refresher, backtest
     api.init_app(app)  # one blueprint per endpoint
     limits_ = limits.init_app(app, settings)  # steps the limited endpoints call
     app.extensions[SERVICES_KEY] = Services(

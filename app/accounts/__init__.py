@@ -1,14 +1,4 @@
-"""Accounts, API keys and sessions: the store, the operator CLI and the service functions."""
+"""Accounts, API keys and sessions: the store and the service functions.
 
-from __future__ import annotations
-
-from flask import Flask
-
-
-def init_app(app: Flask) -> None:
-    """Register the ``users``, ``keys`` and ``sessions`` command groups."""
-    from app.accounts.cli import keys, sessions, users
-
-    app.cli.add_command(users)
-    app.cli.add_command(keys)
-    app.cli.add_command(sessions)
+The operator commands that drive them are the web app's (``app.commands.accounts``).
+"""

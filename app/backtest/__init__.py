@@ -3,5 +3,5 @@
 ``tapes`` reads the recorded lines, ``replay`` feeds them to the same parsers, source and
 model on a virtual clock, ``outcomes`` finds how each window settled, ``scores`` computes
 Brier scores, log losses and reliability, ``report`` puts them together, ``cli`` is
-``flask --app wsgi backtest`` (and ``python -m app.backtest``).
+``python -m app.backtest`` (and ``flask --app wsgi backtest``, registered by ``app.commands``).
 """

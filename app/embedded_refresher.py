@@ -1,4 +1,8 @@
-"""The embedded refresher: on ``memory://`` the web process refreshes its own board."""
+"""The embedded refresher: on ``memory://`` the web process refreshes its own board.
+
+The web app's glue around the refresher's program, so it sits on the web side: the refresher
+imports no web module.
+"""
 
 from __future__ import annotations
 
@@ -14,13 +18,8 @@ from app.services import Lifecycle
 
 
 def init_app(app: Flask, settings: Settings, bus: BoardBus, lifecycle: Lifecycle) -> None:
-    """Register ``flask refresher`` and, on ``memory://``, start the refresher thread with the
-    first request (never at import or in the factory)."""
-    from app.backtest.cli import backtest_command
-    from app.refresher.cli import refresher_command
-
-    app.cli.add_command(refresher_command)
-    app.cli.add_command(backtest_command)
+    """On ``memory://``, start the refresher thread with the first request (never at import or
+    in the factory)."""
     if not (bus.embedded and settings.embedded_refresher):
         return
     lock = threading.Lock()
