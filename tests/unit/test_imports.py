@@ -3,6 +3,11 @@
 Imports are read from the source (every ``import``/``from`` of an ``app`` module, at module
 level or inside a function, except under ``if TYPE_CHECKING:``), so a cycle hidden in a
 function body counts: it is still a knot a reader has to untie.
+
+The same rule holds one level up, between folders, so that the folders say who depends on
+whom: a folder is a top-level package under ``app/`` (``app.refresher`` with everything below
+it); a top-level module (``app.config``, ``app.web``) and the package root ``app`` are nodes
+of their own, as folders of one module.
 """
 
 from __future__ import annotations
@@ -119,6 +124,49 @@ def test_the_package_has_no_import_cycles() -> None:
     graph = import_graph()
     assert graph.get("app.web"), "the graph was not read"
     assert cycles(graph) == []
+
+
+def folder_of(module: str) -> str:
+    """The folder ``module`` lives in: its top-level package under ``app``, or itself."""
+    return ".".join(module.split(".")[:2])
+
+
+def folder_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    """The module graph seen between folders: each folder and the other folders it imports."""
+    folders: dict[str, set[str]] = {folder_of(module): set() for module in graph}
+    for module, targets in graph.items():
+        folders[folder_of(module)] |= {folder_of(t) for t in targets} - {folder_of(module)}
+    return folders
+
+
+def _knot(graph: dict[str, set[str]], members: list[str]) -> str:
+    """The module imports that tie the folders ``members`` together, one a line."""
+    return "\n".join(
+        f"  {module} -> {target}"
+        for module in sorted(graph)
+        for target in sorted(graph[module])
+        if folder_of(module) in members
+        and folder_of(target) in members
+        and folder_of(target) != folder_of(module)
+    )
+
+
+def test_the_folder_cycle_finder_finds_a_cycle_between_folders() -> None:
+    """Two folders importing each other through different modules: no module cycle, one knot."""
+    graph = {"app.a.x": {"app.b.y"}, "app.b.z": {"app.a.w"}, "app.a.w": set(), "app.b.y": set()}
+    assert cycles(graph) == []
+    assert cycles(folder_graph(graph)) == [["app.a", "app.b"]]
+    assert _knot(graph, ["app.a", "app.b"]) == "  app.a.x -> app.b.y\n  app.b.z -> app.a.w"
+
+
+def test_the_folders_have_no_import_cycles() -> None:
+    """No folder of ``app`` reaches itself through its imports: each knot is named, with the
+    module imports that tie it."""
+    graph = import_graph()
+    folders = folder_graph(graph)
+    assert folders.get("app.web"), "the graph was not read"
+    knots = [f"{', '.join(members)}:\n{_knot(graph, members)}" for members in cycles(folders)]
+    assert not knots, "import cycles between folders:\n" + "\n".join(knots)
 
 
 def _loaded_after(statement: str) -> set[str]:
