@@ -18,7 +18,10 @@ wrong.
   fake holds it, the price a true spot of the last ``STALE_AFTER_MS`` (a fresh row may be that
   old by the board's own promise; one second more for the point's own second), the price to
   beat the Chainlink point in force at T0, the volatility and P(up) as below. A field that is
-  None on a fresh row is wrong: a row resting on a missing input must be stale.
+  None on a fresh row is wrong, with one exception: while no believable price to beat is
+  known, the price to beat and P(up) may both be None on a fresh row (the board's choice,
+  docs/reliability.md: no opinion rather than a wrong one; the books and the price shown
+  beside them must still be right). Recovery demands them back.
 - The volatility: the path's sigma is ``SIGMA`` per sqrt-second. The source estimates it from
   the history (15 minutes of 1-second returns, a horizon scale shrunk toward 1, an inflation
   and jumps measured on the same history); on 20 minutes of a Brownian path those errors are
@@ -169,6 +172,9 @@ class Stage:
     source: PolymarketSource
     prices_to_beat: dict[int, float]  # windows whose price to beat no history holds
     began: float = field(default_factory=time.time)
+    # A fresh row may say nothing of P(up) when it has no price to beat (never a wrong one);
+    # ``recovers`` demands the whole row back.
+    allow_no_opinion: bool = True
 
     # -- the truth ------------------------------------------------------------------------
     def spot_now(self) -> Decimal:
@@ -203,12 +209,15 @@ class Stage:
             true_now = float(self.path.value(math.floor(now)))
             found.append(f"price {price!r} is no true spot of the last seconds ({true_now})")
         k = self.price_to_beat(t0)
-        if row.get("priceToBeat") != k:
+        no_opinion = self.allow_no_opinion and row.get("priceToBeat") is None
+        if row.get("priceToBeat") != k and not no_opinion:
             found.append(f"priceToBeat {row.get('priceToBeat')!r} is not {k!r}")
         sigma = row.get("sigma")
         low, high = SIGMA * SIGMA_BAND[0], SIGMA * SIGMA_BAND[1]
         if not (isinstance(sigma, float) and low <= sigma <= high):
             found.append(f"sigma {sigma!r} is not within [{low:.3g}, {high:.3g}]")
+        if no_opinion and row.get("p_up_pct") is None and row.get("p_down_pct") is None:
+            return found
         found += self._probability_problems(row, second, k, t0)
         return found
 
@@ -328,7 +337,8 @@ class Stage:
                     f"{what}: fresh and wrong after the fault stopped\n  "
                     + describe(sample, self.began)
                 )
-            if sample.fresh_and_right:
+            whole = sample.row.get("priceToBeat") is not None and sample.row.get("p_up_pct")
+            if sample.fresh_and_right and whole is not None:
                 return sample
             if sample.at - stopped > within_s:
                 pytest.fail(

@@ -16,11 +16,7 @@ from typing import Any
 import pytest
 
 from app.refresher.sources.polymarket.book import Books
-from app.refresher.sources.polymarket.gamma import (
-    UpstreamError,
-    WrongMarketError,
-    parse_event,
-)
+from app.refresher.sources.polymarket.gamma import WrongMarketError, parse_event
 from app.refresher.sources.polymarket.rtds import (
     MAX_POINTS,
     MAX_SKEW_MS,
@@ -59,7 +55,7 @@ def test_a_real_42_dollar_second_is_believed() -> None:
     assert allowed_move(1000) > 10 * abs(42 / BTC)
 
 
-@pytest.mark.parametrize("stray", [1.5, 2.0, 1e308, BTC * 1.5, BTC / 2])
+@pytest.mark.parametrize("stray", [1.5, 2.0, 1e308, BTC * 1.5, BTC / 2, BTC * 1.015])
 def test_a_stray_value_is_suspect_and_never_the_price(stray: float) -> None:
     series = _series([_second(t, BTC) for t in range(10)])
     version = series.version
@@ -87,7 +83,7 @@ def test_a_new_level_held_for_the_relearn_time_is_believed() -> None:
     verdicts = [series.offer(*_second(t, new)) for t in seconds]
     assert verdicts[:-1] == ["jump"] * (len(verdicts) - 1) and verdicts[-1] is None
     assert series.latest() == _second(seconds[-1], new)
-    assert series.at((T0 + 5) * 1000, 0) is None  # the old level is gone with its history
+    assert series.at((T0 + 5) * 1000, 0) == BTC  # the old points stay in the history
 
 
 def test_an_empty_series_waits_for_two_points_that_agree() -> None:
@@ -224,7 +220,7 @@ def test_two_outcomes_with_one_token_are_refused() -> None:
     event = copy.deepcopy(_event())
     up = json.loads(event["markets"][0]["clobTokenIds"])[0]
     event["markets"][0]["clobTokenIds"] = json.dumps([up, up])
-    with pytest.raises(UpstreamError):
+    with pytest.raises(WrongMarketError):
         parse_event(event, T0)
 
 
@@ -232,3 +228,55 @@ def test_two_outcomes_with_one_token_are_refused() -> None:
 def test_a_price_to_beat_that_is_no_price_is_none(raw: str) -> None:
     event = _event(eventMetadata={"priceToBeat": raw})
     assert parse_event(event, T0).price_to_beat is None
+
+
+def test_a_price_point_stamped_long_ago_is_old_news() -> None:
+    # Received now, but describing the price 20 s ago: its age is at least 10 s past its stamp.
+    feed = _feed(T0 + 80.0)
+    _history(feed, range(0, 60))
+    spot = feed.series[SPOT_KEY]
+    assert spot.received_at == T0 + 80.0  # received on our clock
+    assert spot.latest() == ((T0 + 59) * 1000, BTC + 59 % 3)
+    from app.refresher.sources.polymarket.source import MAX_LAG_MS, PolymarketSource
+
+    assert PolymarketSource._price_ms(spot) == (T0 + 59) * 1000 + MAX_LAG_MS
+
+
+def test_a_twap_report_is_judged_by_the_spot_until_it_has_points() -> None:
+    feed = _feed(T0 + 60.0)
+    _history(feed, range(0, 60))
+    twap_topic = TOPICS["twap60"]
+    feed.handle(FakeRtds.update(twap_topic, (T0 + 59) * 1000, Decimal(str(BTC * 1.5))))
+    assert feed.series["twap60"].latest() is None  # far from the spot: not believed
+    feed.handle(FakeRtds.update(twap_topic, (T0 + 59) * 1000 + 1, Decimal(str(BTC - 3))))
+    assert feed.series["twap60"].latest() == ((T0 + 59) * 1000 + 1, BTC - 3)
+
+
+# -- the price to beat ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("value", "believed"),
+    [(BTC + 5, True), (BTC * 1.005, False), (BTC * 0.97, False), (45_000.0, False)],
+)
+def test_a_price_to_beat_from_outside_the_stream_must_sit_by_the_spot(
+    value: float, believed: bool
+) -> None:
+    from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
+
+    nowhere = "http://127.0.0.1:9"
+    source = PolymarketSource(
+        Upstreams(nowhere, nowhere, "ws://127.0.0.1:9", "ws://127.0.0.1:9", nowhere),
+        clock=lambda: T0 + 10.0,
+        background=False,
+    )
+    try:
+        window = source._window(T0)
+        source._set_price_to_beat(window, value, "site:crypto-price", False)
+        assert window.price_to_beat is None  # no spot to judge it by: not yet
+        for t in range(-5, 10):
+            source.rtds.series[SPOT_KEY].add((T0 + t) * 1000, BTC)
+        source._set_price_to_beat(window, value, "site:crypto-price", False)
+        assert (window.price_to_beat == value) is believed
+    finally:
+        source.close()

@@ -35,10 +35,10 @@ def _price(value: Any) -> float | None:
     if isinstance(value, bool):
         return None
     try:
-        price = float(value)
+        price = float(value) + 0.0  # -0 is 0
     except (TypeError, ValueError):
         return None
-    return abs(price) if math.isfinite(price) and 0.0 <= price <= 1.0 else None
+    return price if math.isfinite(price) and 0.0 <= price <= 1.0 else None
 
 
 def _size(value: Any) -> float | None:
@@ -54,8 +54,10 @@ def _levels(levels: Any) -> dict[float, float] | None:
     a price outside (0, 1) or a size that is not a number, are skipped); None when levels
     were sent and not one of them is readable."""
     book: dict[float, float] = {}
-    if not isinstance(levels, list):
+    if levels is None:
         return book
+    if not isinstance(levels, list):
+        return None  # "bids": "junk" or {} is not an empty side
     readable = 0
     for level in levels:
         if not isinstance(level, dict):

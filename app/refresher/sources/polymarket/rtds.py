@@ -15,7 +15,8 @@ than ``MAX_SKEW_MS`` is dropped, and a value is judged against the believed poin
 time (``PriceSeries.offer``): a move larger than real markets make (``JUMP_BASE`` plus
 ``JUMP_PER_ROOT_S`` per square root of the seconds between them) is held as suspect, so a
 stray value never becomes the price, the price to beat or the volatility. A suspect run that
-stays self-consistent for ``RELEARN_S`` is believed (the old level was the wrong one); a
+stays self-consistent for ``RELEARN_S`` is believed (the old level was the wrong one, or the
+world moved; the old points stay in the history); a
 TWAP series with nothing believed yet is judged by the spot, and a spot series with nothing
 believed yet waits for ``CONFIRM_POINTS`` points that agree.
 """
@@ -54,11 +55,13 @@ SCALE = Decimal(10**18)
 # A series never holds more points than this (4 h of the spot at 1 Hz is 14,400): a flood of
 # points (a huge history frame) drops the oldest, so memory is bounded by points, not time.
 MAX_POINTS = 20_000
-MAX_SKEW_MS = 5_000  # a point stamped further ahead of our clock is not believed
+# A point stamped further ahead of our clock is not believed: real Chainlink points arrive
+# 1.3-1.6 s AFTER their stamp, never before; 2 s allows for our clock's own error.
+MAX_SKEW_MS = 2_000
 # The largest move believed between two points dt seconds apart, in log terms:
-# JUMP_BASE + JUMP_PER_ROOT_S * sqrt(dt). Set from the real 1 s data (docs/reliability.md):
-# far above any real move, far below a stray price.
-JUMP_BASE = 0.02
+# JUMP_BASE + JUMP_PER_ROOT_S * sqrt(dt). Set from BTC's real 1 s data (docs/reliability.md):
+# about 3x its largest real second (34 bp), far below a stray price.
+JUMP_BASE = 0.01
 JUMP_PER_ROOT_S = 0.002
 CONFIRM_POINTS = 2  # a series with nothing believed yet: this many points that agree
 RELEARN_S = 30.0  # a self-consistent suspect run this long (and RELEARN_POINTS) is believed
@@ -194,11 +197,9 @@ class PriceSeries:
                 )
                 if not (cold or relearn):
                     return None if reference is None and not displaced else "jump"
-                if relearn and reference is not None:  # the believed level was wrong
-                    self._times, self._values = [], []
                 believed, self._run = run, []
-        for believed_point in believed:
-            self.add(*believed_point)
+            for believed_point in believed:
+                self._add(*believed_point)
         return None
 
     def nearest(self, ts_ms: int) -> tuple[int, float] | None:
@@ -219,26 +220,29 @@ class PriceSeries:
         """Merge a believed point in time order (a duplicate timestamp keeps the first value;
         past ``MAX_POINTS`` the oldest go)."""
         with self._lock:
-            # The first point after a reconnect closes its span.
-            self._gaps = [
-                (start, ts_ms if end is None and ts_ms > start else end)
-                for start, end in self._gaps
-            ]
-            i = bisect.bisect_left(self._times, ts_ms)
-            if i < len(self._times) and self._times[i] == ts_ms:
-                return
-            if self._times and ts_ms < self._times[-1] - self._history_ms:
-                return  # older than the history kept
-            newest = i == len(self._times)
-            self._times.insert(i, ts_ms)
-            self._values.insert(i, value)
-            if newest:
-                self.received_at = self._clock()
-            self._version += 1
-            cut = bisect.bisect_left(self._times, self._times[-1] - self._history_ms)
-            cut = max(cut, len(self._times) - MAX_POINTS)
-            if cut:
-                del self._times[:cut], self._values[:cut]
+            self._add(ts_ms, value)
+
+    def _add(self, ts_ms: int, value: float) -> None:
+        """``add`` (the caller holds the lock)."""
+        # The first point after a reconnect closes its span.
+        self._gaps = [
+            (start, ts_ms if end is None and ts_ms > start else end) for start, end in self._gaps
+        ]
+        i = bisect.bisect_left(self._times, ts_ms)
+        if i < len(self._times) and self._times[i] == ts_ms:
+            return
+        if self._times and ts_ms < self._times[-1] - self._history_ms:
+            return  # older than the history kept
+        newest = i == len(self._times)
+        self._times.insert(i, ts_ms)
+        self._values.insert(i, value)
+        if newest:
+            self.received_at = self._clock()
+        self._version += 1
+        cut = bisect.bisect_left(self._times, self._times[-1] - self._history_ms)
+        cut = max(cut, len(self._times) - MAX_POINTS)
+        if cut:
+            del self._times[:cut], self._values[:cut]
 
     def latest(self) -> tuple[int, float] | None:
         """The newest (ts_ms, value)."""

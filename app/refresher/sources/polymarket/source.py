@@ -8,7 +8,9 @@ Every number says where it came from (``sources``) and how old it is (``inputAge
 the row's ``ts`` is the time of its OLDEST input that matters (both books and the price),
 so the row goes stale when any of them goes silent. A missing input leaves its fields null
 and the row stale: its age counts from when it was first asked for, and is never under the
-stale threshold. A crossed book is shown but stale. Nothing is invented.
+stale threshold. A probability without a believable price to beat is null, never made up.
+A crossed book is shown but stale. Nothing is invented. Every input is judged before it is
+believed (docs/reliability.md).
 
 The model follows each market's settlement rule (``app.refresher.model``): the centre is the
 Chainlink SPOT (never the TWAP, which trails it), the volatility is the spot's, and the time
@@ -48,7 +50,6 @@ from app.refresher.sources.polymarket.rtds import (
     TWAP_KEYS,
     PriceSeries,
     RtdsFeed,
-    allowed_move,
 )
 from app.refresher.sources.polymarket.suspects import Suspects
 from app.refresher.tape import Tape
@@ -61,7 +62,7 @@ DISCOVERY_RETRY_S = 2.0
 BOOK_FRESH_S = 2.0  # a quote not confirmed for this long is re-read over REST
 REST_MIN_INTERVAL_S = 1.0  # /books: 500 requests per 10 s allowed; we stay far below
 CROSS_CHECK_S = 30.0  # the level books are replaced from REST this often anyway
-SITE_RETRY_S = 10.0
+SITE_RETRY_S = 2.0  # while a spot window has no price to beat: one cheap request every 2 s
 FALLBACK_AFTER_S = 5.0  # no settlement point at T0 this long after it: try the fallbacks
 MAX_GAP_MS = 3000  # consecutive Chainlink points (about 1 Hz) further apart: a hole
 SPOT_MEAN = "mean"
@@ -70,7 +71,12 @@ RESOLUTION_WAIT_S = 600  # a finished window's tokens stay watched this long at 
 # A price point describes the price at its own stamp: one stamped longer ago than this is old
 # news whenever it arrived (real Chainlink arrives 1.3-1.6 s late, p95 about 2 s).
 MAX_LAG_MS = 10_000
-REFERENCE_WITHIN_MS = 60_000  # the spot that judges a price to beat: this close to T0
+# A price to beat from outside the settlement stream (the site, Gamma) must be within
+# PTB_BASE + PTB_PER_ROOT_S * sqrt(dt) of the believed spot nearest T0 (dt s away): a few bp
+# plus about 5 sigma of BTC's 1 s moves per root second. The settlement stream's own values
+# (the report, our mean of its believed points) were judged as points already.
+PTB_BASE = 0.001
+PTB_PER_ROOT_S = 0.0006
 
 
 def _bracketed(
@@ -105,6 +111,7 @@ class _Window:
     site_tried_at: float = 0.0
     fetched_at_ms: int = 0
     errors: list[str] = field(default_factory=list)
+    refused: set[tuple[float, str]] = field(default_factory=set)  # prices to beat not believed
 
 
 class PolymarketSource:
@@ -152,9 +159,22 @@ class PolymarketSource:
         self._rest_at = 0.0
         self._checked_at = 0.0
         self._lock = threading.Lock()
-        self._upkeep_thread = threading.Thread(
-            target=self._upkeep_forever, name="probboard-upkeep", daemon=True
+        # One thread per kind of upkeep, so a slow answer (held up to the 5 s deadline) of
+        # one upstream never holds the others' lookups.
+        self._upkeep_jobs: tuple[Callable[[float], None], ...] = (
+            self._discover,
+            self._books_upkeep,
+            self._price_to_beat_upkeep,
         )
+        self._upkeep_threads = [
+            threading.Thread(
+                target=self._upkeep_forever,
+                args=(job,),
+                name=f"probboard-upkeep{job.__name__}",
+                daemon=True,
+            )
+            for job in self._upkeep_jobs
+        ]
 
     @staticmethod
     def _transport(upstreams: Upstreams, tape: Tape | None) -> httpx.BaseTransport:
@@ -173,7 +193,8 @@ class PolymarketSource:
                 self.tape.start()
             self.clob.start()
             self.rtds.start()
-            self._upkeep_thread.start()
+            for thread in self._upkeep_threads:
+                thread.start()
 
     def close(self) -> None:
         """Stop the threads and close the HTTP client."""
@@ -213,16 +234,31 @@ class PolymarketSource:
                     self._note_finished(self._windows.pop(old))
             return window
 
-    def _lookup(self, t0: int) -> None:
+    def _lookup(self, t0: int, again: bool = False) -> None:
+        """Look up the window's market on Gamma (every ``DISCOVERY_RETRY_S`` until found);
+        ``again``: once found, look again (for a price to beat Gamma did not have yet), and
+        take the answer only when it names the same tokens."""
         window = self._window(t0)
-        if window.market is None and clocks.monotonic() - window.looked_up_at >= DISCOVERY_RETRY_S:
+        if (window.market is None or again) and (
+            clocks.monotonic() - window.looked_up_at >= DISCOVERY_RETRY_S
+        ):
             window.looked_up_at = clocks.monotonic()
+            known = window.market
             try:
-                window.market = self.gamma.window(t0)
-                if window.market is not None:
+                market = self.gamma.window(t0)
+                if known is not None:
+                    same = market is not None and (market.up_token_id, market.down_token_id) == (
+                        known.up_token_id,
+                        known.down_token_id,
+                    )
+                    if same:
+                        window.market = market
+                    return
+                window.market = market
+                if market is not None:
                     window.fetched_at_ms = int(self._clock() * 1000)
                     self.changes.notify()
-                    log.info("window %d: %s (%s)", t0, window.market.slug, window.market.rule)
+                    log.info("window %d: %s (%s)", t0, market.slug, market.rule)
             except WrongMarketError as exc:
                 UPSTREAM_ERRORS.labels("gamma").inc()
                 self.suspects.note("wrong_market", f"gamma, window {t0}: {exc}")
@@ -231,31 +267,56 @@ class PolymarketSource:
                 self.suspects.note("failed", f"gamma lookup of window {t0}: {exc}")
 
     # -- upkeep: every HTTP call, off the tick ------------------------------------------
-    def _upkeep_forever(self) -> None:
+    def _upkeep_forever(self, job: Callable[[float], None]) -> None:
         while not self.stop.wait(UPKEEP_S):
-            self.upkeep(self._clock())
+            self._run(job, self._clock())
+
+    @staticmethod
+    def _run(job: Callable[[float], None], now: float) -> None:
+        try:
+            job(now)
+        except Exception:
+            log.exception("upkeep step %s failed", job.__name__)
 
     def upkeep(self, now: float) -> None:
-        """One upkeep step (every ``UPKEEP_S``): market lookups, REST books, the site."""
-        try:
-            self._upkeep(now)
-        except Exception:
-            log.exception("upkeep step failed")
+        """One upkeep step of every kind, in turn (a replay's; the live source runs each
+        kind in a thread of its own every ``UPKEEP_S``): market lookups, REST books, the
+        price to beat's fallbacks."""
+        for job in self._upkeep_jobs:
+            self._run(job, now)
 
-    def _upkeep(self, now: float) -> None:
+    def _discover(self, now: float) -> None:
+        """Gamma: this window's market, and the next one's from ``PREFETCH_S`` before."""
         t0 = window_start(now)
-        self._lookup(t0)
-        upcoming = None
+        window = self._window(t0)
+        # A spot market still without a price to beat once the fallbacks are due: Gamma's
+        # ``priceToBeat`` comes late (or came unusable), so ask again.
+        again = (
+            window.market is not None
+            and window.market.rule != TWAP
+            and window.price_to_beat is None
+            and now - t0 > FALLBACK_AFTER_S
+        )
+        self._lookup(t0, again)
         if t0 + WINDOW_S - now <= PREFETCH_S:
             self._lookup(t0 + WINDOW_S)
-            upcoming = self._window(t0 + WINDOW_S).market
+
+    def _books_upkeep(self, now: float) -> None:
+        """REST books of this window's (and a prefetched next window's) tokens, when due."""
+        t0 = window_start(now)
+        markets = [self._window(t0).market]
+        if t0 + WINDOW_S - now <= PREFETCH_S:
+            markets.append(self._window(t0 + WINDOW_S).market)
+        tokens = [t for m in markets if m is not None for t in (m.up_token_id, m.down_token_id)]
+        if tokens:
+            self._refresh_books(tokens)
+
+    def _price_to_beat_upkeep(self, now: float) -> None:
+        """The price to beat from the settlement stream, else its fallbacks (the site)."""
+        t0 = window_start(now)
         window = self._window(t0)
-        market = window.market
-        markets = [m for m in (market, upcoming) if m is not None]
-        if markets:
-            self._refresh_books([t for m in markets for t in (m.up_token_id, m.down_token_id)])
-        if market is not None:
-            self._fallback_price_to_beat(window, t0, market, now)
+        if window.market is not None:
+            self._fallback_price_to_beat(window, t0, window.market, now)
 
     # -- the price to beat ---------------------------------------------------------------
     def _twap_series(self, market: WindowMarket) -> PriceSeries | None:
@@ -294,30 +355,38 @@ class PolymarketSource:
                     via = f"rtds:{TOPICS[SPOT_KEY]}:{SPOT_MEAN}{lookback}s"
                     self._set_price_to_beat(window, mean, via, False)
 
-    def _plausible_price_to_beat(self, value: float, t0: int, via: str) -> bool:
-        """A price to beat is believed only when it is a finite price close to the spot we
-        believe near T0 (with no spot to judge it by, there is no P(up) anyway)."""
+    def _plausible_price_to_beat(self, value: float, t0: int, via: str) -> bool | None:
+        """A price to beat from outside the settlement stream is believed only when it is a
+        finite price close to the believed spot nearest T0 (``PTB_BASE``...); None while
+        there is no spot to judge it by."""
         if not (math.isfinite(value) and value > 0):
             self.suspects.note("out_of_range", f"price to beat {value!r} from {via}")
             return False
-        spot = self.rtds.series[SPOT_KEY]
-        t0_ms = t0 * 1000
-        before, after = spot.around(t0_ms)
-        near = [p for p in (before, after) if p and abs(p[0] - t0_ms) <= REFERENCE_WITHIN_MS]
-        if not near:
-            return False
-        ts_ms, reference = min(near, key=lambda p: abs(p[0] - t0_ms))
-        if abs(math.log(value / reference)) <= allowed_move(ts_ms - t0_ms):
+        nearest = self.rtds.series[SPOT_KEY].nearest(t0 * 1000)
+        if nearest is None:
+            return None
+        ts_ms, reference = nearest
+        dt_s = max(1.0, abs(ts_ms - t0 * 1000) / 1000)
+        if abs(math.log(value / reference)) <= PTB_BASE + PTB_PER_ROOT_S * math.sqrt(dt_s):
             return True
         self.suspects.note(
-            "disagrees", f"price to beat {value:.6g} from {via}, the spot at T0 {reference:.6g}"
+            "disagrees", f"price to beat {value:.6g} from {via}, the spot near T0 {reference:.6g}"
         )
         return False
 
     def _set_price_to_beat(self, window: _Window, value: float, via: str, final: bool) -> None:
-        known = (window.price_to_beat, window.price_to_beat_via)
-        if (value, via) != known and not self._plausible_price_to_beat(value, window.t0, via):
+        if window.final and not final:
+            return  # the settlement's own value (latched meanwhile) stays
+        candidate = (value, via)
+        if candidate in window.refused:
             return
+        known = (window.price_to_beat, window.price_to_beat_via)
+        if candidate != known and not via.startswith("rtds:"):
+            verdict = self._plausible_price_to_beat(value, window.t0, via)
+            if verdict is False:
+                window.refused.add(candidate)  # judged once: not counted again on every tick
+            if not verdict:
+                return
         if window.price_to_beat_via != via:
             log.info("price to beat %.2f from %s", value, via)
         window.price_to_beat, window.price_to_beat_via, window.final = value, via, final
@@ -530,6 +599,10 @@ class PolymarketSource:
         present = {"upBook": up is not None, "downBook": down is not None, "price": bool(latest)}
         rem = max(0.0, t0 + WINDOW_S - now)
         rule = market.rule if market is not None else None
+        # A row without a probability (no believable price to beat yet, too little history)
+        # shows null there: no opinion rather than a wrong one; its books and price keep
+        # their own ages (docs/reliability.md).
+        ts = min(min(input_times.values()), now_ms)
         return [
             {
                 "symbol": "BTC",
@@ -543,7 +616,7 @@ class PolymarketSource:
                 "up_token_id": up_token,
                 "down_token_id": down_token,
                 "rem_secs": round(rem, 3),
-                "ts": min(min(input_times.values()), now_ms),
+                "ts": ts,
                 "windowStart": t0,
                 "windowEnd": t0 + WINDOW_S,
                 "price": price,
