@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
 
+from app.markets import DEFAULT_SYMBOLS, Market, parse_symbols
 from app.plans import GUEST, USER, VIP_PRO
 from app.redis_urls import SentinelUrlError, is_sentinel_url, parse_sentinel_url
 
@@ -50,6 +51,7 @@ class Settings:
     stale_threshold_ms: int
     severe_stale_threshold_ms: int
     board_source: str
+    markets: tuple[Market, ...]  # the board's rows, in order (``SYMBOLS``)
     simulation_seed: int | None
     embedded_refresher: bool
     web_concurrency: int
@@ -237,6 +239,14 @@ def _url(schemes: tuple[str, ...]) -> Callable[[str, str], str]:
     return parse
 
 
+def _symbols(value: str, variable: str) -> tuple[Market, ...]:
+    """The markets named by ``SYMBOLS`` (``app.markets.parse_symbols``)."""
+    try:
+        return parse_symbols(value)
+    except ValueError as exc:
+        raise ConfigError(variable, str(exc)) from None
+
+
 def _pepper(value: str, variable: str) -> str:
     text = value.strip()
     if text and len(text) < 16:
@@ -289,6 +299,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         stale_threshold_ms=stale,
         severe_stale_threshold_ms=severe,
         board_source=get("BOARD_SOURCE", "simulated", lambda v, n: _choice(v, n, BOARD_SOURCES)),
+        markets=get("SYMBOLS", DEFAULT_SYMBOLS, _symbols),
         simulation_seed=_int(seed_raw, "SIMULATION_SEED") if seed_raw else None,
         embedded_refresher=get("EMBEDDED_REFRESHER", "true", _bool),
         web_concurrency=get("WEB_CONCURRENCY", "2", lambda v, n: _int(v, n, 1, 64)),

@@ -1,12 +1,15 @@
-"""The markets' domain: the 5-minute window every up/down market settles over.
+"""The markets' domain: the 5-minute window every up/down market settles over, and the markets.
 
-It imports nothing of the package, so the web app, the refresher, calibration and the backtest
-all import it downwards.
+A market is data (``Market``): what differs between BTC, ETH, SOL and XRP lives in one table
+here, and the setting ``SYMBOLS`` picks the board's rows from it (``parse_symbols``). This
+module imports nothing of the package, so the web app, the refresher, calibration and the
+backtest all import it downwards.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 WINDOW_S = 300
 
@@ -14,3 +17,61 @@ WINDOW_S = 300
 def window_start(t: float) -> int:
     """Start (unix seconds) of the 5-minute window containing ``t``: floor, never ceil."""
     return math.floor(t / WINDOW_S) * WINDOW_S
+
+
+@dataclass(frozen=True)
+class Market:
+    """One coin's 5-minute up/down market, as every part of the service needs it."""
+
+    symbol: str  # the board row's ``symbol`` (upper case)
+    chainlink: str  # its Chainlink stream on RTDS (``btc/usd``): the settlement source
+    series: str  # the Gamma series' slug
+    # The largest |log return| a point of its Chainlink stream is believed to move within one
+    # second (the plausibility bound's base, docs/reliability.md), from the coin's real 1 s data.
+    jump_base: float
+    start_price: float  # the simulated source's first price
+    sigma_per_year: float  # the simulated source's volatility (annualised)
+
+    @property
+    def slug_prefix(self) -> str:
+        """``btc-updown-5m-``: a window's slug is this and its start in unix seconds."""
+        return f"{self.symbol.lower()}-updown-5m-"
+
+    def slug(self, window_start: int) -> str:
+        """The Gamma slug of the window starting at ``window_start``."""
+        return f"{self.slug_prefix}{window_start}"
+
+    @property
+    def key(self) -> str:
+        """The lower-case name used in paths, metrics and ``/api/health``'s ``symbols``."""
+        return self.symbol.lower()
+
+
+# Real largest 1 s moves, 2026-03-12..18 (docs/reliability.md): BTC 34 bp, ETH 49 bp, SOL
+# 79 bp, XRP 106 bp (146 bp to the farthest trade inside a second): each bound about 3x its own.
+MARKETS: dict[str, Market] = {
+    market.symbol: market
+    for market in (
+        Market("BTC", "btc/usd", "btc-up-or-down-5m", 0.01, 95_000.0, 0.50),
+        Market("ETH", "eth/usd", "eth-up-or-down-5m", 0.015, 3_500.0, 0.65),
+        Market("SOL", "sol/usd", "sol-up-or-down-5m", 0.025, 180.0, 0.80),
+        Market("XRP", "xrp/usd", "xrp-up-or-down-5m", 0.03, 2.5, 0.80),
+    )
+}
+DEFAULT_SYMBOLS = "BTC"  # the contract's board
+
+
+def parse_symbols(text: str) -> tuple[Market, ...]:
+    """The markets of a ``SYMBOLS`` value (comma-separated, case-insensitive, in board order);
+    ``ValueError`` naming the bad value for an unknown, repeated or empty one."""
+    names = [part.strip().upper() for part in text.split(",")]
+    known = ", ".join(MARKETS)
+    if not text.strip() or any(not name for name in names):
+        raise ValueError(f"expected comma-separated symbols among {known}, got {text!r}")
+    for name in names:
+        if name not in MARKETS:
+            raise ValueError(f"unknown symbol {name!r} in {text!r} (known: {known})")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"{', '.join(repeated)} given more than once in {text!r}")
+    return tuple(MARKETS[name] for name in names)

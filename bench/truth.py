@@ -116,7 +116,8 @@ def main() -> int:
         deadline = time.monotonic() + args.seconds
         while time.monotonic() < deadline:
             now = time.time()
-            row: dict[str, Any] = source.rows(now)[0]
+            [built] = source.rows(now)
+            row: dict[str, Any] = built.as_json()
             counts["rows"] += 1
             stale = int(now * 1000) - row["ts"] > STALE_MS
             nulls = any(row[k] is None for k in ("up_bid", "up_ask", "down_bid", "down_ask"))

@@ -21,6 +21,6 @@ def health() -> Response:
         "redisReady": ready,
         "redisStatus": status,
         "refreshMs": held.settings.refresh_ms,
-        "symbols": ["btc"],
+        "symbols": [market.key for market in held.settings.markets],
     }
     return json_response(dumps(body))

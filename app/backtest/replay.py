@@ -83,7 +83,7 @@ class VirtualClock:
 
 @dataclass
 class Board:
-    """One row the replayed source built, at tape time ``t``."""
+    """One row the replayed source built, at tape time ``t`` (one per market a tick)."""
 
     t: float
     row: dict[str, Any]
@@ -176,7 +176,8 @@ def run(
                     next_upkeep += UPKEEP_S
                 else:
                     clock.t = next_tick
-                    yield Board(next_tick, dict(source.rows(next_tick)[0]), source.model_p_up)
+                    for row in source.rows(next_tick):
+                        yield Board(next_tick, row.as_json(), row.model_p_up)
                     if chosen is not None:
                         next_tick = next(chosen, math.inf)
                     else:

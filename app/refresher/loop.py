@@ -84,6 +84,7 @@ class Refresher:
         self._last_seq = 0
         self._failing = False
         self._observer_failing = False
+        self._model_p_ups: list[float | None] = []  # the model's own P(up) of each row built
         self.published = 0
 
     def build(self) -> dict[str, Any]:
@@ -92,11 +93,13 @@ class Refresher:
         now_ms = int(now * 1000)
         seq = max(now_ms, self._last_seq + 1)
         newest = self._changes.newest_ms if self._changes is not None else None
+        rows = self.source.rows(now)
+        self._model_p_ups = [row.model_p_up for row in rows]
         board = {
             "seq": seq,
             "ts": now_ms,
             "source": self.source.name,
-            "items": self.source.rows(now),
+            "items": [row.as_json() for row in rows],
             # When the newest input arrived (the build itself, for a source without feeds).
             "newestInputMs": min(newest, now_ms) if newest is not None else now_ms,
         }
@@ -171,8 +174,8 @@ class Refresher:
             return
         try:
             winners = self.source.winners()
-            for row in board["items"]:
-                self.observer.observe(row, self.source.model_p_up, board["ts"] / 1000, winners)
+            for row, p_up in zip(board["items"], self._model_p_ups, strict=True):
+                self.observer.observe(row, p_up, board["ts"] / 1000, winners)
         except Exception:
             if not self._observer_failing:
                 log.exception("the track record could not take a board")

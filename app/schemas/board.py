@@ -7,6 +7,7 @@ from typing import Any
 from marshmallow import INCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema
 
 from app.config import MIN_REFRESH_MS
+from app.markets import MARKETS
 from app.plans import ALL_PLANS
 from app.schemas.fields import StrictBoolean, StrictInteger, StrictNumber
 
@@ -36,7 +37,7 @@ class BoardItemSchema(Schema):
     class Meta:
         unknown = INCLUDE
 
-    symbol = fields.String(required=True, validate=validate.Equal("BTC"))
+    symbol = fields.String(required=True, validate=validate.OneOf(list(MARKETS)))
     slot = StrictNumber(allow_none=True)
     p_up_pct = _percent()
     p_down_pct = _percent()

@@ -5,6 +5,7 @@ from __future__ import annotations
 from marshmallow import RAISE, Schema, fields, validate
 
 from app.config import MIN_REFRESH_MS
+from app.markets import MARKETS
 from app.schemas.fields import StrictBoolean, StrictInteger
 
 
@@ -29,4 +30,6 @@ class HealthResponseSchema(Schema):
     redisReady = StrictBoolean(required=True)  # noqa: N815
     redisStatus = fields.String(required=True)  # noqa: N815
     refreshMs = fields.Nested(RefreshMsSchema, required=True)  # noqa: N815
-    symbols = fields.List(fields.String(validate=validate.Equal("btc")), required=True)
+    symbols = fields.List(
+        fields.String(validate=validate.OneOf([m.key for m in MARKETS.values()])), required=True
+    )

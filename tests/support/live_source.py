@@ -48,7 +48,7 @@ def first_row(source: PolymarketSource, clock: Callable[[], float]) -> Row:
     """One call of ``rows(clock())``: its only row."""
     rows = source.rows(clock())
     assert len(rows) == 1
-    return dict(rows[0])
+    return rows[0].as_json()
 
 
 def poll(

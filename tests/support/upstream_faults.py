@@ -263,7 +263,7 @@ class Stage:
         except Exception as exc:  # a failed tick: nothing published
             return Sample(now, {}, (f"rows() raised {type(exc).__name__}: {exc}",))
         assert len(rows) == 1, rows
-        row = dict(rows[0])
+        row = rows[0].as_json()
         return Sample(now, row, tuple(self.problems(row, now)))
 
     def warm_up(self) -> Sample:

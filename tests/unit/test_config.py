@@ -243,3 +243,24 @@ def test_create_app_accepts_non_string_values() -> None:
 
     assert services_of(app).settings.refresh_ms_guest == 6000
     assert services_of(app).settings.port == 9000
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [("DOGE", "DOGE"), ("BTC,ETH,BTC", "BTC"), ("BTC,,ETH", "BTC,,ETH"), ("btc;eth", "BTC;ETH")],
+)
+def test_an_unknown_or_repeated_symbol_stops_the_app_naming_symbols(value: str, named: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        create_app({**BASE_CONFIG, "SYMBOLS": value})
+
+    assert caught.value.variable == "SYMBOLS"
+    assert str(caught.value).startswith("SYMBOLS: ") and named in str(caught.value).upper()
+
+
+def test_symbols_choose_the_board_rows_in_order() -> None:
+    default = load_settings({})
+    assert [m.symbol for m in default.markets] == ["BTC"]
+    four = load_settings({"SYMBOLS": " xrp, BTC ,sol,Eth "})
+    assert [m.symbol for m in four.markets] == ["XRP", "BTC", "SOL", "ETH"]
+    assert [m.chainlink for m in four.markets] == ["xrp/usd", "btc/usd", "sol/usd", "eth/usd"]
+    assert four.markets[0].slug(1_795_516_200) == "xrp-updown-5m-1795516200"

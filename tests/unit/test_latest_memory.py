@@ -42,7 +42,7 @@ def row(ts_ms: int, **overrides: Any) -> dict[str, Any]:
     """A complete published BTC row whose data time is ``ts_ms``."""
     item: dict[str, Any] = {
         "symbol": "BTC",
-        "slot": ts_ms // 300_000,
+        "slot": ts_ms // 300_000 * 300,  # the window start in unix seconds
         "p_up_pct": 61.25,
         "p_down_pct": 38.75,
         "up_bid": 0.6,
@@ -158,7 +158,7 @@ def test_board_from_the_refresher_is_served_in_full(
         "latencyLevel": "ok",
     }
     assert item["symbol"] == "BTC"
-    assert item["slot"] == T0_MS // 1000 // 300
+    assert item["slot"] == T0_MS // 1000 // 300 * 300  # the window start
     assert item["p_up_pct"] + item["p_down_pct"] == 100
     assert len(item["up_token_id"]) == 77 and item["up_token_id"].isdigit()
     assert len(item["down_token_id"]) == 77 and item["down_token_id"].isdigit()
@@ -379,7 +379,7 @@ INVALID_BOARDS: dict[str, str] = {
     "missing symbol": json.dumps(
         board(2, NEXT_TS, [{k: v for k, v in row(NEXT_TS).items() if k != "symbol"}])
     ),
-    "other symbol": json.dumps(board(2, NEXT_TS, [row(NEXT_TS, symbol="ETH")])),
+    "unknown symbol": json.dumps(board(2, NEXT_TS, [row(NEXT_TS, symbol="DOGE")])),
     "string probability": json.dumps(board(2, NEXT_TS, [row(NEXT_TS, p_up_pct="61.25")])),
     "string price": json.dumps(board(2, NEXT_TS, [row(NEXT_TS, up_bid="0.6")])),
     "bool price": json.dumps(board(2, NEXT_TS, [row(NEXT_TS, up_ask=True)])),

@@ -25,6 +25,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 import app.api.latest as latest_view
 import app.web as web_module
 from app.accounts.deadline import DatabaseGuard, DatabaseTimeoutError
+from app.board.row import BoardRow
 from app.bus import BoardBus
 from app.bus.memory import MemoryBoardBus
 from app.config import ConfigError, load_settings
@@ -462,12 +463,11 @@ def test_a_successful_tick_is_counted_and_its_delay_observed() -> None:
 
 class _BrokenSource:
     name = "broken"
-    model_p_up: float | None = None
 
     def winners(self) -> dict[str, bool]:
         return {}
 
-    def rows(self, now: float) -> list[dict[str, object]]:
+    def rows(self, now: float) -> list[BoardRow]:
         raise RuntimeError("feed down")
 
 

@@ -522,7 +522,7 @@ def test_row_carries_the_fake_markets_tokens_and_best_levels(
         0.47,
     )
     assert row["symbol"] == "BTC" and row["source"] == "polymarket"
-    assert row["slot"] == T0 // 300 and row["windowStart"] == T0 and row["windowEnd"] == NEXT
+    assert row["slot"] == T0 and row["windowStart"] == T0 and row["windowEnd"] == NEXT
     assert row["slug"] == market.slug
     assert row["settlement"] == "spot" and row["twapLookbackS"] is None
     assert row["rem_secs"] == pytest.approx(297.5)
@@ -697,7 +697,7 @@ def test_rolls_to_the_next_window_on_the_boundary(
     clock.t = NEXT + 0.2
     row = first_row(source, clock)  # the very first row after the boundary
 
-    assert row["windowStart"] == NEXT and row["slot"] == NEXT // 300
+    assert row["windowStart"] == NEXT and row["slot"] == NEXT
     assert row["slug"] == upcoming.slug
     assert row["rem_secs"] == pytest.approx(299.8)
     assert_books_are_the_fakes(row, world, upcoming)  # warm: no gap at the roll

@@ -9,6 +9,7 @@ out before the coalescing interval is over).
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import threading
@@ -18,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from app.board.row import BoardRow
 from app.board.snapshot import Snapshot
 from app.bus.memory import MemoryBoardBus
 from app.refresher.changes import Changes
@@ -31,23 +33,22 @@ class ChangingSource:
     """One valid row whose UP bid the test moves, and the change signal of a live source."""
 
     name = "changing"
-    model_p_up: float | None = None
 
     def __init__(self) -> None:
         self.changes = Changes()
-        self.row = dict(SimulatedSource(seed=1).rows(1_800_000_100.0)[0])
-        self.row.update(up_bid=0.40)
+        [row] = SimulatedSource(seed=1).rows(1_800_000_100.0)
+        self.row = dataclasses.replace(row, up_bid=0.40)
 
     def move(self, bid: float) -> None:
         """A new top of book arrives."""
-        self.row["up_bid"] = bid
+        self.row = dataclasses.replace(self.row, up_bid=bid)
         self.changes.notify()
 
     def winners(self) -> dict[str, bool]:
         return {}
 
-    def rows(self, now: float) -> list[dict[str, object]]:
-        return [{**self.row, "ts": int(now * 1000)}]
+    def rows(self, now: float) -> list[BoardRow]:
+        return [dataclasses.replace(self.row, ts=int(now * 1000))]
 
 
 class Received:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import math
@@ -11,8 +12,10 @@ import pytest
 from flask import Flask
 from flask.testing import FlaskClient, FlaskCliRunner
 
+from app.board.row import BoardRow
 from app.bus import BoardBus
 from app.bus.memory import MemoryBoardBus
+from app.markets import MARKETS, parse_symbols
 from app.refresher.loop import Refresher
 from app.refresher.model import percentages, probability_up
 from app.refresher.sources import WINDOW_S, window_start
@@ -30,7 +33,7 @@ PRICE_FIELDS = ("up_bid", "up_ask", "down_bid", "down_ask")
 def one_row(source: SimulatedSource, now: float) -> dict[str, Any]:
     rows = source.rows(now)
     assert len(rows) == 1
-    return rows[0]
+    return rows[0].as_json()
 
 
 def on_tick(value: object) -> bool:
@@ -40,9 +43,10 @@ def on_tick(value: object) -> bool:
 
 def check_row_invariants(row: dict[str, Any], now: float) -> None:
     """Everything that must hold for any row at any instant."""
-    assert row["symbol"] == "BTC"
-    assert row["slot"] == math.floor(now / WINDOW_S)
-    assert row["windowStart"] == row["slot"] * WINDOW_S
+    assert row["symbol"] in MARKETS
+    # ``slot`` is the window start in unix seconds, as the public clients read it.
+    assert row["slot"] == math.floor(now / WINDOW_S) * WINDOW_S
+    assert row["windowStart"] == row["slot"]
     assert row["windowStart"] % WINDOW_S == 0
     assert row["windowEnd"] == row["windowStart"] + WINDOW_S
     assert row["windowStart"] <= now < row["windowEnd"]
@@ -138,7 +142,7 @@ def test_the_window_rolls_at_the_boundary_and_latches_the_price() -> None:
     at = one_row(source, BOUNDARY)
     after = one_row(source, BOUNDARY + 0.5)
 
-    assert before["slot"] + 1 == at["slot"] == after["slot"] == BOUNDARY // WINDOW_S
+    assert before["slot"] + WINDOW_S == at["slot"] == after["slot"] == BOUNDARY
     assert before["rem_secs"] == 0.5
     assert at["rem_secs"] == 300
     assert after["rem_secs"] == 299.5
@@ -159,7 +163,7 @@ def test_the_price_is_latched_at_the_boundary_even_between_calls() -> None:
 
     after = one_row(skipped, BOUNDARY + 0.5)
 
-    assert after["slot"] == BOUNDARY // WINDOW_S
+    assert after["slot"] == BOUNDARY
     assert after["priceToBeat"] == at["price"]
     assert after == one_row(watched, BOUNDARY + 0.5)
 
@@ -168,7 +172,7 @@ def test_the_price_to_beat_holds_for_the_whole_window() -> None:
     source = SimulatedSource(seed=13)
     rows = [one_row(source, BOUNDARY + 0.25 + 2.5 * i) for i in range(120)]
 
-    assert {r["slot"] for r in rows} == {BOUNDARY // WINDOW_S}
+    assert {r["slot"] for r in rows} == {BOUNDARY}
     assert len({r["priceToBeat"] for r in rows}) == 1
     assert len({r["price"] for r in rows}) > 50
 
@@ -285,33 +289,35 @@ def test_tick_publishes_a_board_that_latest_serves(app: Flask, client: FlaskClie
     assert refresher.published == 2
     body = validated("board", client.get("/api/probboard/latest").data)
     [item] = body["items"]
-    assert item["slot"] == BOUNDARY // WINDOW_S
+    assert item["slot"] == BOUNDARY
     assert item["rem_secs"] == 298
     assert body["updatedAt"] == "2027-01-15 08:00:02.000"
 
 
 class _BrokenSource:
-    name = "broken"
-    model_p_up: float | None = None
+    """A simulated row with ``changes`` (none: the source raises)."""
 
-    def __init__(self, row: dict[str, object] | None = None) -> None:
-        self.row = row
+    name = "broken"
+
+    def __init__(self, **replaced: Any) -> None:
+        self.replaced = replaced  # (not ``changes``: a source's change signal has that name)
 
     def winners(self) -> dict[str, bool]:
         return {}
 
-    def rows(self, now: float) -> list[dict[str, object]]:
-        if self.row is None:
+    def rows(self, now: float) -> list[BoardRow]:
+        if not self.replaced:
             raise RuntimeError("feed down")
-        return [{**self.row, "ts": int(now * 1000)}]
+        [row] = SimulatedSource(seed=1).rows(now)
+        return [dataclasses.replace(row, **self.replaced)]
 
 
 @pytest.mark.parametrize(
     "source",
     [
         _BrokenSource(),
-        _BrokenSource({"symbol": "BTC", "p_up_pct": 70.0, "p_down_pct": 70.0}),
-        _BrokenSource({"symbol": "BTC", "up_bid": float("nan")}),
+        _BrokenSource(p_up_pct=70.0, p_down_pct=70.0),
+        _BrokenSource(up_bid=float("nan")),
     ],
     ids=["raises", "bad probabilities", "nan price"],
 )
@@ -325,7 +331,7 @@ def test_a_bad_tick_publishes_nothing_and_does_not_raise(app: Flask, source: _Br
 
 
 def test_build_refuses_an_invalid_board() -> None:
-    source = _BrokenSource({"symbol": "ETH"})
+    source = _BrokenSource(symbol="DOGE")  # no market of ours
     refresher = Refresher(source, MemoryBoardBus(), 500, clock=lambda: BOUNDARY + 1.0)
 
     with pytest.raises(ContractError):
@@ -338,7 +344,7 @@ def check_once_output(stdout: str) -> None:
     [row] = board["items"]
     assert row["ts"] == board["ts"]
     assert row["p_up_pct"] + row["p_down_pct"] == 100
-    assert row["slot"] == row["windowStart"] // WINDOW_S
+    assert row["slot"] == row["windowStart"]
     assert len(row["up_token_id"]) == len(row["down_token_id"]) == 77
 
 
@@ -350,3 +356,17 @@ def test_refresher_once_prints_a_valid_board(runner: FlaskCliRunner) -> None:
     assert result.exception is None, repr(result.exception)
     assert result.exit_code == 0, result.output
     check_once_output(result.stdout)
+
+
+def test_symbols_give_one_row_each_in_order_with_their_own_walks() -> None:
+    source = SimulatedSource(seed=3, markets=parse_symbols("BTC,ETH,SOL,XRP"))
+    rows = [row.as_json() for row in source.rows(BOUNDARY + 30)]
+
+    assert [row["symbol"] for row in rows] == ["BTC", "ETH", "SOL", "XRP"]
+    for row in rows:
+        check_row_invariants(row, BOUNDARY + 30)
+    assert len({row["up_token_id"] for row in rows}) == 4  # each market its own tokens
+    prices = [row["price"] for row in rows]
+    assert prices[0] > 10_000 > prices[1] > 1_000 > prices[2] > 10 > prices[3] > 0
+    # The default market's walk is what it was with no SYMBOLS at all.
+    assert rows[0] == one_row(SimulatedSource(seed=3), BOUNDARY + 30)

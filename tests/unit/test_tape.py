@@ -231,7 +231,8 @@ def test_a_recorded_tape_replays_to_the_boards_the_live_source_built(tmp_path: P
             deadline = time.monotonic() + 12
             while time.monotonic() < deadline:
                 now = time.time()
-                live.append((now, dict(source.rows(now)[0]), source.model_p_up))
+                [built] = source.rows(now)
+                live.append((now, built.as_json(), built.model_p_up))
                 time.sleep(0.13)  # out of step with the fakes' half-second beat
     lines = all_lines(tmp_path)
     received = sorted(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.config import Settings
+from app.config import ConfigError, Settings
 from app.markets import WINDOW_S, window_start
 from app.refresher.sources.base import Source
 
@@ -14,11 +14,17 @@ def create_source(settings: Settings) -> Source:
     if settings.board_source == "simulated":
         from app.refresher.sources.simulated import SimulatedSource
 
-        return SimulatedSource(seed=settings.simulation_seed)
+        return SimulatedSource(seed=settings.simulation_seed, markets=settings.markets)
     if settings.board_source == "polymarket":
         from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
         from app.refresher.tape import Tape
 
+        if len(settings.markets) != 1:
+            raise ConfigError(
+                "SYMBOLS",
+                "BOARD_SOURCE=polymarket serves one symbol so far, got "
+                + ",".join(m.symbol for m in settings.markets),
+            )
         tape = Tape(settings.refresher_tape_dir) if settings.refresher_tape_dir else None
         return PolymarketSource(
             Upstreams(
@@ -30,5 +36,6 @@ def create_source(settings: Settings) -> Source:
             ),
             stale_after_ms=settings.stale_threshold_ms,
             tape=tape,
+            market=settings.markets[0],
         )
     raise ValueError(f"unknown board source {settings.board_source!r}")

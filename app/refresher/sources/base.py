@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from app.board.row import BoardRow
 from app.markets import WINDOW_S, window_start
 
 __all__ = ["WINDOW_S", "Source", "window_start"]
@@ -17,10 +18,10 @@ class Source(Protocol):
     """A producer of board rows."""
 
     name: str
-    model_p_up: float | None  # the model's own P(up) behind the last row (not rounded)
 
     def winners(self) -> dict[str, bool]:
         """Token id -> won, for the markets whose resolution the source has seen."""
 
-    def rows(self, now: float) -> list[dict[str, object]]:
-        """The board rows as of ``now`` (unix seconds), each with its own ``ts`` (epoch ms)."""
+    def rows(self, now: float) -> list[BoardRow]:
+        """The board rows as of ``now`` (unix seconds), one per market in ``SYMBOLS`` order,
+        each with its own ``ts`` (epoch ms)."""

@@ -1,8 +1,9 @@
 """Market discovery on Gamma: the event of a 5-minute window, by slug.
 
-The slug is ``btc-updown-5m-<T0>`` with ``T0`` the window START (a multiple of 300). Inside
-``event.markets[0]``, ``outcomes`` and ``clobTokenIds`` are JSON-encoded STRINGS; token ids
-pair with outcomes by position, and outcomes may come as ``["Down","Up"]``: pair by label.
+The slug is ``<coin>-updown-5m-<T0>`` (``app.markets.Market.slug``) with ``T0`` the window
+START (a multiple of 300). Inside ``event.markets[0]``, ``outcomes`` and ``clobTokenIds``
+are JSON-encoded STRINGS; token ids pair with outcomes by position, and outcomes may come
+as ``["Down","Up"]``: pair by label.
 The settlement rule is read from each market (``cryptoMarketConfig`` / ``resolutionSource``).
 
 An answer is believed only when it is about the window asked for: the event's (and the
@@ -22,12 +23,13 @@ from typing import Any
 
 import httpx
 
+from app.markets import DEFAULT_SYMBOLS, MARKETS, WINDOW_S, Market
 from app.refresher.model import SPOT, TWAP
-from app.refresher.sources.base import WINDOW_S
 
 TOKEN_ID = re.compile(r"[0-9]{1,78}")
 TWAP_STREAM = re.compile(r"twap-([0-9]{1,3})s")
 MAX_LOOKBACK_S = 300
+DEFAULT_MARKET = MARKETS[DEFAULT_SYMBOLS]
 
 
 class UpstreamError(Exception):
@@ -52,9 +54,9 @@ class WindowMarket:
     price_to_beat: float | None  # Gamma's eventMetadata.priceToBeat, when present
 
 
-def slug_for(window_start: int) -> str:
-    """The Gamma slug of the window starting at ``window_start``."""
-    return f"btc-updown-5m-{window_start}"
+def slug_for(window_start: int, market: Market = DEFAULT_MARKET) -> str:
+    """The Gamma slug of ``market``'s window starting at ``window_start``."""
+    return market.slug(window_start)
 
 
 def _json_list(value: Any, field: str) -> list[Any]:
@@ -106,10 +108,11 @@ def _epoch(value: Any) -> int | None:
     return int(parsed.timestamp()) if parsed.tzinfo is not None else None
 
 
-def check_window(event: dict[str, Any], market: dict[str, Any], window_start: int) -> None:
+def check_window(
+    event: dict[str, Any], market: dict[str, Any], window_start: int, slug: str
+) -> None:
     """``WrongMarketError`` unless the event and its market name the window asked for: the slug
     (required on the event), and the window's times where they are given."""
-    slug = slug_for(window_start)
     if event.get("slug") != slug:
         raise WrongMarketError(f"asked for {slug}, the event is {str(event.get('slug'))[:80]!r}")
     if "slug" in market and market["slug"] != slug:
@@ -121,7 +124,7 @@ def check_window(event: dict[str, Any], market: dict[str, Any], window_start: in
                 raise WrongMarketError(f"{slug}: {name} {str(owner[name])[:40]!r} is not {t}")
 
 
-def parse_event(event: Any, window_start: int) -> WindowMarket:
+def parse_event(event: Any, window_start: int, coin: Market = DEFAULT_MARKET) -> WindowMarket:
     """The window market in a Gamma event object; ``UpstreamError`` when it does not fit,
     ``WrongMarketError`` when it is not the window asked for."""
     if not isinstance(event, dict):
@@ -130,7 +133,7 @@ def parse_event(event: Any, window_start: int) -> WindowMarket:
     if not isinstance(markets, list) or not markets or not isinstance(markets[0], dict):
         raise UpstreamError("the event has no market")
     market = markets[0]
-    check_window(event, market, window_start)
+    check_window(event, market, window_start, coin.slug(window_start))
     outcomes = [str(o).strip().lower() for o in _json_list(market.get("outcomes"), "outcomes")]
     token_ids = [str(t) for t in _json_list(market.get("clobTokenIds"), "clobTokenIds")]
     if len(outcomes) != len(token_ids) or {"up", "down"} - set(outcomes):
@@ -156,7 +159,7 @@ def parse_event(event: Any, window_start: int) -> WindowMarket:
     rule, lookback = settlement(market)
     return WindowMarket(
         window_start=window_start,
-        slug=slug_for(window_start),
+        slug=coin.slug(window_start),
         up_token_id=by_label["up"],
         down_token_id=by_label["down"],
         rule=rule,
@@ -169,13 +172,15 @@ def parse_event(event: Any, window_start: int) -> WindowMarket:
 class GammaClient:
     """``GET {gamma}/events/slug/{slug}``, with timeouts; None while a window is not listed."""
 
-    def __init__(self, base_url: str, http: httpx.Client) -> None:
+    def __init__(self, base_url: str, http: httpx.Client, market: Market = DEFAULT_MARKET) -> None:
         self._base = base_url.rstrip("/")
         self._http = http
+        self._market = market
 
     def window(self, window_start: int) -> WindowMarket | None:
         """The market of the window starting at ``window_start``, or None (404: not listed)."""
-        response = self._http.get(f"{self._base}/events/slug/{slug_for(window_start)}")
+        slug = self._market.slug(window_start)
+        response = self._http.get(f"{self._base}/events/slug/{slug}")
         if response.status_code == 404:
             return None
         if response.status_code != 200:
@@ -184,4 +189,4 @@ class GammaClient:
             event = response.json()
         except ValueError as exc:
             raise UpstreamError("gamma answered something that is not JSON") from exc
-        return parse_event(event, window_start)
+        return parse_event(event, window_start, self._market)

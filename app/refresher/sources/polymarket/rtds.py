@@ -1,4 +1,4 @@
-"""The real-time data socket: Chainlink BTC/USD spot and its 60- and 30-second TWAP reports.
+"""The real-time data socket: a coin's Chainlink spot and its 60- and 30-second TWAP reports.
 
 The spot topic (``crypto_prices_chainlink``) is the model's price and its volatility; a TWAP
 topic only gives a TWAP market its price to beat. Updates carry ``payload: {symbol,
@@ -32,6 +32,7 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from app.markets import DEFAULT_SYMBOLS, MARKETS, Market
 from app.refresher import clocks, volatility
 from app.refresher.sources.polymarket.feed import Feed, each
 from app.refresher.sources.polymarket.suspects import Suspects
@@ -45,8 +46,6 @@ TOPICS = {
     "twap30": "crypto_prices_twap_thirty",
 }
 SPOT_HISTORY_TOPIC = "crypto_prices"  # where the spot's history snapshot has been seen
-SYMBOL = "btc/usd"
-FILTERS = json.dumps({"symbol": SYMBOL}, separators=(",", ":"))  # compact, as documented
 SPOT_HISTORY_S = 4 * 3600  # hours of spot: the volatility's horizon scale is measured on it
 TWAP_HISTORY_S = 1800
 SCALE_EVERY_S = 60.0  # the scale is about hours of data: recomputing it once a minute is plenty
@@ -100,13 +99,14 @@ def point_value(point: dict[str, Any]) -> float | None:
     return None
 
 
-def allowed_move(dt_ms: int) -> float:
-    """The largest |log return| believed between two points ``dt_ms`` apart."""
-    return JUMP_BASE + JUMP_PER_ROOT_S * math.sqrt(max(1.0, abs(dt_ms) / 1000))
+def allowed_move(dt_ms: int, base: float = JUMP_BASE) -> float:
+    """The largest |log return| believed between two points ``dt_ms`` apart (``base``: the
+    market's own, ``Market.jump_base``)."""
+    return base + JUMP_PER_ROOT_S * math.sqrt(max(1.0, abs(dt_ms) / 1000))
 
 
-def _agrees(reference: tuple[int, float], point: tuple[int, float]) -> bool:
-    return abs(math.log(point[1] / reference[1])) <= allowed_move(point[0] - reference[0])
+def _agrees(reference: tuple[int, float], point: tuple[int, float], base: float) -> bool:
+    return abs(math.log(point[1] / reference[1])) <= allowed_move(point[0] - reference[0], base)
 
 
 class PriceSeries:
@@ -117,7 +117,9 @@ class PriceSeries:
         history_s: int = TWAP_HISTORY_S,
         clock: Callable[[], float] = time.time,
         anchor: PriceSeries | None = None,
+        jump_base: float = JUMP_BASE,
     ) -> None:
+        self._jump_base = jump_base
         self._times: list[int] = []
         self._values: list[float] = []
         self._history_ms = history_s * 1000
@@ -183,12 +185,14 @@ class PriceSeries:
         anchored = self._anchor.nearest(ts_ms) if self._anchor is not None else None
         with self._lock:
             reference = self._nearest(ts_ms) or anchored
-            if reference is not None and _agrees(reference, point):
+            if reference is not None and _agrees(reference, point, self._jump_base):
                 self._run = []  # a believed point ends a suspect run
                 believed = [point]
             else:
                 run = self._run
-                joins = bool(run) and run[-1][0] != ts_ms and _agrees(run[-1], point)
+                joins = (
+                    bool(run) and run[-1][0] != ts_ms and _agrees(run[-1], point, self._jump_base)
+                )
                 displaced = bool(run) and not joins
                 self._run = run = [*run, point] if joins else [point]
                 cold = reference is None and len(run) >= CONFIRM_POINTS
@@ -334,15 +338,25 @@ class RtdsFeed(Feed):
     ping_every_s = 5.0
 
     def __init__(
-        self, url: str, stop: threading.Event, clock: Callable[[], float] = time.time
+        self,
+        url: str,
+        stop: threading.Event,
+        clock: Callable[[], float] = time.time,
+        market: Market = MARKETS[DEFAULT_SYMBOLS],
     ) -> None:
         super().__init__(url, stop)
+        self.symbol = market.chainlink
+        # The filter string exactly as documented: compact JSON, no spaces.
+        self._filters = json.dumps({"symbol": market.chainlink}, separators=(",", ":"))
         self._clock = clock  # our wall clock: a point stamped ahead of it is not believed
         self.suspects = Suspects(self.name_for_logs)
-        spot = PriceSeries(SPOT_HISTORY_S, clock)
+        base = market.jump_base
+        spot = PriceSeries(SPOT_HISTORY_S, clock, jump_base=base)
         # A TWAP report is judged by the spot until its own series has points.
         self.series = {
-            key: spot if key == SPOT_KEY else PriceSeries(TWAP_HISTORY_S, clock, anchor=spot)
+            key: spot
+            if key == SPOT_KEY
+            else PriceSeries(TWAP_HISTORY_S, clock, anchor=spot, jump_base=base)
             for key in TOPICS
         }
         self._by_topic = {topic: self.series[key] for key, topic in TOPICS.items()}
@@ -352,7 +366,7 @@ class RtdsFeed(Feed):
     def subscription(self) -> list[str] | None:
         """One subscribe message for every topic, with the documented compact filter."""
         subscriptions = [
-            {"topic": topic, "type": "*", "filters": FILTERS} for topic in TOPICS.values()
+            {"topic": topic, "type": "*", "filters": self._filters} for topic in TOPICS.values()
         ]
         return [json.dumps({"action": "subscribe", "subscriptions": subscriptions})]
 
@@ -374,7 +388,7 @@ class RtdsFeed(Feed):
             if series is None or not isinstance(payload, dict):
                 continue
             symbol = payload.get("symbol")
-            if isinstance(symbol, str) and symbol.lower() != SYMBOL:
+            if isinstance(symbol, str) and symbol.lower() != self.symbol:
                 continue
             data = payload.get("data")
             points = self._believable(each(data if isinstance(data, list) else [payload]))

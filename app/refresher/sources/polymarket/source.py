@@ -29,6 +29,8 @@ from datetime import UTC, datetime
 
 import httpx
 
+from app.board.row import BoardRow, LiveDetails
+from app.markets import DEFAULT_SYMBOLS, MARKETS, Market
 from app.metrics.refresher import UPSTREAM_ERRORS
 from app.refresher import clocks
 from app.refresher.changes import Changes
@@ -115,7 +117,8 @@ class _Window:
 
 
 class PolymarketSource:
-    """The live BTC 5-minute row; feeds start on first use."""
+    """The live 5-minute row of one market (``SYMBOLS``: one symbol for the live source so
+    far); feeds start on first use."""
 
     name = "polymarket"
 
@@ -127,7 +130,9 @@ class PolymarketSource:
         stale_after_ms: int = 3000,
         tape: Tape | None = None,
         background: bool = True,
+        market: Market = MARKETS[DEFAULT_SYMBOLS],
     ) -> None:
+        self.market = market
         self.upstreams = upstreams
         self.tape = tape
         # False: no threads; whoever drives the source (a replay) feeds the sockets' frames
@@ -143,12 +148,12 @@ class PolymarketSource:
             follow_redirects=False,
             transport=self._transport(upstreams, tape),
         )
-        self.gamma = GammaClient(upstreams.gamma, self.http)
+        self.gamma = GammaClient(upstreams.gamma, self.http, market)
         self.changes = Changes()  # a new top of book, price, market or price to beat
         self.books = Books(on_change=self.changes.notify)
         self.stop = threading.Event()
         self.clob = ClobFeed(upstreams.clob_ws, self.books, self.stop)
-        self.rtds = RtdsFeed(upstreams.rtds, self.stop, clock=clock)
+        self.rtds = RtdsFeed(upstreams.rtds, self.stop, clock=clock, market=market)
         self.suspects = Suspects("market")  # Gamma's and the site's answers
         self.clob.tape = self.rtds.tape = tape
         self.rtds.on_change = self.changes.notify
@@ -423,7 +428,7 @@ class PolymarketSource:
             return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
         params = {
-            "symbol": "BTC",
+            "symbol": self.market.symbol,
             "eventStartTime": iso(t0),
             "variant": "fiveminute",
             "endDate": iso(t0 + WINDOW_S),
@@ -549,8 +554,8 @@ class PolymarketSource:
         received_ms = int(spot.received_at * 1000)
         return received_ms if latest is None else min(received_ms, latest[0] + MAX_LAG_MS)
 
-    def rows(self, now: float) -> list[dict[str, object]]:
-        """The BTC row at ``now``."""
+    def rows(self, now: float) -> list[BoardRow]:
+        """The market's row at ``now``."""
         self.start()
         t0 = window_start(now)
         window = self._window(t0)
@@ -603,41 +608,45 @@ class PolymarketSource:
         # shows null there: no opinion rather than a wrong one; its books and price keep
         # their own ages (docs/reliability.md).
         ts = min(min(input_times.values()), now_ms)
+        live = LiveDetails(
+            sigma_scale=scale,
+            twap_lookback_s=market.lookback_s if market else None,
+            slug=market.slug if market else None,
+            sources={
+                "market": "gamma" if market else None,
+                "upBook": up.via if up else None,
+                "downBook": down.via if down else None,
+                "price": f"rtds:{TOPICS[SPOT_KEY]}" if latest else None,
+                "priceToBeat": window.price_to_beat_via,
+                "model": f"digital-option:{rule}" if p_up is not None else None,
+            },
+            input_ages_ms={
+                name: (max(0, now_ms - t) if present[name] else None)
+                for name, t in input_times.items()
+            },
+        )
         return [
-            {
-                "symbol": "BTC",
-                "slot": t0 // WINDOW_S,
-                "p_up_pct": p_up,
-                "p_down_pct": p_down,
-                "up_bid": up.bid if up else None,
-                "up_ask": up.ask if up else None,
-                "down_bid": down.bid if down else None,
-                "down_ask": down.ask if down else None,
-                "up_token_id": up_token,
-                "down_token_id": down_token,
-                "rem_secs": round(rem, 3),
-                "ts": ts,
-                "windowStart": t0,
-                "windowEnd": t0 + WINDOW_S,
-                "price": price,
-                "priceToBeat": k,
-                "sigma": sigma,
-                "sigmaScale": scale,
-                "settlement": rule,
-                "twapLookbackS": market.lookback_s if market else None,
-                "source": self.name,
-                "slug": market.slug if market else None,
-                "sources": {
-                    "market": "gamma" if market else None,
-                    "upBook": up.via if up else None,
-                    "downBook": down.via if down else None,
-                    "price": f"rtds:{TOPICS[SPOT_KEY]}" if latest else None,
-                    "priceToBeat": window.price_to_beat_via,
-                    "model": f"digital-option:{rule}" if p_up is not None else None,
-                },
-                "inputAgesMs": {
-                    name: (max(0, now_ms - t) if present[name] else None)
-                    for name, t in input_times.items()
-                },
-            }
+            BoardRow(
+                symbol=self.market.symbol,
+                slot=t0,
+                p_up_pct=p_up,
+                p_down_pct=p_down,
+                up_bid=up.bid if up else None,
+                up_ask=up.ask if up else None,
+                down_bid=down.bid if down else None,
+                down_ask=down.ask if down else None,
+                up_token_id=up_token,
+                down_token_id=down_token,
+                rem_secs=round(rem, 3),
+                ts=ts,
+                window_start=t0,
+                window_end=t0 + WINDOW_S,
+                price=price,
+                price_to_beat=k,
+                sigma=sigma,
+                settlement=rule,
+                source=self.name,
+                live=live,
+                model_p_up=self.model_p_up,
+            )
         ]
