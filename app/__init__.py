@@ -1,4 +1,4 @@
-"""Probboard: a read-only board of 5-minute BTC up/down probabilities next to Polymarket prices.
+"""Probboard: a read-only board of 5-minute up/down probabilities next to Polymarket prices.
 
 One package, three programs, each importing only what it needs (the root imports nothing):
 

@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
+from app.markets import DEFAULT_SYMBOLS, MARKETS, Market
 from app.refresher import clocks
 from app.refresher.sources.polymarket.clob import winners_of
 from app.refresher.sources.polymarket.source import UPKEEP_S, PolymarketSource, Upstreams
@@ -104,9 +105,13 @@ class Replay:
     last_t: float | None = None
 
 
-def new_replay(stale_after_ms: int, start_t: float = 0.0) -> Replay:
-    """A threadless live source on a virtual clock, answered from the tape; the source
-    comes to life at ``start_t`` (the tape's first ``t``), as the live one did."""
+def new_replay(
+    stale_after_ms: int,
+    start_t: float = 0.0,
+    markets: tuple[Market, ...] = (MARKETS[DEFAULT_SYMBOLS],),
+) -> Replay:
+    """A threadless live source of ``markets`` on a virtual clock, answered from the tape;
+    the source comes to life at ``start_t`` (the tape's first ``t``), as the live one did."""
     clock = VirtualClock()
     clock.t = start_t
     http = TapeHttp()
@@ -116,8 +121,27 @@ def new_replay(stale_after_ms: int, start_t: float = 0.0) -> Replay:
         clock=clock,
         stale_after_ms=stale_after_ms,
         background=False,
+        markets=markets,
     )
     return Replay(source, clock, http)
+
+
+def markets_of(lines: list[dict[str, Any]]) -> tuple[Market, ...]:
+    """The markets a tape was recorded for: the Chainlink symbols of its first RTDS subscribe
+    frame (in their order), else the default (tapes of a one-market refresher)."""
+    by_chainlink = {market.chainlink: market for market in MARKETS.values()}
+    for line in lines:
+        if line.get("src") != "rtds" or line.get("dir") != "out":
+            continue
+        try:
+            frame = json.loads(str(line.get("frame")))
+            filters = [json.loads(s["filters"])["symbol"] for s in frame["subscriptions"]]
+        except (ValueError, KeyError, TypeError):
+            continue
+        found = list(dict.fromkeys(by_chainlink[f] for f in filters if f in by_chainlink))
+        if found:
+            return tuple(found)
+    return (MARKETS[DEFAULT_SYMBOLS],)
 
 
 def _take(replay: Replay, line: dict[str, Any]) -> None:

@@ -9,9 +9,11 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from app.backtest.replay import Replay, new_replay, run
+from app.backtest.replay import Replay, markets_of, new_replay, run
 from app.calibration import outcomes, summary
 from app.calibration.checkpoints import REMS, Window, settled, track
+
+HEAD_LINES = 2000  # lines read ahead for the tape's RTDS subscription (it comes first)
 
 
 def backtest(
@@ -20,11 +22,13 @@ def backtest(
     """Replay ``lines`` and return the report document (``docs/backtest.md``)."""
     started = time.perf_counter()
     remaining = iter(lines)
-    first = next(remaining, None)
-    replay = new_replay(stale_after_ms, float(first["t"]) if first is not None else 0.0)
-    lines = itertools.chain([first], remaining) if first is not None else []
+    # The first lines tell which markets the tape holds (its RTDS subscription).
+    head = list(itertools.islice(remaining, HEAD_LINES))
+    start_t = float(head[0]["t"]) if head else 0.0
+    replay = new_replay(stale_after_ms, start_t, markets_of(head))
+    lines = itertools.chain(head, remaining)
     windows: dict[str, Window] = {}
-    boards = 0
+    boards: dict[str, int] = {}
     live_log = logging.getLogger("app.refresher")
     level = live_log.level
     # The live code's warnings (an upstream that did not answer...) describe the recording,
@@ -32,13 +36,28 @@ def backtest(
     live_log.setLevel(logging.ERROR)
     try:
         for board in run(replay, lines, tick_ms):
-            boards += 1
+            symbol = str(board.row["symbol"])
+            boards[symbol] = boards.get(symbol, 0) + 1
             track(windows, board.row, board.p_up, board.t, stale_after_ms)
     finally:
         live_log.setLevel(level)
         replay.source.close()
     elapsed = time.perf_counter() - started
-    return document(replay, windows, boards, elapsed)
+    markets = replay.source.markets
+    if len(markets) == 1:
+        return document(replay, windows, boards.get(markets[0].symbol, 0), elapsed)
+    # Several markets: one report of the same shape per market, keyed by its symbol.
+    return {
+        "symbols": {
+            market.symbol: document(
+                replay,
+                {s: w for s, w in windows.items() if s.startswith(market.slug_prefix)},
+                boards.get(market.symbol, 0),
+                elapsed,
+            )
+            for market in markets
+        }
+    }
 
 
 def document(
@@ -82,7 +101,9 @@ def _f(value: float | None, digits: int = 4) -> str:
 
 
 def text(doc: dict[str, Any]) -> str:
-    """The report as a terminal reads it."""
+    """The report as a terminal reads it (a section per market when there are several)."""
+    if "symbols" in doc:
+        return "\n\n".join(f"== {symbol}\n{text(part)}" for symbol, part in doc["symbols"].items())
     replay = doc["replay"]
     out = [
         f"{doc['windows']} windows ({doc['windowsWithOutcome']} with an outcome); "

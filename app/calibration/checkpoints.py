@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.calibration import outcomes
-from app.markets import WINDOW_S
+from app.markets import MARKETS, WINDOW_S
 
-SLUG_PREFIX = "btc-updown-5m-"
 REMS = (290, 240, 180, 120, 90, 60, 30, 15, 5)
 GRACE_S = 2.0
 
@@ -53,7 +52,11 @@ def track(
     start = row.get("windowStart")
     # A live row names its market (null while it is unknown: no window to speak of); the
     # simulated source's rows have no slug, and their window is named as the market's would be.
-    slug = row.get("slug", f"{SLUG_PREFIX}{start}")
+    market = MARKETS.get(str(row.get("symbol")))
+    if "slug" in row:
+        slug = row["slug"]
+    else:
+        slug = market.slug(start) if market is not None and isinstance(start, int) else None
     if not isinstance(start, int) or isinstance(start, bool) or not isinstance(slug, str):
         return None
     window = windows.get(slug)

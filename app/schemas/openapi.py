@@ -78,7 +78,7 @@ def build_spec() -> dict[str, Any]:
         plugins=[MarshmallowPlugin()],
         info={
             "description": (
-                "Short-horizon probabilities that BTC goes up or down in the current "
+                "Short-horizon probabilities that a coin (SYMBOLS) goes up or down in the current "
                 "5-minute window, next to the Polymarket UP and DOWN prices. Operations "
                 f"marked `{EXTENSION}` are Probboard's additions to the interface."
             )

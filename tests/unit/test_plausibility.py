@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from app.markets import parse_symbols
 from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.gamma import WrongMarketError, parse_event
 from app.refresher.sources.polymarket.rtds import (
@@ -271,7 +272,7 @@ def test_a_price_to_beat_from_outside_the_stream_must_sit_by_the_spot(
         background=False,
     )
     try:
-        window = source._window(T0)
+        window = source._window(source.markets[0], T0)
         source._set_price_to_beat(window, value, "site:crypto-price", False)
         assert window.price_to_beat is None  # no spot to judge it by: not yet
         for t in range(-5, 10):
@@ -280,3 +281,34 @@ def test_a_price_to_beat_from_outside_the_stream_must_sit_by_the_spot(
         assert (window.price_to_beat == value) is believed
     finally:
         source.close()
+
+
+# -- several markets on one socket ------------------------------------------------------------
+
+
+def test_one_rtds_socket_serves_every_market_with_series_of_its_own() -> None:
+    markets = parse_symbols("BTC,ETH")
+    feed = RtdsFeed("ws://127.0.0.1:9", threading.Event(), clock=_Clock(T0 + 60.0), markets=markets)
+    [message] = feed.subscription() or []
+    filters = [(s["topic"], s["filters"]) for s in json.loads(message)["subscriptions"]]
+    assert filters == [
+        (topic, f'{{"symbol":"{coin}"}}')
+        for coin in ("btc/usd", "eth/usd")
+        for topic in TOPICS.values()
+    ]
+    for coin, price in (("btc/usd", BTC), ("eth/usd", 3_000.0)):
+        points = [((T0 + t) * 1000, Decimal(str(price + t % 3))) for t in range(0, 60)]
+        message_of = FakeRtds.first_message(SPOT_TOPIC, points)
+        message_of["payload"]["symbol"] = coin
+        feed.handle(message_of)
+    btc, eth = (feed.of(m)[SPOT_KEY] for m in markets)
+    assert btc.latest() == ((T0 + 59) * 1000, BTC + 59 % 3)
+    assert eth.latest() == ((T0 + 59) * 1000, 3_000.0 + 59 % 3)
+    # Each judged by its own level: a BTC price on the ETH stream is a stray.
+    stray = {"symbol": "eth/usd", "timestamp": (T0 + 60) * 1000, "value": BTC}
+    feed.handle({"topic": SPOT_TOPIC, "type": "update", "payload": stray})
+    assert eth.latest() == ((T0 + 59) * 1000, 3_000.0 + 59 % 3)
+    # A point of a stream nobody asked for is ignored.
+    other = {"symbol": "sol/usd", "timestamp": (T0 + 60) * 1000, "value": 180.0}
+    feed.handle({"topic": SPOT_TOPIC, "type": "update", "payload": other})
+    assert btc.latest()[0] == eth.latest()[0] == (T0 + 59) * 1000  # type: ignore[index]

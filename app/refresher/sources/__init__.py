@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.config import ConfigError, Settings
+from app.config import Settings
 from app.markets import WINDOW_S, window_start
 from app.refresher.sources.base import Source
 
@@ -19,12 +19,6 @@ def create_source(settings: Settings) -> Source:
         from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
         from app.refresher.tape import Tape
 
-        if len(settings.markets) != 1:
-            raise ConfigError(
-                "SYMBOLS",
-                "BOARD_SOURCE=polymarket serves one symbol so far, got "
-                + ",".join(m.symbol for m in settings.markets),
-            )
         tape = Tape(settings.refresher_tape_dir) if settings.refresher_tape_dir else None
         return PolymarketSource(
             Upstreams(
@@ -36,6 +30,6 @@ def create_source(settings: Settings) -> Source:
             ),
             stale_after_ms=settings.stale_threshold_ms,
             tape=tape,
-            market=settings.markets[0],
+            markets=settings.markets,
         )
     raise ValueError(f"unknown board source {settings.board_source!r}")

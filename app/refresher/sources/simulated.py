@@ -17,7 +17,7 @@ from app.markets import DEFAULT_SYMBOLS, MARKETS, WINDOW_S, Market, parse_symbol
 from app.refresher.model import SPOT, RealizedVolatility, percentages, probability_up
 
 SECONDS_PER_YEAR = 365 * 24 * 3600
-# About 50% annualised volatility: a realistic figure for BTC, per sqrt-second.
+# The default market's annualised volatility, per sqrt-second (each market has its own).
 DEFAULT_SIGMA = MARKETS[DEFAULT_SYMBOLS].sigma_per_year / math.sqrt(SECONDS_PER_YEAR)
 START_PRICE = MARKETS[DEFAULT_SYMBOLS].start_price
 WARM_UP_S = 900.0  # history simulated before the first board, so the estimate is live

@@ -1,8 +1,8 @@
-"""The live source: Polymarket's BTC 5-minute "Up or Down" markets and the settlement price.
+"""The live source: Polymarket's 5-minute "Up or Down" markets and their settlement prices.
 
 - ``gamma``: which market is the current window (by slug), its token ids and rule.
 - ``book``: best bid/ask per outcome token from order-book messages.
 - ``clob``: the CLOB market WebSocket (books) and REST ``/books`` (fallback, cross-check).
-- ``rtds``: the real-time data socket (Chainlink BTC/USD spot or 60 s TWAP).
+- ``rtds``: the real-time data socket (each market's Chainlink spot and TWAP reports).
 - ``source``: the board row, with every input's origin and age.
 """

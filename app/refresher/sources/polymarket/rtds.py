@@ -330,8 +330,21 @@ class PriceSeries:
         return estimate
 
 
+def _series_of(market: Market, clock: Callable[[], float]) -> dict[str, PriceSeries]:
+    """A market's spot and TWAP series, judged by its own jump bound."""
+    base = market.jump_base
+    spot = PriceSeries(SPOT_HISTORY_S, clock, jump_base=base)
+    return {
+        key: spot
+        if key == SPOT_KEY
+        else PriceSeries(TWAP_HISTORY_S, clock, anchor=spot, jump_base=base)
+        for key in TOPICS
+    }
+
+
 class RtdsFeed(Feed):
-    """Subscribes to the spot and both TWAP topics for btc/usd."""
+    """Subscribes to the spot and both TWAP topics of each market's Chainlink stream, on one
+    socket; each stream has series of its own."""
 
     name_for_logs = "rtds"
     tape_src = "rtds"
@@ -342,54 +355,68 @@ class RtdsFeed(Feed):
         url: str,
         stop: threading.Event,
         clock: Callable[[], float] = time.time,
-        market: Market = MARKETS[DEFAULT_SYMBOLS],
+        markets: tuple[Market, ...] = (MARKETS[DEFAULT_SYMBOLS],),
     ) -> None:
         super().__init__(url, stop)
-        self.symbol = market.chainlink
-        # The filter string exactly as documented: compact JSON, no spaces.
-        self._filters = json.dumps({"symbol": market.chainlink}, separators=(",", ":"))
         self._clock = clock  # our wall clock: a point stamped ahead of it is not believed
         self.suspects = Suspects(self.name_for_logs)
-        base = market.jump_base
-        spot = PriceSeries(SPOT_HISTORY_S, clock, jump_base=base)
-        # A TWAP report is judged by the spot until its own series has points.
-        self.series = {
-            key: spot
-            if key == SPOT_KEY
-            else PriceSeries(TWAP_HISTORY_S, clock, anchor=spot, jump_base=base)
-            for key in TOPICS
-        }
-        self._by_topic = {topic: self.series[key] for key, topic in TOPICS.items()}
-        self._by_topic[SPOT_HISTORY_TOPIC] = self.series[SPOT_KEY]
+        self._markets = markets
+        # Chainlink symbol -> key -> series; a TWAP report is judged by its own coin's spot
+        # until its series has points.
+        self._by_symbol = {market.chainlink: _series_of(market, clock) for market in markets}
+        # The first market's series (what a one-market caller, and the tests, read).
+        self.series = self._by_symbol[markets[0].chainlink]
+        self._key_of_topic = {topic: key for key, topic in TOPICS.items()}
+        self._key_of_topic[SPOT_HISTORY_TOPIC] = SPOT_KEY
         self.on_change: Callable[[], None] | None = None  # a series took a new point
 
+    def of(self, market: Market) -> dict[str, PriceSeries]:
+        """``market``'s series, by key (``SPOT_KEY``, ``TWAP_KEYS``)."""
+        return self._by_symbol[market.chainlink]
+
     def subscription(self) -> list[str] | None:
-        """One subscribe message for every topic, with the documented compact filter."""
+        """One subscribe message for every topic of every market, each with the documented
+        compact filter (no spaces) naming its Chainlink symbol."""
         subscriptions = [
-            {"topic": topic, "type": "*", "filters": self._filters} for topic in TOPICS.values()
+            {
+                "topic": topic,
+                "type": "*",
+                "filters": json.dumps({"symbol": market.chainlink}, separators=(",", ":")),
+            }
+            for market in self._markets
+            for topic in TOPICS.values()
         ]
         return [json.dumps({"action": "subscribe", "subscriptions": subscriptions})]
 
     def handle(self, message: Any) -> None:
         """Merge the points of an update or a history snapshot; log an error frame once;
         ``on_change`` when any series took a new point."""
-        before = [series.version for series in self.series.values()]
+        before = self._versions()
         self._handle(message)
-        if self.on_change is not None and before != [s.version for s in self.series.values()]:
+        if self.on_change is not None and before != self._versions():
             self.on_change()
+
+    def _versions(self) -> list[int]:
+        return [s.version for table in self._by_symbol.values() for s in table.values()]
 
     def _handle(self, message: Any) -> None:
         for item in each(message):
             if "statusCode" in item and "topic" not in item:
                 self._error(item)
                 continue
-            series = self._by_topic.get(str(item.get("topic", "")))
+            key = self._key_of_topic.get(str(item.get("topic", "")))
             payload = item.get("payload")
-            if series is None or not isinstance(payload, dict):
+            if key is None or not isinstance(payload, dict):
                 continue
             symbol = payload.get("symbol")
-            if isinstance(symbol, str) and symbol.lower() != self.symbol:
+            # A payload without a symbol can only be the one market's.
+            if isinstance(symbol, str):
+                table = self._by_symbol.get(symbol.lower())
+            else:
+                table = self.series if len(self._markets) == 1 else None
+            if table is None:
                 continue
+            series = table[key]
             data = payload.get("data")
             points = self._believable(each(data if isinstance(data, list) else [payload]))
             if isinstance(data, list):
@@ -419,8 +446,9 @@ class RtdsFeed(Feed):
 
     def on_connect(self) -> None:
         """After a reconnect, what was missed is a gap until a history snapshot repairs it."""
-        for series in self.series.values():
-            series.connection_lost()
+        for table in self._by_symbol.values():
+            for series in table.values():
+                series.connection_lost()
 
     def _error(self, item: dict[str, Any]) -> None:
         body = item.get("body")

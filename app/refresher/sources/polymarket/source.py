@@ -104,6 +104,7 @@ class Upstreams:
 
 @dataclass
 class _Window:
+    coin: Market
     t0: int
     market: WindowMarket | None = None
     looked_up_at: float = 0.0
@@ -117,8 +118,9 @@ class _Window:
 
 
 class PolymarketSource:
-    """The live 5-minute row of one market (``SYMBOLS``: one symbol for the live source so
-    far); feeds start on first use."""
+    """The live 5-minute rows of the markets in ``SYMBOLS``, in that order: one CLOB socket
+    and one RTDS socket serve them all; each row has its own windows, books, spot series,
+    price to beat and staleness. Feeds start on first use."""
 
     name = "polymarket"
 
@@ -130,15 +132,14 @@ class PolymarketSource:
         stale_after_ms: int = 3000,
         tape: Tape | None = None,
         background: bool = True,
-        market: Market = MARKETS[DEFAULT_SYMBOLS],
+        markets: tuple[Market, ...] = (MARKETS[DEFAULT_SYMBOLS],),
     ) -> None:
-        self.market = market
+        self.markets = markets
         self.upstreams = upstreams
         self.tape = tape
         # False: no threads; whoever drives the source (a replay) feeds the sockets' frames
         # to ``clob``/``rtds`` and calls ``upkeep`` itself.
         self.background = background
-        self.model_p_up: float | None = None  # the model's own P(up) of the last row
         self._clock = clock
         self._stale_after_ms = stale_after_ms
         self._asked_at: dict[str, float] = {}  # token -> when it was first watched (clock s)
@@ -148,16 +149,18 @@ class PolymarketSource:
             follow_redirects=False,
             transport=self._transport(upstreams, tape),
         )
-        self.gamma = GammaClient(upstreams.gamma, self.http, market)
+        self.gamma = {
+            coin.symbol: GammaClient(upstreams.gamma, self.http, coin) for coin in markets
+        }
         self.changes = Changes()  # a new top of book, price, market or price to beat
         self.books = Books(on_change=self.changes.notify)
         self.stop = threading.Event()
         self.clob = ClobFeed(upstreams.clob_ws, self.books, self.stop)
-        self.rtds = RtdsFeed(upstreams.rtds, self.stop, clock=clock, market=market)
+        self.rtds = RtdsFeed(upstreams.rtds, self.stop, clock=clock, markets=markets)
         self.suspects = Suspects("market")  # Gamma's and the site's answers
         self.clob.tape = self.rtds.tape = tape
         self.rtds.on_change = self.changes.notify
-        self._windows: dict[int, _Window] = {}
+        self._windows: dict[tuple[str, int], _Window] = {}
         self._finished: dict[str, WindowMarket] = {}  # by slug: ended, outcome not yet seen
         self._started = False
         self._created = clock()
@@ -223,34 +226,42 @@ class PolymarketSource:
         while time.time() < deadline:
             now = self._clock()
             self.rows(now)
-            market = self._window(window_start(now)).market
-            has_book = market is not None and self.books.quote(market.up_token_id) is not None
-            if has_book and self.rtds.series[SPOT_KEY].latest() is not None:
+            if all(self._warm(coin, now) for coin in self.markets):
                 return
             time.sleep(0.2)
 
+    def _warm(self, coin: Market, now: float) -> bool:
+        market = self._window(coin, window_start(now)).market
+        has_book = market is not None and self.books.quote(market.up_token_id) is not None
+        return has_book and self._spot(coin).latest() is not None
+
+    def _spot(self, coin: Market) -> PriceSeries:
+        """The Chainlink spot series of ``coin``."""
+        return self.rtds.of(coin)[SPOT_KEY]
+
     # -- discovery --------------------------------------------------------------------
-    def _window(self, t0: int) -> _Window:
+    def _window(self, coin: Market, t0: int) -> _Window:
         with self._lock:
-            window = self._windows.get(t0)
+            window = self._windows.get((coin.symbol, t0))
             if window is None:
-                window = self._windows[t0] = _Window(t0)
-                for old in [k for k in self._windows if k < t0 - WINDOW_S]:
-                    self._note_finished(self._windows.pop(old))
+                window = self._windows[coin.symbol, t0] = _Window(coin, t0)
+                old = [k for k in self._windows if k[0] == coin.symbol and k[1] < t0 - WINDOW_S]
+                for key in old:
+                    self._note_finished(self._windows.pop(key))
             return window
 
-    def _lookup(self, t0: int, again: bool = False) -> None:
+    def _lookup(self, coin: Market, t0: int, again: bool = False) -> None:
         """Look up the window's market on Gamma (every ``DISCOVERY_RETRY_S`` until found);
         ``again``: once found, look again (for a price to beat Gamma did not have yet), and
         take the answer only when it names the same tokens."""
-        window = self._window(t0)
+        window = self._window(coin, t0)
         if (window.market is None or again) and (
             clocks.monotonic() - window.looked_up_at >= DISCOVERY_RETRY_S
         ):
             window.looked_up_at = clocks.monotonic()
             known = window.market
             try:
-                market = self.gamma.window(t0)
+                market = self.gamma[coin.symbol].window(t0)
                 if known is not None:
                     same = market is not None and (market.up_token_id, market.down_token_id) == (
                         known.up_token_id,
@@ -266,10 +277,10 @@ class PolymarketSource:
                     log.info("window %d: %s (%s)", t0, market.slug, market.rule)
             except WrongMarketError as exc:
                 UPSTREAM_ERRORS.labels("gamma").inc()
-                self.suspects.note("wrong_market", f"gamma, window {t0}: {exc}")
+                self.suspects.note("wrong_market", f"gamma, {coin.symbol} window {t0}: {exc}")
             except (httpx.HTTPError, UpstreamError) as exc:
                 UPSTREAM_ERRORS.labels("gamma").inc()
-                self.suspects.note("failed", f"gamma lookup of window {t0}: {exc}")
+                self.suspects.note("failed", f"gamma lookup of {coin.symbol} window {t0}: {exc}")
 
     # -- upkeep: every HTTP call, off the tick ------------------------------------------
     def _upkeep_forever(self, job: Callable[[float], None]) -> None:
@@ -291,9 +302,13 @@ class PolymarketSource:
             self._run(job, now)
 
     def _discover(self, now: float) -> None:
-        """Gamma: this window's market, and the next one's from ``PREFETCH_S`` before."""
+        """Gamma: each market's window, and the next one's from ``PREFETCH_S`` before."""
+        for coin in self.markets:
+            self._discover_one(coin, now)
+
+    def _discover_one(self, coin: Market, now: float) -> None:
         t0 = window_start(now)
-        window = self._window(t0)
+        window = self._window(coin, t0)
         # A spot market still without a price to beat once the fallbacks are due: Gamma's
         # ``priceToBeat`` comes late (or came unusable), so ask again.
         again = (
@@ -302,31 +317,32 @@ class PolymarketSource:
             and window.price_to_beat is None
             and now - t0 > FALLBACK_AFTER_S
         )
-        self._lookup(t0, again)
+        self._lookup(coin, t0, again)
         if t0 + WINDOW_S - now <= PREFETCH_S:
-            self._lookup(t0 + WINDOW_S)
+            self._lookup(coin, t0 + WINDOW_S)
 
     def _books_upkeep(self, now: float) -> None:
-        """REST books of this window's (and a prefetched next window's) tokens, when due."""
+        """REST books of every market's window's (and prefetched next window's) tokens, in
+        one request, when due."""
         t0 = window_start(now)
-        markets = [self._window(t0).market]
-        if t0 + WINDOW_S - now <= PREFETCH_S:
-            markets.append(self._window(t0 + WINDOW_S).market)
+        starts = [t0, t0 + WINDOW_S] if t0 + WINDOW_S - now <= PREFETCH_S else [t0]
+        markets = [self._window(coin, start).market for coin in self.markets for start in starts]
         tokens = [t for m in markets if m is not None for t in (m.up_token_id, m.down_token_id)]
         if tokens:
             self._refresh_books(tokens)
 
     def _price_to_beat_upkeep(self, now: float) -> None:
-        """The price to beat from the settlement stream, else its fallbacks (the site)."""
+        """Each market's price to beat from the settlement stream, else its fallbacks."""
         t0 = window_start(now)
-        window = self._window(t0)
-        if window.market is not None:
-            self._fallback_price_to_beat(window, t0, window.market, now)
+        for coin in self.markets:
+            window = self._window(coin, t0)
+            if window.market is not None:
+                self._fallback_price_to_beat(window, t0, window.market, now)
 
     # -- the price to beat ---------------------------------------------------------------
-    def _twap_series(self, market: WindowMarket) -> PriceSeries | None:
+    def _twap_series(self, coin: Market, market: WindowMarket) -> PriceSeries | None:
         key = TWAP_KEYS.get(market.lookback_s or 0)
-        return self.rtds.series[key] if key else None
+        return self.rtds.of(coin)[key] if key else None
 
     def _latch(self, window: _Window, t0: int, market: WindowMarket, now: float) -> None:
         """Latch the price to beat from the settlement stream once it is known for sure:
@@ -335,7 +351,7 @@ class PolymarketSource:
         if window.final:
             return
         t0_ms = t0 * 1000
-        spot = self.rtds.series[SPOT_KEY]
+        spot = self._spot(window.coin)
         if market.rule != TWAP:
             before, after = spot.around(t0_ms)
             if before is not None and (before[0] == t0_ms or _bracketed(spot, before, after)):
@@ -344,7 +360,7 @@ class PolymarketSource:
         lookback = market.lookback_s
         if lookback is None:
             return
-        series = self._twap_series(market)
+        series = self._twap_series(window.coin, market)
         if series is not None:
             before, after = series.around(t0_ms - 1)  # after: the first report at or after T0
             if after is not None and (after[0] == t0_ms or _bracketed(series, before, after)):
@@ -360,14 +376,16 @@ class PolymarketSource:
                     via = f"rtds:{TOPICS[SPOT_KEY]}:{SPOT_MEAN}{lookback}s"
                     self._set_price_to_beat(window, mean, via, False)
 
-    def _plausible_price_to_beat(self, value: float, t0: int, via: str) -> bool | None:
+    def _plausible_price_to_beat(
+        self, value: float, coin: Market, t0: int, via: str
+    ) -> bool | None:
         """A price to beat from outside the settlement stream is believed only when it is a
         finite price close to the believed spot nearest T0 (``PTB_BASE``...); None while
         there is no spot to judge it by."""
         if not (math.isfinite(value) and value > 0):
             self.suspects.note("out_of_range", f"price to beat {value!r} from {via}")
             return False
-        nearest = self.rtds.series[SPOT_KEY].nearest(t0 * 1000)
+        nearest = self._spot(coin).nearest(t0 * 1000)
         if nearest is None:
             return None
         ts_ms, reference = nearest
@@ -387,7 +405,7 @@ class PolymarketSource:
             return
         known = (window.price_to_beat, window.price_to_beat_via)
         if candidate != known and not via.startswith("rtds:"):
-            verdict = self._plausible_price_to_beat(value, window.t0, via)
+            verdict = self._plausible_price_to_beat(value, window.coin, window.t0, via)
             if verdict is False:
                 window.refused.add(candidate)  # judged once: not counted again on every tick
             if not verdict:
@@ -411,14 +429,14 @@ class PolymarketSource:
             clocks.monotonic() - window.site_tried_at >= SITE_RETRY_S
         ):
             window.site_tried_at = clocks.monotonic()
-            opened = self._site_open_price(t0, market)
+            opened = self._site_open_price(window.coin, t0, market)
             if opened is not None:
                 self._set_price_to_beat(window, opened, "site:crypto-price", False)
                 return
         if market.price_to_beat is not None:
             self._set_price_to_beat(window, market.price_to_beat, "gamma", False)
 
-    def _site_open_price(self, t0: int, market: WindowMarket) -> float | None:
+    def _site_open_price(self, coin: Market, t0: int, market: WindowMarket) -> float | None:
         """The site's open price of a SPOT market's window (None for a TWAP market: never
         asked, see ``_fallback_price_to_beat``)."""
         if market.rule == TWAP:
@@ -428,7 +446,7 @@ class PolymarketSource:
             return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
         params = {
-            "symbol": self.market.symbol,
+            "symbol": coin.symbol,
             "eventStartTime": iso(t0),
             "variant": "fiveminute",
             "endDate": iso(t0 + WINDOW_S),
@@ -482,7 +500,7 @@ class PolymarketSource:
         ``RESOLUTION_WAIT_S`` after their end): their tokens stay watched, so the outcome
         arrives on the socket (and on a tape)."""
         with self._lock:
-            for start, window in self._windows.items():
+            for (_, start), window in self._windows.items():
                 if start + WINDOW_S <= now:
                     self._note_finished(window)
         winners = {str(r.get("winning_asset_id")) for r in self.clob.resolutions}
@@ -507,28 +525,27 @@ class PolymarketSource:
 
     def _model(
         self, market: WindowMarket | None, k: float | None, spot: PriceSeries
-    ) -> tuple[float | None, float | None, float | None, float | None]:
-        """(P(up) in percent, P(down) in percent, sigma used, variance scale), or Nones;
-        the model's own fraction is kept in ``model_p_up``."""
-        self.model_p_up = None
+    ) -> tuple[float | None, float | None, float | None, float | None, float | None]:
+        """(P(up) in percent, P(down) in percent, sigma used, variance scale, the model's own
+        fraction), or Nones."""
         vol = spot.volatility()
         sigma = vol.sigma if vol else None
         scale = vol.scale if vol else None
         latest = spot.latest()
         if market is None or k is None or latest is None or vol is None:
-            return None, None, sigma, scale
+            return None, None, sigma, scale, None
         ts_ms, price = latest
         end_ms = (market.window_start + WINDOW_S) * 1000
         tau = max(0.0, (end_ms - ts_ms) / 1000.0)  # from the price's own time, not ours
         known_mean = None
         if market.rule == TWAP:
             if market.lookback_s is None:
-                return None, None, sigma, scale
+                return None, None, sigma, scale, None
             lookback = market.lookback_s
             if tau < lookback:
                 start_ms = end_ms - lookback * 1000
                 if not spot.covered(start_ms, ts_ms, MAX_GAP_MS):
-                    return None, None, sigma, scale  # a hole in the part already averaged
+                    return None, None, sigma, scale, None  # a hole in what is averaged
                 known_mean = spot.mean(start_ms, ts_ms) or price
         p_up = probability_up(
             price,
@@ -541,9 +558,8 @@ class PolymarketSource:
             jump_rate=vol.jump_rate,
             jump_var=vol.jump_var,
         )
-        self.model_p_up = p_up
         up, down = percentages(p_up)
-        return up, down, sigma, scale
+        return up, down, sigma, scale, p_up
 
     @staticmethod
     def _price_ms(spot: PriceSeries) -> int:
@@ -555,30 +571,35 @@ class PolymarketSource:
         return received_ms if latest is None else min(received_ms, latest[0] + MAX_LAG_MS)
 
     def rows(self, now: float) -> list[BoardRow]:
-        """The market's row at ``now``."""
+        """One row per market at ``now``, in ``SYMBOLS`` order."""
         self.start()
         t0 = window_start(now)
-        window = self._window(t0)
-        market = window.market
         # From PREFETCH_S before the roll the next window's tokens are watched too, on the
         # same socket, so the board switches on the boundary with warm books.
         near_roll = t0 + WINDOW_S - now <= PREFETCH_S
-        upcoming = self._window(t0 + WINDOW_S).market if near_roll else None
-        watched = [*self._unresolved(t0, now), *(m for m in (market, upcoming) if m)]
+        starts = [t0, t0 + WINDOW_S] if near_roll else [t0]
+        current = [self._window(coin, start).market for coin in self.markets for start in starts]
+        watched = [*self._unresolved(t0, now), *(m for m in current if m)]
         self._watch(tuple(t for m in watched for t in (m.up_token_id, m.down_token_id)), now)
-
         now_ms = int(now * 1000)
         mono = clocks.monotonic()
+        return [self._row(coin, now, now_ms, mono) for coin in self.markets]
+
+    def _row(self, coin: Market, now: float, now_ms: int, mono: float) -> BoardRow:
+        """``coin``'s row: its own window, books, spot, price to beat and staleness."""
+        t0 = window_start(now)
+        window = self._window(coin, t0)
+        market = window.market
         up = down = None
         if market is not None:
             up = self.books.quote(market.up_token_id)
             down = self.books.quote(market.down_token_id)
             self._latch(window, t0, market, now)
-        spot = self.rtds.series[SPOT_KEY]
+        spot = self._spot(coin)
         latest = spot.latest()
         price = latest[1] if latest else None
         k = window.price_to_beat
-        p_up, p_down, sigma, scale = self._model(market, k, spot)
+        p_up, p_down, sigma, scale, model_p_up = self._model(market, k, spot)
 
         # A missing (or crossed) input is as old as the time since it was first asked for,
         # and never younger than the stale threshold: the row is stale while it lacks one.
@@ -625,28 +646,26 @@ class PolymarketSource:
                 for name, t in input_times.items()
             },
         )
-        return [
-            BoardRow(
-                symbol=self.market.symbol,
-                slot=t0,
-                p_up_pct=p_up,
-                p_down_pct=p_down,
-                up_bid=up.bid if up else None,
-                up_ask=up.ask if up else None,
-                down_bid=down.bid if down else None,
-                down_ask=down.ask if down else None,
-                up_token_id=up_token,
-                down_token_id=down_token,
-                rem_secs=round(rem, 3),
-                ts=ts,
-                window_start=t0,
-                window_end=t0 + WINDOW_S,
-                price=price,
-                price_to_beat=k,
-                sigma=sigma,
-                settlement=rule,
-                source=self.name,
-                live=live,
-                model_p_up=self.model_p_up,
-            )
-        ]
+        return BoardRow(
+            symbol=coin.symbol,
+            slot=t0,
+            p_up_pct=p_up,
+            p_down_pct=p_down,
+            up_bid=up.bid if up else None,
+            up_ask=up.ask if up else None,
+            down_bid=down.bid if down else None,
+            down_ask=down.ask if down else None,
+            up_token_id=up_token,
+            down_token_id=down_token,
+            rem_secs=round(rem, 3),
+            ts=ts,
+            window_start=t0,
+            window_end=t0 + WINDOW_S,
+            price=price,
+            price_to_beat=k,
+            sigma=sigma,
+            settlement=rule,
+            source=self.name,
+            live=live,
+            model_p_up=model_p_up,
+        )
