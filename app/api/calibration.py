@@ -5,6 +5,9 @@ Brier score and log loss of the model and of the market's UP mid, and the model'
 reliability. Computed at most once every ``MAX_AGE_S`` per worker and kept: a read costs
 nothing else. When the store cannot be read, the last answer is served (its
 ``computedAt`` says how old it is); with none yet, 503 ``calibration_unavailable``.
+
+One market's at a time: ``?symbol=ETH`` (any served symbol, case-insensitive; the first of
+``SYMBOLS`` when absent); a symbol not served is 400 ``invalid_symbol``.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import threading
 import time
 from typing import Any
 
-from flask import Blueprint, Response, current_app
+from flask import Blueprint, Response, current_app, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.accounts.deadline import DatabaseTimeoutError
@@ -22,7 +25,7 @@ from app.board.timefmt import served_at
 from app.calibration import store, summary
 from app.errors import ApiError, json_response
 from app.extensions import db
-from app.markets import WINDOW_S
+from app.markets import WINDOW_S, Market
 from app.schemas import check
 from app.schemas.calibration import CalibrationResponseSchema
 from app.services import services
@@ -33,7 +36,7 @@ _SCHEMA = CalibrationResponseSchema()
 
 
 class _Cache:
-    """The last answer of this worker, and when it was computed."""
+    """The last answer of this worker for one market, and when it was computed."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -44,9 +47,10 @@ class _Cache:
 CACHE_KEY = "probboard.calibration"
 
 
-def _compute(source: str) -> str:
+def _compute(source: str, market: Market) -> str:
     with db.engine.connect() as conn:
         per_window = store.load(conn, source)
+    per_window = [w for w in per_window if str(w["slug"]).startswith(market.slug_prefix)]
     scored = [w for w in per_window if w["outcome"] is not None]
     period = None
     if per_window:
@@ -55,6 +59,7 @@ def _compute(source: str) -> str:
     document: dict[str, Any] = {
         "ok": True,
         "source": source,
+        "symbol": market.symbol,
         "period": period,
         "windowsRecorded": len(per_window),
         "windows": len(scored),
@@ -66,16 +71,33 @@ def _compute(source: str) -> str:
     return dumps(document)
 
 
+def _market(served: tuple[Market, ...], asked: str | None) -> Market:
+    """The served market ``asked`` names (the first served when None); 400 otherwise."""
+    if asked is None:
+        return served[0]
+    for market in served:
+        if market.symbol == asked.strip().upper():
+            return market
+    names = ", ".join(m.symbol for m in served)
+    raise ApiError(400, "invalid_symbol", f"symbol must be one of the served: {names}.")
+
+
 @bp.get("/api/probboard/calibration")
 def calibration() -> Response:
     """CalibrationResponse (see the module docstring)."""
     held = services()
-    cache: _Cache = current_app.extensions.setdefault(CACHE_KEY, _Cache())
+    market = _market(held.settings.markets, request.args.get("symbol"))
+    caches: dict[str, _Cache] = current_app.extensions.setdefault(
+        CACHE_KEY, {m.symbol: _Cache() for m in held.settings.markets}
+    )
+    cache = caches[market.symbol]
     with cache.lock:  # one computation at a time; the others wait for it, then read it
         if time.monotonic() - cache.at >= MAX_AGE_S:
             try:
                 source = held.settings.board_source
-                cache.body = held.db_guard(lambda: _compute(source), name="probboard-calibration")
+                cache.body = held.db_guard(
+                    lambda: _compute(source, market), name="probboard-calibration"
+                )
                 cache.at = time.monotonic()
             except (SQLAlchemyError, DatabaseTimeoutError) as exc:
                 if cache.body is None:

@@ -73,6 +73,7 @@ class CalibrationResponseSchema(Schema):
 
     ok = StrictBoolean(required=True, validate=validate.Equal(True))
     source = fields.String(required=True)
+    symbol = fields.String(required=True)  # the market scored (``?symbol=``)
     period = fields.Nested(PeriodSchema, required=True, allow_none=True)
     windowsRecorded = StrictInteger(required=True, validate=validate.Range(min=0))  # noqa: N815
     windows = StrictInteger(required=True, validate=validate.Range(min=0))

@@ -21,6 +21,9 @@ import app.api.calibration as calibration_view
 from app.calibration import store
 from app.calibration.checkpoints import REMS
 from app.calibration.recorder import Recorder
+from app.markets import parse_symbols
+from app.web import create_app
+from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 from tests.support.track_record import run_simulated
 
@@ -189,3 +192,32 @@ def test_an_unreadable_store_serves_the_last_answer_or_503(
     finally:
         with engine.begin() as conn:
             conn.execute(text("ALTER TABLE gone RENAME TO calibration_checkpoints"))
+
+
+def test_the_endpoint_scores_one_market_at_a_time(database_url: str, engine: Engine) -> None:
+    app = create_app({**BASE_CONFIG, "DATABASE_URL": database_url, "SYMBOLS": "BTC,ETH"})
+    try:
+        recorder = Recorder(engine, "simulated", 3000)
+        run_simulated(recorder, T0, 2 * 300 + 20, markets=parse_symbols("BTC,ETH"))
+        assert recorder.flush()
+        recorder.close()
+        client = app.test_client()
+        bodies = {
+            symbol: validated("calibration", client.get(f"{CALIBRATION}?symbol={symbol}").data)
+            for symbol in ("btc", "ETH")
+        }
+        default = validated("calibration", client.get(CALIBRATION).get_data())
+        assert default == bodies["btc"] and default["symbol"] == "BTC"
+        assert bodies["ETH"]["symbol"] == "ETH"
+        # Each market's own windows: three each (the last without an outcome), not six.
+        assert bodies["btc"]["windowsRecorded"] == bodies["ETH"]["windowsRecorded"] == 3
+        assert bodies["btc"]["windows"] == bodies["ETH"]["windows"] == 2
+        refused = client.get(f"{CALIBRATION}?symbol=SOL")  # not served
+        assert refused.status_code == 400
+        assert validated("error", refused.data)["code"] == "invalid_symbol"
+    finally:
+        with app.app_context():
+            from app.extensions import db
+
+            db.session.remove()
+            db.engine.dispose()
