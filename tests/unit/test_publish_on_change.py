@@ -22,6 +22,7 @@ import pytest
 from app.board.row import BoardRow
 from app.board.snapshot import Snapshot
 from app.bus.memory import MemoryBoardBus
+from app.markets import parse_symbols
 from app.refresher.changes import Changes
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
@@ -157,3 +158,43 @@ def test_every_board_says_when_its_newest_input_arrived(source: ChangingSource) 
         board = received.boards[1][1]
         assert before <= board["newestInputMs"] <= after <= board["ts"] + 1000
         assert board["newestInputMs"] <= board["ts"]
+
+
+class FourMarkets(ChangingSource):
+    """Four rows (BTC, ETH, SOL, XRP); ``move_one`` changes one market's UP bid."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.markets = SimulatedSource(seed=1, markets=parse_symbols("BTC,ETH,SOL,XRP"))
+        self.four = [
+            dataclasses.replace(row, up_bid=0.40) for row in self.markets.rows(1_800_000_100.0)
+        ]
+
+    def move_one(self, index: int, bid: float) -> None:
+        """A new top of book of one market arrives."""
+        self.four[index] = dataclasses.replace(self.four[index], up_bid=bid)
+        self.changes.notify()
+
+    def rows(self, now: float) -> list[BoardRow]:
+        return [dataclasses.replace(row, ts=int(now * 1000)) for row in self.four]
+
+
+def test_changes_of_four_markets_coalesce_into_one_board_per_interval() -> None:
+    source = FourMarkets()
+    for received, _ in running(source, tick_ms=60_000, min_interval_ms=300):
+        received.wait(1)
+        started = time.monotonic()
+        for step in range(1, 41):  # 40 changes in about 1.2 s, spread over the four markets
+            source.move_one(step % 4, round(0.40 + step / 100, 2))
+            time.sleep(0.03)
+        # Each market's last bid: BTC moved at step 40, ETH at 37, SOL at 38, XRP at 39.
+        final = [round(0.40 + s / 100, 2) for s in (40, 37, 38, 39)]
+        deadline = time.monotonic() + WAIT_S
+        while [i["up_bid"] for i in received.boards[-1][1]["items"]] != final:
+            assert time.monotonic() < deadline, received.boards[-1][1]["items"]
+            time.sleep(0.01)
+        boards = received.boards[1:]
+        span = received.boards[-1][0] - started
+        assert all(len(board["items"]) == 4 for _, board in boards)
+        # At most one board per interval, however many markets changed (plus the first).
+        assert len(boards) <= span / 0.3 + 2, (len(boards), span)
