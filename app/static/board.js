@@ -5,11 +5,12 @@
 (function () {
   const KEY_STORE = "probboard.apiKey";
   const $ = (id) => document.getElementById(id);
+  // cards: one per row of the board, keyed by symbol, in the board's order (see syncCards).
   const state = { board: null, receivedAt: 0, timer: null, controller: null, mode: "polling",
-                  backoff: 1000, tokens: { up: null, down: null }, noticeKind: null,
-                  windowStart: null, windowPoints: [], recordTimer: null };
+                  backoff: 1000, noticeKind: null, recordTimer: null, cards: new Map() };
   const WINDOW_S = 300;
   const SVG_NS = "http://www.w3.org/2000/svg";
+  const LEVEL_TEXT = { ok: "live", warn: "stale", danger: "danger: stale" };
 
   const fmtPct = (v) => (v == null ? "–" : v.toFixed(2) + "%");
   const fmtPrice = (v) => (v == null ? "–" : v.toFixed(2));
@@ -28,37 +29,110 @@
     el.hidden = !text;
   }
 
-  function item(board) {
-    return (board.items || []).find((i) => i.symbol === "BTC") || null;
-  }
-
   function render(board) {
     state.board = board;
     state.receivedAt = performance.now();
-    const row = item(board);
     $("plan").textContent = "plan " + (board.planLabel || board.plan);
     $("refresh").textContent = board.refreshMs + " ms";
     $("updated").textContent = board.updatedAt ? board.updatedAt + " UTC" : "no data yet";
-    $("p-up").textContent = fmtPct(row && row.p_up_pct);
-    $("p-down").textContent = fmtPct(row && row.p_down_pct);
-    $("bar-up").style.width = (row && row.p_up_pct != null ? row.p_up_pct : 50) + "%";
+    const seen = new Set();
+    const rows = (board.items || []).filter((row) => !seen.has(row.symbol) && seen.add(row.symbol));
+    syncCards(rows.map((row) => row.symbol));
+    if (rows.length) {
+      const names = rows.map((row) => row.symbol);
+      $("symbols").textContent = names.join(" · ") + " · 5-minute window";
+      document.title = "Probboard · " + names.join(", ") + " 5-minute board";
+    }
+    for (const row of rows) renderCard(state.cards.get(row.symbol), row);
+    if (!rows.length) renderCard(state.cards.get(""), null);
+    tick();
+  }
+
+  // -- one card per row, keyed by symbol ------------------------------------------------------
+  // Cards of symbols no longer served go, new ones are made from the template, and the rest
+  // keep their element (and their chart's history), moved only when the order changed. No
+  // rows yet: one empty card (symbol ""), the page as it looks before any data.
+  function syncCards(symbols) {
+    const wanted = symbols.length ? symbols : [""];
+    for (const [symbol, card] of state.cards) {
+      if (!wanted.includes(symbol)) {
+        card.el.remove();
+        state.cards.delete(symbol);
+      }
+    }
+    const box = $("markets");
+    wanted.forEach((symbol, i) => {
+      let card = state.cards.get(symbol);
+      if (!card) {
+        card = makeCard(symbol);
+        state.cards.set(symbol, card);
+      }
+      if (box.children[i] !== card.el) box.insertBefore(card.el, box.children[i] || null);
+    });
+    // One row keeps the one-market layout; several make each market one card (narrower
+    // charts, so their labels stay legible).
+    const layout = wanted.length > 1 ? "multi" : "single";
+    if (!box.classList.contains(layout)) {
+      box.className = "markets " + layout;
+      for (const card of state.cards.values()) drawWindow(card);
+    }
+  }
+
+  function makeCard(symbol) {
+    const el = $("market-template").content.firstElementChild.cloneNode(true);
+    const card = { el, symbol, fields: {}, row: null, tokens: { up: null, down: null },
+                   windowStart: null, windowPoints: [] };
+    el.dataset.symbol = symbol;
+    for (const node of el.querySelectorAll("[data-field]")) card.fields[node.dataset.field] = node;
+    card.fields.symbol.textContent = symbol || "–";
+    // The template's ids ("-prob-title", ...) made unique per card.
+    const prefix = "market-" + (symbol.toLowerCase().replace(/[^a-z0-9]/g, "_") || "none");
+    for (const node of el.querySelectorAll("[id]")) node.id = prefix + node.id;
+    for (const node of el.querySelectorAll("[aria-labelledby]")) {
+      node.setAttribute("aria-labelledby", prefix + node.getAttribute("aria-labelledby"));
+    }
+    const named = (text) => (symbol ? text.replace("the ", "the " + symbol + " ") : text);
+    card.fields.chart.setAttribute("aria-label", named(card.fields.chart.getAttribute("aria-label")));
+    for (const button of el.querySelectorAll("button.copy")) {
+      button.setAttribute("aria-label", named(button.getAttribute("aria-label")));
+      button.addEventListener("click", () => copyToken(button, card.tokens[button.dataset.copy]));
+    }
+    return card;
+  }
+
+  function renderCard(card, row) {
+    const f = card.fields;
+    card.row = row;
+    f["p-up"].textContent = fmtPct(row && row.p_up_pct);
+    f["p-down"].textContent = fmtPct(row && row.p_down_pct);
+    f["bar-up"].style.width = (row && row.p_up_pct != null ? row.p_up_pct : 50) + "%";
     for (const side of ["up", "down"]) {
       const bid = row && row[side + "_bid"], ask = row && row[side + "_ask"];
-      $(side + "-bid").textContent = fmtPrice(bid);
-      $(side + "-ask").textContent = fmtPrice(ask);
-      $(side + "-gap").textContent = gap(row && row["p_" + side + "_pct"], ask);
-      state.tokens[side] = row && row[side + "_token_id"];
-      $(side + "-token").textContent = shortToken(state.tokens[side]);
-      $(side + "-token").title = state.tokens[side] || "";
+      f[side + "-bid"].textContent = fmtPrice(bid);
+      f[side + "-ask"].textContent = fmtPrice(ask);
+      f[side + "-gap"].textContent = gap(row && row["p_" + side + "_pct"], ask);
+      card.tokens[side] = row && row[side + "_token_id"];
+      f[side + "-token"].textContent = shortToken(card.tokens[side]);
+      f[side + "-token"].title = card.tokens[side] || "";
     }
-    $("window").textContent = row && row.windowStart
+    f.window.textContent = row && row.windowStart
       ? new Date(row.windowStart * 1000).toISOString().slice(11, 16) + "–" + new Date(row.windowEnd * 1000).toISOString().slice(11, 16) + " UTC"
       : "–";
-    $("prices").textContent = row && (row.price != null || row.priceToBeat != null)
+    f.prices.textContent = row && (row.price != null || row.priceToBeat != null)
       ? "Price " + fmtUsd(row.price) + " · price to beat " + fmtUsd(row.priceToBeat)
       : "";
-    windowPoint(row);
-    tick();
+    windowPoint(card, row);
+  }
+
+  async function copyToken(button, token) {
+    if (!token) return;
+    try {
+      await navigator.clipboard.writeText(token);
+      button.textContent = "copied";
+    } catch (e) {
+      button.textContent = "copy failed";
+    }
+    setTimeout(() => { button.textContent = "copy"; }, 1500);
   }
 
   // -- charts: inline SVG, drawn here (no library) ------------------------------------------
@@ -98,26 +172,28 @@
 
   const pctTicks = { min: 0, max: 1, ticks: [0, 0.25, 0.5, 0.75, 1], fmt: (v) => Math.round(v * 100) + "%" };
 
-  function windowPoint(row) {
+  function windowPoint(card, row) {
     if (!row || row.windowStart == null || row.rem_secs == null) return;
-    if (state.windowStart !== row.windowStart) {
-      state.windowStart = row.windowStart;
-      state.windowPoints = [];
+    if (card.windowStart !== row.windowStart) {
+      card.windowStart = row.windowStart;
+      card.windowPoints = [];
     }
     const stale = row.isStale === true;
     const p = stale || row.p_up_pct == null ? null : row.p_up_pct / 100;
     const mid = stale || row.up_bid == null || row.up_ask == null ? null : (row.up_bid + row.up_ask) / 2;
-    state.windowPoints.push({ s: WINDOW_S - row.rem_secs, p, mid });
-    if (state.windowPoints.length > 4000) state.windowPoints.shift();
-    drawWindow();
+    card.windowPoints.push({ s: WINDOW_S - row.rem_secs, p, mid });
+    if (card.windowPoints.length > 4000) card.windowPoints.shift();
+    drawWindow(card);
   }
 
-  function drawWindow() {
-    const svg = $("window-chart");
+  function drawWindow(card) {
+    const svg = card.fields.chart;
     clearSvg(svg);
+    const w = $("markets").classList.contains("multi") ? 420 : 600;
+    svg.setAttribute("viewBox", "0 0 " + w + " 200");
     const xs = { min: 0, max: WINDOW_S, ticks: [0, 60, 120, 180, 240, 300], fmt: (v) => clock(v) };
-    const at = frame(svg, { w: 600, h: 200 }, xs, pctTicks, "time into the window (m:ss)", null);
-    const pts = state.windowPoints;
+    const at = frame(svg, { w, h: 200 }, xs, pctTicks, "time into the window (m:ss)", null);
+    const pts = card.windowPoints;
     line(svg, "model", pts.filter((q) => q.p != null).map((q) => [at.x(q.s), at.y(q.p)]));
     line(svg, "market", pts.filter((q) => q.mid != null).map((q) => [at.x(q.s), at.y(q.mid)]));
   }
@@ -193,32 +269,53 @@
     }
   }
 
-  // Between updates the countdown and the data age move locally, and the badge turns
-  // stale by itself when no update comes: the page is never silently old.
+  // Between updates the countdowns and the data age move locally, and the badges turn
+  // stale by themselves when no update comes: the page is never silently old.
   function tick() {
     const board = state.board;
     if (!board) return;
     const elapsed = performance.now() - state.receivedAt;
-    const row = item(board);
     const age = board.dataAgeMs == null ? null : board.dataAgeMs + elapsed;
     $("age").textContent = age == null ? "–" : (age / 1000).toFixed(1) + " s";
-    if (row && row.rem_secs != null) {
-      const dataAge = (row.dataAgeMs != null ? row.dataAgeMs : board.dataAgeMs || 0) + elapsed;
-      $("countdown").textContent = clock(row.rem_secs - dataAge / 1000);
+    const level = judged(board, board.latencyLevel, age);
+    const badge = $("badge");
+    badge.className = "badge " + level;
+    badge.textContent = LEVEL_TEXT[level];
+    // The board's level marks the cards around the markets; each market is marked by its own.
+    document.body.classList.toggle("stale", level === "warn");
+    document.body.classList.toggle("danger", level === "danger");
+    const single = state.cards.size === 1;
+    for (const card of state.cards.values()) tickCard(card, board, elapsed, level, single);
+  }
+
+  function tickCard(card, board, elapsed, boardLevel, single) {
+    const row = card.row;
+    const f = card.fields;
+    let level = boardLevel;
+    if (row) {
+      const rowAgeMs = row.dataAgeMs != null ? row.dataAgeMs : board.dataAgeMs;
+      const dataAge = rowAgeMs == null ? null : rowAgeMs + elapsed;
+      f.countdown.textContent = row.rem_secs != null ? clock(row.rem_secs - (dataAge || 0) / 1000) : "–";
+      level = judged(board, row.latencyLevel || board.latencyLevel, dataAge);
     } else {
-      $("countdown").textContent = "–";
+      f.countdown.textContent = "–";
     }
-    // The server judged the data when it answered; locally, the data turns stale only when
-    // an update is overdue (its age beyond the threshold plus one refresh interval).
-    let level = board.latencyLevel || "danger";
+    card.el.classList.toggle("stale", level === "warn");
+    card.el.classList.toggle("danger", level === "danger");
+    // With one market the header's badge is its badge.
+    f["row-badge"].hidden = single || level === "ok";
+    f["row-badge"].className = "badge row-badge " + level;
+    f["row-badge"].textContent = level === "ok" ? "" : LEVEL_TEXT[level];
+  }
+
+  // The server judged the data when it answered; locally, data turns stale only when an
+  // update is overdue (its age beyond the threshold plus one refresh interval).
+  function judged(board, serverLevel, age) {
+    let level = serverLevel || "danger";
     const overdue = (limit) => age > limit + (state.mode === "stream" ? 0 : board.refreshMs);
     if (age == null || overdue(board.severeStaleThresholdMs)) level = "danger";
     else if (overdue(board.staleThresholdMs) && level === "ok") level = "warn";
-    const badge = $("badge");
-    badge.className = "badge " + level;
-    badge.textContent = level === "ok" ? "live" : level === "warn" ? "stale" : "danger: stale";
-    document.body.classList.toggle("stale", level === "warn");
-    document.body.classList.toggle("danger", level === "danger");
+    return level;
   }
 
   function key() {
@@ -364,19 +461,7 @@
     $("forget-key").addEventListener("click", () => useKey(""));
     $("show-board").addEventListener("click", () => showView(false));
     $("show-record").addEventListener("click", () => showView(true));
-    for (const button of document.querySelectorAll("button.copy")) {
-      button.addEventListener("click", async () => {
-        const token = state.tokens[button.dataset.copy];
-        if (!token) return;
-        try {
-          await navigator.clipboard.writeText(token);
-          button.textContent = "copied";
-        } catch (e) {
-          button.textContent = "copy failed";
-        }
-        setTimeout(() => { button.textContent = "copy"; }, 1500);
-      });
-    }
+    syncCards([]);
     setInterval(tick, 250);
     if (key()) startStream();
     else startPolling();

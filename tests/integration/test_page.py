@@ -7,6 +7,9 @@ without selenium) the module is skipped. Accounts and keys are made with the doc
 as their own processes, on a PostgreSQL database of the module's own (as in production),
 migrated with ``flask db upgrade``.
 
+The page shows one card per served row (``.market[data-symbol]`` in ``#markets``, in board
+order); the fields of a card are ``[data-field]`` elements inside it.
+
 The machine may be busy with other work: every wait is a generous deadline on a condition,
 and nothing asserts on elapsed time. Screenshots go to ``test-artifacts/`` (git-ignored) at
 the repository root, for a person to look at.
@@ -53,6 +56,7 @@ from app.board.snapshot import dumps  # noqa: E402
 from app.board.timefmt import now_ms  # noqa: E402
 from app.bus.redis_bus import RedisBoardBus  # noqa: E402
 from app.calibration.recorder import Recorder  # noqa: E402
+from app.markets import WINDOW_S, parse_symbols  # noqa: E402
 from app.refresher.loop import Refresher  # noqa: E402
 from app.refresher.sources.simulated import SimulatedSource  # noqa: E402
 from harness.accounts import (  # noqa: E402
@@ -86,11 +90,14 @@ CHROMIUM_FLAGS = (
     "--disable-sync",
     "--disable-dev-shm-usage",
 )
-# Everything the page renders from a board, read in one script so it is one instant.
-SHOWN_IDS = (
-    "p-up", "p-down", "up-bid", "up-ask", "down-bid", "down-ask", "up-gap", "down-gap",
-    "up-token", "down-token", "countdown", "window", "prices", "badge", "plan", "refresh",
-    "updated", "age", "mode", "notice",
+FOUR = "BTC,ETH,SOL,XRP"
+# Everything the page renders from a board, read in one script so it is one instant: the
+# board's own fields by id, and each card's fields (``cards``, in page order). The first
+# card's fields are also at the top level, as the one-row page shows them.
+SHOWN_IDS = ("badge", "plan", "refresh", "updated", "age", "mode", "notice")
+CARD_FIELDS = (
+    "symbol", "p-up", "p-down", "up-bid", "up-ask", "down-bid", "down-ask", "up-gap",
+    "down-gap", "up-token", "down-token", "countdown", "window", "prices", "row-badge",
 )  # fmt: skip
 READ_SHOWN = """
 const out = {};
@@ -98,6 +105,18 @@ for (const id of arguments[0]) out[id] = document.getElementById(id).textContent
 out["notice.hidden"] = document.getElementById("notice").hidden;
 out["badge.class"] = document.getElementById("badge").className;
 out["body.class"] = document.body.className;
+const markets = document.getElementById("markets");
+out["markets.class"] = markets ? markets.className : null;
+out.cards = Array.from(document.querySelectorAll("#markets > .market")).map((card) => {
+  const fields = {"data-symbol": card.dataset.symbol, "class": card.className};
+  for (const name of arguments[1]) {
+    const el = card.querySelector('[data-field="' + name + '"]');
+    fields[name] = el ? el.textContent : null;
+  }
+  fields["row-badge.hidden"] = card.querySelector('[data-field="row-badge"]').hidden;
+  return fields;
+});
+for (const name of arguments[1]) out[name] = out.cards.length ? out.cards[0][name] : null;
 return out;
 """
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -174,8 +193,13 @@ def wait_for(driver: WebDriver, condition: Callable[[WebDriver], T], what: str) 
 
 def shown(driver: WebDriver) -> dict[str, Any]:
     """What the page shows right now, read in one script."""
-    values: dict[str, Any] = driver.execute_script(READ_SHOWN, list(SHOWN_IDS))
+    values: dict[str, Any] = driver.execute_script(READ_SHOWN, list(SHOWN_IDS), list(CARD_FIELDS))
     return values
+
+
+def card(driver: WebDriver, symbol: str, css: str = "") -> Any:
+    """The card of ``symbol`` (or the element ``css`` inside it)."""
+    return driver.find_element(By.CSS_SELECTOR, f'#markets > .market[data-symbol="{symbol}"] {css}')
 
 
 def wait_shown(
@@ -198,7 +222,7 @@ def wait_shown(
 def open_board(driver: WebDriver, service: Service) -> dict[str, Any]:
     """Load ``/`` and wait until a board is rendered (P(up) shows a number)."""
     driver.get(service.base + "/")
-    wait_for(driver, lambda d: re.fullmatch(r"\d+\.\d\d%", shown(d)["p-up"]), "P(up) shown")
+    wait_shown(driver, lambda p: re.fullmatch(r"\d+\.\d\d%", p["p-up"] or ""), "P(up) shown")
     return shown(driver)
 
 
@@ -212,6 +236,23 @@ def latest(service: Service, headers: Mapping[str, str] | None = None) -> dict[s
 def btc(board: Mapping[str, Any]) -> dict[str, Any]:
     row: dict[str, Any] = next(i for i in board["items"] if i["symbol"] == "BTC")
     return row
+
+
+def board_shown(service: Service, driver: WebDriver) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A board the API served and what the page shows for it (the board moves every 500 ms
+    and a guest page polls every 5 s: the API's boards are collected by updatedAt until the
+    page shows one of them)."""
+    boards: dict[str, dict[str, Any]] = {}
+    deadline = time.monotonic() + WAIT_S
+    while True:
+        board = latest(service)
+        boards[board["updatedAt"]] = board
+        page = shown(driver)
+        updated = page["updated"].removesuffix(" UTC")
+        if updated in boards:
+            return boards[updated], page
+        assert time.monotonic() < deadline, f"the page never showed a board the API served: {page}"
+        time.sleep(0.05)
 
 
 def to_fixed(value: float, digits: int) -> str:
@@ -228,12 +269,19 @@ def usd(value: float) -> str:
 
 
 def expected_texts(board: Mapping[str, Any]) -> dict[str, str]:
-    """What the page must show for ``board``, formatted as the issue describes."""
-    row = btc(board)
-    texts = {
+    """What the page must show for ``board`` (its BTC card at the top level)."""
+    return {
         "updated": f"{board['updatedAt']} UTC",
         "plan": f"plan {board['planLabel']}",
         "refresh": f"{board['refreshMs']} ms",
+        **expected_card(btc(board)),
+    }
+
+
+def expected_card(row: Mapping[str, Any]) -> dict[str, str]:
+    """What a card must show for ``row``, formatted as the issue describes."""
+    texts = {
+        "symbol": row["symbol"],
         "p-up": to_fixed(row["p_up_pct"], 2) + "%",
         "p-down": to_fixed(row["p_down_pct"], 2) + "%",
         "window": time.strftime("%H:%M", time.gmtime(row["windowStart"]))
@@ -346,29 +394,33 @@ def test_numbers_on_the_page_equal_the_api(
 ) -> None:
     serve(service, accounts)
     open_board(browser, service)
-    # The board moves every 500 ms and a guest page polls every 5 s: collect the API's boards
-    # by updatedAt until the page shows one of them, then compare that one field by field.
-    boards: dict[str, dict[str, Any]] = {}
-    deadline = time.monotonic() + WAIT_S
-    while True:
-        board = latest(service)
-        boards[board["updatedAt"]] = board
-        page = shown(browser)
-        updated = page["updated"].removesuffix(" UTC")
-        if updated in boards:
-            break
-        assert time.monotonic() < deadline, f"the page never showed a board the API served: {page}"
-        time.sleep(0.05)
-    board = boards[updated]
+    board, page = board_shown(service, browser)
     expected = expected_texts(board)
     assert {k: page[k] for k in expected} == expected
     # The two-colour bar splits at P(up).
     up, whole = browser.execute_script(
-        "return [document.getElementById('bar-up').getBoundingClientRect().width,"
-        " document.querySelector('.bar').getBoundingClientRect().width]"
+        "const card = arguments[0];"
+        "return [card.querySelector('[data-field=\"bar-up\"]').getBoundingClientRect().width,"
+        " card.querySelector('.bar').getBoundingClientRect().width]",
+        card(browser, "BTC"),
     )
     assert whole > 0
     assert abs(up / whole * 100 - btc(board)["p_up_pct"]) < 1.0, (up, whole, board)
+
+
+def quiet_pair(driver: WebDriver) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Two readings of the page 2 s apart with no new board between them (the same
+    updatedAt) and no card near the window's end: any movement is the page ticking itself."""
+    for _ in range(10):
+        before = shown(driver)
+        if min(clock_seconds(c["countdown"]) for c in before["cards"]) <= 4:
+            time.sleep(1.0)  # the window is about to roll over
+            continue
+        time.sleep(2.0)
+        after = shown(driver)
+        if after["updated"] == before["updated"]:
+            return before, after
+    pytest.fail("every pair of readings straddled a poll or a window boundary")
 
 
 def test_countdown_ticks_locally_between_polls(
@@ -377,25 +429,12 @@ def test_countdown_ticks_locally_between_polls(
     serve(service, accounts)
     open_board(browser, service)
     wait_for(browser, lambda d: re.fullmatch(r"\d+:\d\d", shown(d)["countdown"]), "a countdown")
-    # Guests poll every 5 s: two readings 2 s apart with the same updatedAt between them saw
-    # no new data, so any movement of the countdown is the page ticking by itself.
-    for _ in range(10):
-        before = shown(browser)
-        if clock_seconds(before["countdown"]) <= 4:  # the window is about to roll over
-            time.sleep(1.0)
-            continue
-        time.sleep(2.0)
-        after = shown(browser)
-        if after["updated"] != before["updated"]:
-            continue  # a poll landed in between; try again
-        assert clock_seconds(after["countdown"]) < clock_seconds(before["countdown"]), (
-            before,
-            after,
-        )
-        # The data age moves with it.
-        assert float(after["age"].split()[0]) > float(before["age"].split()[0]), (before, after)
-        return
-    pytest.fail("every pair of readings straddled a poll or a window boundary")
+    # Guests poll every 5 s: between two readings with the same updatedAt, the countdown
+    # moved by the page's own clock.
+    before, after = quiet_pair(browser)
+    assert clock_seconds(after["countdown"]) < clock_seconds(before["countdown"]), (before, after)
+    # The data age moves with it.
+    assert float(after["age"].split()[0]) > float(before["age"].split()[0]), (before, after)
 
 
 def test_copy_button_copies_the_whole_token_id(
@@ -408,7 +447,7 @@ def test_copy_button_copies_the_whole_token_id(
         {"origin": service.base, "permissions": ["clipboardReadWrite", "clipboardSanitizedWrite"]},
     )
     before = btc(latest(service))["up_token_id"]
-    button = browser.find_element(By.CSS_SELECTOR, "button.copy[data-copy='up']")
+    button = card(browser, "BTC", "button.copy[data-copy='up']")
     button.send_keys(Keys.ENTER)  # from the keyboard
     wait_for(browser, lambda d: button.text == "copied", "the copy button saying copied")
     copied: str = browser.execute_async_script(
@@ -418,7 +457,7 @@ def test_copy_button_copies_the_whole_token_id(
     after = btc(latest(service))["up_token_id"]
     assert copied in (before, after), (copied, before, after)  # a window may have rolled over
     assert re.fullmatch(r"\d{20,}", copied), copied
-    short = browser.find_element(By.ID, "up-token")
+    short = card(browser, "BTC", '[data-field="up-token"]')
     assert short.get_attribute("title") == copied
     assert short.text == copied[:6] + "…" + copied[-6:]
 
@@ -666,8 +705,8 @@ def test_the_track_record_view_and_the_window_chart(
     wait_for(
         browser,
         lambda d: (
-            d.execute_script(count, "#window-chart polyline.model") == 1
-            and d.execute_script(count, "#window-chart polyline.market") == 1
+            d.execute_script(count, "[data-field=chart] polyline.model") == 1
+            and d.execute_script(count, "[data-field=chart] polyline.market") == 1
         ),
         "the window chart's two lines",
     )
@@ -696,3 +735,200 @@ def test_the_track_record_view_and_the_window_chart(
     screenshot(browser, "page-track-record.png", (1100, 900))
     browser.find_element(By.ID, "show-board").click()
     assert browser.find_element(By.ID, "record-view").get_attribute("hidden") is not None
+
+
+# -- one card per served row (issue 28, point 6) ---------------------------------------------
+CARD_BACKGROUND = "rgb(26, 33, 41)"  # --card
+LEFT_BEHIND_MS = 120_000
+# Each visible box with the card background in the board view, in page order: its size,
+# its place, its first heading's text and whether that heading is visible.
+READ_CARDS = """
+const view = document.getElementById("board-view");
+const style = getComputedStyle(view);
+const inner = view.clientWidth - parseFloat(style.paddingLeft) - parseFloat(style.paddingRight);
+const coloured = (el) => getComputedStyle(el).backgroundColor === arguments[0];
+const boxes = Array.from(view.querySelectorAll("*"))
+  .filter((el) => el.offsetParent !== null && coloured(el));
+return {inner: Math.round(inner), boxes: boxes.map((el) => {
+  const r = el.getBoundingClientRect();
+  const h = el.querySelector("h2, h3");
+  return {symbol: el.dataset.symbol || null, left: Math.round(r.left), top: Math.round(r.top),
+          width: Math.round(r.width), bottom: Math.round(r.bottom),
+          heading: h ? h.textContent.trim() : null,
+          headingShown: h ? h.getBoundingClientRect().width > 1 : false};
+})};
+"""
+
+
+def symbols_of(page: Mapping[str, Any]) -> list[str]:
+    """The symbols of the cards on the page, in page order."""
+    return [c["data-symbol"] for c in page["cards"]]
+
+
+def boxes(driver: WebDriver) -> dict[str, Any]:
+    """The card-coloured boxes of the board view (``READ_CARDS``)."""
+    found: dict[str, Any] = driver.execute_script(READ_CARDS, CARD_BACKGROUND)
+    return found
+
+
+def test_the_default_board_is_one_card_as_before(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    """Without SYMBOLS: one BTC card, laid out as the one-market page always was: the
+    probabilities, the market and the window chart as three full-width cards above the
+    freshness and key cards, the symbol named in the title only."""
+    serve(service, accounts)
+    open_board(browser, service)
+    set_viewport(browser, 1100, 900, mobile=False)
+    page = shown(browser)
+    assert symbols_of(page) == ["BTC"], page["cards"]
+    assert page["markets.class"].split() == ["markets", "single"], page
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Probboard BTC · 5-minute window"
+    assert browser.title == "Probboard · BTC 5-minute board"
+    assert not card(browser, "BTC", '[data-field="symbol"]').is_displayed()
+    assert page["cards"][0]["row-badge.hidden"] is True, page
+    layout = boxes(browser)
+    found = layout["boxes"]
+    headings = [b["heading"] for b in found]
+    assert headings == [
+        "BTC model probabilities", "Market", "This window", "Freshness", "VIP Pro stream"
+    ], found  # fmt: skip
+    assert [b["headingShown"] for b in found] == [False, True, True, True, True], found
+    full = [b for b in found[:3]]
+    assert all(b["width"] == layout["inner"] for b in full), layout
+    assert all(b["left"] == full[0]["left"] for b in full), layout
+    # 16 px apart, as the grid's gap always set them.
+    assert [b["top"] - a["bottom"] for a, b in zip(full, found[1:4], strict=True)] == [16] * 3, (
+        layout
+    )
+    assert found[3]["width"] < layout["inner"] and found[3]["top"] == found[4]["top"], layout
+
+
+def test_every_served_row_has_its_own_card(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    """SYMBOLS=BTC,ETH,SOL,XRP: four cards in board order, each with its symbol, its own
+    numbers as served and its own countdown, ticking; it fits a desktop and a phone."""
+    symbols = FOUR.split(",")
+    serve(service, accounts, SYMBOLS=FOUR)
+    browser.get(service.base + "/")
+    wait_shown(
+        browser,
+        lambda p: (
+            symbols_of(p) == symbols
+            and all(re.fullmatch(r"\d+\.\d\d%", c["p-up"]) for c in p["cards"])
+        ),
+        "four cards with numbers",
+    )
+    board, page = board_shown(service, browser)
+    read_at = time.time()
+    assert [row["symbol"] for row in board["items"]] == symbols, board
+    assert len({row["up_token_id"] for row in board["items"]}) == 4, board
+    for row, shown_card in zip(board["items"], page["cards"], strict=True):
+        expected = expected_card(row)
+        assert {k: shown_card[k] for k in expected} == expected, row["symbol"]
+        # Its own countdown, to its own window's end.
+        left = max(0.0, row["windowEnd"] - read_at)
+        assert abs(clock_seconds(shown_card["countdown"]) - left) <= 2, (shown_card, row)
+        assert shown_card["row-badge.hidden"] is True, shown_card
+    assert page["markets.class"].split() == ["markets", "multi"], page
+    assert browser.find_element(By.TAG_NAME, "h1").text == (
+        "Probboard BTC · ETH · SOL · XRP · 5-minute window"
+    )
+    # Each card names its symbol, and they are four separate cards side by side or stacked.
+    set_viewport(browser, 1100, 900, mobile=False)
+    for symbol in symbols:
+        heading = card(browser, symbol, '[data-field="symbol"]')
+        assert heading.is_displayed() and heading.text == symbol, symbol
+        chart = card(browser, symbol, '[data-field="chart"]')
+        assert chart.is_displayed() and chart.size["width"] > 200, symbol
+    found = boxes(browser)["boxes"]
+    assert [b["symbol"] for b in found[:4]] == symbols, found
+    places = {(b["left"], b["top"]) for b in found[:4]}
+    assert len(places) == 4, found
+    screenshot(browser, "page-four-symbols.png", (1100, 900))
+    # Every countdown ticks by itself between updates.
+    before, after = quiet_pair(browser)
+    for one, two in zip(before["cards"], after["cards"], strict=True):
+        assert clock_seconds(two["countdown"]) < clock_seconds(one["countdown"]), (one, two)
+    # Four cards fit a phone too.
+    set_viewport(browser, 390, 900, mobile=True)
+    screenshot(browser, "page-four-symbols-phone.png", (390, 900))
+    widths = browser.execute_script("return [document.documentElement.scrollWidth, innerWidth]")
+    assert widths == [390, 390], f"four cards are wider than a 390 px phone: {widths}"
+
+
+def publish_board(redis_url: str, symbols: str, left_behind: str | None = None) -> None:
+    """Publish a simulated board of ``symbols`` built now; the row of ``left_behind`` is
+    as its silent feed left it: two minutes old, of the previous window."""
+    bus = RedisBoardBus(redis_url)
+    try:
+        source = SimulatedSource(seed=1, markets=parse_symbols(symbols))
+        board = Refresher(source, bus, 500).build()
+        for item in board["items"]:
+            if item["symbol"] == left_behind:
+                item["ts"] -= LEFT_BEHIND_MS
+                for name in ("slot", "windowStart", "windowEnd"):
+                    item[name] -= WINDOW_S
+                item["rem_secs"] = round(max(0.0, item["windowEnd"] - item["ts"] / 1000), 3)
+        bus.publish(dumps(board))
+    finally:
+        bus.close()
+
+
+def test_cards_follow_the_served_rows_each_with_its_own_staleness(
+    service: Service, accounts: Accounts, fresh_redis: RedisServer, browser: WebDriver
+) -> None:
+    """Cards are keyed by symbol: added, moved and removed as the served rows change; a row
+    left behind by its feed is marked stale on its own card, with its own countdown."""
+    if WINDOW_S - time.time() % WINDOW_S < 10:
+        time.sleep(WINDOW_S - time.time() % WINDOW_S)  # the fresh rows' window is not ending
+    publish_board(fresh_redis.url, FOUR, left_behind="ETH")
+    service.env.update(
+        REDIS_URL=fresh_redis.url,
+        DATABASE_URL=accounts.env["DATABASE_URL"],
+        API_KEY_PEPPER=TEST_PEPPER,
+        REFRESH_MS_GUEST="1000",
+        STALE_THRESHOLD_MS="30000",
+        SEVERE_STALE_THRESHOLD_MS="60000",
+    )
+    service.start_web(workers=1)
+    browser.get(service.base + "/")
+    page = wait_shown(browser, lambda p: symbols_of(p) == FOUR.split(","), "four cards")
+    cards = {c["data-symbol"]: c for c in page["cards"]}
+    eth = cards.pop("ETH")
+    assert "danger" in eth["class"].split(), eth
+    assert eth["row-badge.hidden"] is False and "stale" in eth["row-badge"].lower(), eth
+    assert clock_seconds(eth["countdown"]) == 0, eth  # its window has ended
+    for fresh in cards.values():
+        assert not {"stale", "danger"} & set(fresh["class"].split()), fresh
+        assert fresh["row-badge.hidden"] is True, fresh
+        assert clock_seconds(fresh["countdown"]) > 0, fresh
+    outline = "return getComputedStyle(arguments[0]).outlineStyle;"
+    assert browser.execute_script(outline, card(browser, "ETH")) != "none"
+    assert browser.execute_script(outline, card(browser, "BTC")) == "none"
+    # The board's own badge is its oldest row's.
+    assert "danger" in page["badge.class"].split(), page
+    set_viewport(browser, 1100, 900, mobile=False)
+    screenshot(browser, "page-one-row-stale.png", (1100, 900))
+
+    # Keyed: the cards that stay are the same elements, moved into the board's order.
+    browser.execute_script(
+        "for (const c of document.querySelectorAll('#markets > .market'))"
+        " c.kept = c.dataset.symbol;"
+    )
+    publish_board(fresh_redis.url, "XRP,BTC")
+    page = wait_shown(browser, lambda p: symbols_of(p) == ["XRP", "BTC"], "XRP then BTC")
+    kept = browser.execute_script(
+        "return Array.from(document.querySelectorAll('#markets > .market'), (c) => c.kept);"
+    )
+    assert kept == ["XRP", "BTC"], kept
+    assert page["markets.class"].split() == ["markets", "multi"], page
+    assert all(c["row-badge.hidden"] is True for c in page["cards"]), page["cards"]
+    assert "danger" not in page["badge.class"].split(), page
+
+    publish_board(fresh_redis.url, "SOL")
+    page = wait_shown(browser, lambda p: symbols_of(p) == ["SOL"], "SOL alone")
+    assert page["markets.class"].split() == ["markets", "single"], page
+    assert not card(browser, "SOL", '[data-field="symbol"]').is_displayed()
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Probboard SOL · 5-minute window"
