@@ -3,14 +3,16 @@
 ``FakePolymarket`` starts five servers that serve today's documented shapes, awkward parts
 included (see ../shared/upstream.md):
 
-- ``gamma`` (HTTP): ``GET /events/slug/btc-updown-5m-<T0>`` answers an event whose
+- ``gamma`` (HTTP): ``GET /events/slug/btc-updown-5m-<T0>`` (``eth-``, ``sol-``, ``xrp-``
+  for the other markets) answers an event whose
   ``markets[0].outcomes`` and ``clobTokenIds`` are JSON-encoded STRINGS, in the order the
   market says (``["Down","Up"]`` happens); 404 for a window not listed.
 - ``clob`` (HTTP): ``POST /books`` (and ``GET /book``) with prices and sizes as decimal
   strings, bids ASCENDING and asks DESCENDING (the best levels are the last elements).
 - ``site`` (HTTP): ``GET /api/crypto/crypto-price`` (the price-to-beat fallback of spot
-  markets). Its ``openPrice`` is the spot at T0 even for ``twapEnabled=true`` (what a public
-  study of TWAP rounds observed); ``FakeSite.twap_queries`` lists the queries that asked.
+  markets), per ``symbol`` (BTC when absent). Its ``openPrice`` is the spot at T0 even for
+  ``twapEnabled=true`` (what a public study of TWAP rounds observed);
+  ``FakeSite.twap_queries`` lists the queries that asked.
 - ``clob_ws`` (WebSocket): the market channel.
 
   - The first ``{"assets_ids": [...], "type": "market", ...}`` frame of a connection
@@ -33,10 +35,12 @@ included (see ../shared/upstream.md):
   - Topics ``crypto_prices_chainlink`` (spot), ``crypto_prices_twap_sixty`` and
     ``crypto_prices_twap_thirty``; any other topic answers ``{"statusCode": 400, "body":
     {"message": "Invalid topic: <topic>"}}``.
-  - ``filters`` must be exactly the compact string ``{"symbol":"btc/usd"}``: the real filter
-    is a string match, so ``{"symbol": "btc/usd"}`` (with a space) matches nothing
-    (``bad_subscriptions``).
-  - After subscribing to the spot topic, the history snapshot arrives under the topic
+  - ``filters`` must be exactly the compact string ``{"symbol":"btc/usd"}`` (or another
+    market's stream: ``eth/usd``, ``sol/usd``, ``xrp/usd``): the real filter is a string
+    match, so ``{"symbol": "btc/usd"}`` (with a space) matches nothing
+    (``bad_subscriptions``). A connection gets the symbols it subscribed, each in messages
+    whose ``payload.symbol`` is its own; the methods below take ``symbol`` (btc/usd).
+  - After subscribing to the spot topic, the symbol's history snapshot arrives under the topic
     ``crypto_prices`` (``type: "subscribe"``, ``payload.data``), ``history_delay_s`` late if
     set (live updates may come first). The TWAP topics have none unless ``twap_history``.
   - ``update`` messages; the TWAP topics add ``full_accuracy_value`` (scaled by 1e18, or a
@@ -45,6 +49,10 @@ included (see ../shared/upstream.md):
     delivering them (a gap to repair from the snapshot); ``send_error`` sends an error frame.
   - ``BrownianPath`` is a seeded 1-second spot path with its exact TWAPs;
     ``FakeRtds.play`` pushes it up to a (virtual) time, ``seed_path`` puts it in the history.
+
+Several markets: BTC is every fake's default, byte for byte as when it was the only one;
+``FakeMarket(t0, symbol="ETH")`` and ``symbol=`` on the RTDS and site methods bring in the
+others (the table is ``app.markets.MARKETS``).
 
 Every HTTP fake can be switched to answer 500 (``mode = "error"``) or never to answer
 (``mode = "hang"``: longer than the client's 3 s timeout). Every WebSocket fake answers the
@@ -105,6 +113,8 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
+from app.markets import MARKETS
+
 WINDOW_S = 300
 SPOT = "spot"
 TWAP = "twap"
@@ -112,6 +122,7 @@ SPOT_TOPIC = "crypto_prices_chainlink"
 TWAP_TOPIC = "crypto_prices_twap_sixty"  # the 60-second TWAP, today's settlement
 TWAP30_TOPIC = "crypto_prices_twap_thirty"
 SPOT_HISTORY_TOPIC = "crypto_prices"  # the spot's history snapshot arrives under this name
+RTDS_TOPICS = (SPOT_TOPIC, TWAP_TOPIC, TWAP30_TOPIC)  # the topics the fake serves
 TOPICS = {SPOT: SPOT_TOPIC, TWAP: TWAP_TOPIC}
 TWAP_TOPICS = {60: TWAP_TOPIC, 30: TWAP30_TOPIC}  # lookback seconds -> topic
 WINDOW_S_OF_TOPIC = {topic: lookback for lookback, topic in TWAP_TOPICS.items()}
@@ -122,21 +133,59 @@ SPOT_RESOLUTION_SOURCE = "https://data.chain.link/streams/btc-usd"
 TWAP_RESOLUTION_SOURCE = "https://data.chain.link/streams/btc-usd-twap-60s-streams"
 SCALE = 10**18
 HANG_S = 8.0  # a hung request: well past the client's 3 s timeout
-SLUG_PREFIX = "btc-updown-5m-"
+SLUG_PREFIX = "btc-updown-5m-"  # BTC's; every market's is ``MARKETS[symbol].slug_prefix``
+DEFAULT_SYMBOL = "BTC"  # the market every fake serves unless told another
+DEFAULT_CHAINLINK = "btc/usd"  # its Chainlink stream on RTDS
+COIN_NAMES = {"BTC": "Bitcoin", "ETH": "Ethereum", "SOL": "Solana", "XRP": "XRP"}
+
+
+def filters_of(chainlink: str) -> str:
+    """The compact filter string of a Chainlink stream: ``{"symbol":"eth/usd"}``."""
+    return json.dumps({"symbol": chainlink}, separators=(",", ":"))
+
+
+CHAINLINK_SYMBOLS = tuple(market.chainlink for market in MARKETS.values())
+SERVED_FILTERS = {filters_of(chainlink): chainlink for chainlink in CHAINLINK_SYMBOLS}
+assert SERVED_FILTERS[SPOT_FILTERS] == DEFAULT_CHAINLINK
 
 
 # -- identifiers, times, numbers --------------------------------------------------------
 
 
-def token_id(window_start: int, label: str) -> str:
-    """A 77-digit decimal token id, stable for (window, label)."""
-    digest = int(hashlib.sha256(f"{window_start}:{label}".encode()).hexdigest(), 16)
+def _symbol_key(symbol: str, key: str) -> str:
+    # BTC's ids are derived as they always were (tests and tapes hold them); another
+    # market's name goes into the digest so two markets of one window never share an id.
+    return key if symbol == DEFAULT_SYMBOL else f"{symbol}:{key}"
+
+
+def token_id(window_start: int, label: str, symbol: str = DEFAULT_SYMBOL) -> str:
+    """A 77-digit decimal token id, stable for (market, window, label)."""
+    key = _symbol_key(symbol, f"{window_start}:{label}")
+    digest = int(hashlib.sha256(key.encode()).hexdigest(), 16)
     return str(10**76 + digest % (9 * 10**76))
 
 
-def condition_id(window_start: int) -> str:
-    """``0x`` + 64 hex digits, stable per window."""
-    return "0x" + hashlib.sha256(f"condition:{window_start}".encode()).hexdigest()
+def condition_id(window_start: int, symbol: str = DEFAULT_SYMBOL) -> str:
+    """``0x`` + 64 hex digits, stable per market and window."""
+    key = _symbol_key(symbol, f"condition:{window_start}")
+    return "0x" + hashlib.sha256(key.encode()).hexdigest()
+
+
+def chainlink_of(symbol: str) -> str:
+    """The RTDS stream of a market (``ETH`` -> ``eth/usd``); ``ValueError`` when unknown."""
+    try:
+        return MARKETS[symbol].chainlink
+    except KeyError:
+        raise ValueError(f"unknown symbol {symbol!r} (known: {', '.join(MARKETS)})") from None
+
+
+def resolution_source(symbol: str, rule: str, lookback: int = 60) -> str:
+    """A market's ``resolutionSource``: its Chainlink stream, the TWAP one for ``TWAP``."""
+    chainlink_of(symbol)  # an unknown market is a mistake in the test
+    coin = symbol.lower()
+    if rule == TWAP:
+        return TWAP_RESOLUTION_SOURCE.replace("btc-", f"{coin}-").replace("60s", f"{lookback}s")
+    return SPOT_RESOLUTION_SOURCE.replace("btc-", f"{coin}-")
 
 
 def iso(t: float) -> str:
@@ -185,7 +234,13 @@ def now_ms() -> int:
 
 @dataclass
 class FakeMarket:
-    """One window's Gamma event; ``outcomes`` gives the order of the JSON-string arrays."""
+    """One window's Gamma event; ``outcomes`` gives the order of the JSON-string arrays.
+
+    ``symbol`` is the market (a key of ``app.markets.MARKETS``: ``BTC``, ``ETH``, ``SOL``,
+    ``XRP``): it gives the slug, the series, the titles, ``cryptoMarketConfig.asset`` and
+    the resolution source; another market's tokens and condition differ from BTC's of the
+    same window (BTC's are what they always were).
+    """
 
     window_start: int
     outcomes: tuple[str, ...] = ("Up", "Down")
@@ -198,16 +253,23 @@ class FakeMarket:
     up_token: str = ""
     down_token: str = ""
     condition: str = ""
+    symbol: str = DEFAULT_SYMBOL
 
     def __post_init__(self) -> None:
-        self.up_token = self.up_token or token_id(self.window_start, "up")
-        self.down_token = self.down_token or token_id(self.window_start, "down")
-        self.condition = self.condition or condition_id(self.window_start)
+        chainlink_of(self.symbol)  # an unknown market fails here, not at its first request
+        self.up_token = self.up_token or token_id(self.window_start, "up", self.symbol)
+        self.down_token = self.down_token or token_id(self.window_start, "down", self.symbol)
+        self.condition = self.condition or condition_id(self.window_start, self.symbol)
 
     @property
     def slug(self) -> str:
-        """``btc-updown-5m-<T0>``."""
-        return f"{SLUG_PREFIX}{self.window_start}"
+        """``btc-updown-5m-<T0>`` (``eth-updown-5m-<T0>``... for another market)."""
+        return MARKETS[self.symbol].slug(self.window_start)
+
+    @property
+    def chainlink(self) -> str:
+        """The market's Chainlink stream on RTDS (``btc/usd``)."""
+        return chainlink_of(self.symbol)
 
     @property
     def tokens(self) -> tuple[str, str]:
@@ -219,16 +281,14 @@ class FakeMarket:
         t0 = self.window_start
         by_label = {"Up": self.up_token, "Down": self.down_token}
         twap = self.rule == TWAP
+        rank = list(MARKETS).index(self.symbol)  # 0 for BTC: its ids as they always were
+        coin = COIN_NAMES.get(self.symbol, self.symbol)
         market: dict[str, Any] = {
-            "id": str(500000 + t0 // WINDOW_S % 100000),
-            "question": "Bitcoin Up or Down - (US Eastern title, never parsed)",
+            "id": str(500000 + rank * 100000 + t0 // WINDOW_S % 100000),
+            "question": f"{coin} Up or Down - (US Eastern title, never parsed)",
             "conditionId": self.condition,
             "slug": self.slug,
-            "resolutionSource": (
-                TWAP_RESOLUTION_SOURCE.replace("60s", f"{self.lookback}s")
-                if twap
-                else SPOT_RESOLUTION_SOURCE
-            ),
+            "resolutionSource": resolution_source(self.symbol, self.rule, self.lookback),
             "startDate": iso(t0 - 86400),  # the listing time: NOT the window start
             "eventStartTime": iso(t0),
             "endDate": iso(t0 + WINDOW_S),
@@ -247,7 +307,7 @@ class FakeMarket:
         }
         if self.with_config:
             market["cryptoMarketConfig"] = {
-                "asset": "BTC",
+                "asset": self.symbol,
                 "duration": "5m",
                 "twapEnabled": twap,
                 "twapLookbackSeconds": self.lookback if twap else 0,
@@ -256,7 +316,7 @@ class FakeMarket:
             "id": market["id"],
             "slug": self.slug,
             "title": market["question"],
-            "seriesSlug": "btc-up-or-down-5m",
+            "seriesSlug": MARKETS[self.symbol].series,
             "startDate": market["startDate"],
             "endDate": market["endDate"],
             "markets": [market],
@@ -532,13 +592,16 @@ def _client_gone(connection: socket.socket) -> bool:
 
 
 class FakeGamma(_HttpFake):
-    """``GET /events/slug/{slug}`` (also ``/events?slug=`` and ``/markets/slug/{slug}``).
+    """``GET /events/slug/{slug}`` (also ``/events?slug=`` and ``/markets/slug/{slug}``), for
+    the slug of any market of ``app.markets.MARKETS`` (``btc-updown-5m-<T0>``,
+    ``eth-updown-5m-<T0>``...).
 
     Faults (all off by default): ``window_offset`` windows away from the one asked for is
     the event answered (-1: the previous window's, with its own slug, times and tokens);
     ``same_tokens`` writes UP's token for every outcome; ``price_to_beat_override`` is the
     raw JSON value of ``eventMetadata.priceToBeat``; ``trickle_windows`` (with
-    ``trickle_bps``) trickles only the answers about those windows (empty: every answer).
+    ``trickle_bps``) trickles only the answers about those windows, of any market (empty:
+    every answer). Each applies to every market.
     """
 
     def __init__(self, world: FakePolymarket) -> None:
@@ -549,27 +612,31 @@ class FakeGamma(_HttpFake):
         self.price_to_beat_override: object | None = None
         self.trickle_windows: set[int] = set()
 
-    def lookups(self) -> list[int]:
-        """The windows looked up by slug so far, in order."""
+    def lookups(self, symbol: str = DEFAULT_SYMBOL) -> list[int]:
+        """The windows of ``symbol``'s market looked up by slug so far, in order."""
         starts = []
         for hit in self.requests_to("/events/slug/"):
-            slug = hit.path.rsplit("/", 1)[-1]
-            if slug.startswith(SLUG_PREFIX) and slug[len(SLUG_PREFIX) :].isdigit():
-                starts.append(int(slug[len(SLUG_PREFIX) :]))
+            parsed = self.parse_slug(hit.path.rsplit("/", 1)[-1])
+            if parsed is not None and parsed[0] == symbol:
+                starts.append(parsed[1])
         return starts
 
     @staticmethod
-    def _window_of(slug: str) -> int | None:
-        if not slug.startswith(SLUG_PREFIX) or not slug[len(SLUG_PREFIX) :].isdigit():
-            return None
-        return int(slug[len(SLUG_PREFIX) :])
+    def parse_slug(slug: str) -> tuple[str, int] | None:
+        """(symbol, window start) of a 5-minute up/down slug of a known market, else None."""
+        for symbol, known in MARKETS.items():
+            rest = slug.removeprefix(known.slug_prefix)
+            if rest != slug and rest.isdigit():
+                return symbol, int(rest)
+        return None
 
     def _event(self, slug: str) -> dict[str, Any] | None:
         """The event answered for ``slug``: its window's, or as the faults switched on say."""
-        window = self._window_of(slug)
-        if window is None:
+        parsed = self.parse_slug(slug)
+        if parsed is None:
             return None
-        market = self.world.market(window + self.window_offset * WINDOW_S)
+        symbol, window = parsed
+        market = self.world.market_of(symbol, window + self.window_offset * WINDOW_S)
         if market is None:
             return None
         event = market.event()
@@ -599,7 +666,8 @@ class FakeGamma(_HttpFake):
         if self.trickle_bps <= 0 or not self.trickle_windows:
             return self.trickle_bps
         slug = query.get("slug", "") if path == "/events" else path.rsplit("/", 1)[-1]
-        return self.trickle_bps if self._window_of(slug) in self.trickle_windows else 0.0
+        parsed = self.parse_slug(slug)
+        return self.trickle_bps if parsed and parsed[1] in self.trickle_windows else 0.0
 
 
 class FakeClobRest(_HttpFake):
@@ -630,6 +698,10 @@ class FakeClobRest(_HttpFake):
 class FakeSite(_HttpFake):
     """``GET /api/crypto/crypto-price``: ``openPrice`` from ``open_prices[T0]`` (or null).
 
+    Per market: the query's ``symbol`` (``BTC`` when absent, any case) picks the table,
+    ``open_prices_of(symbol)``; ``open_prices`` is BTC's. A symbol no market has answers
+    ``openPrice`` null.
+
     ``open_prices[T0]`` is the SPOT at the boundary second. ``twapEnabled=true`` (with
     ``twapLookbackSeconds``) changes nothing in the answer: a public study of 287 TWAP rounds
     found the site's open/close values are that spot, not the TWAP, so the fake answers the
@@ -639,9 +711,28 @@ class FakeSite(_HttpFake):
 
     def __init__(self) -> None:
         super().__init__()
-        self.open_prices: dict[int, float | None] = {}
+        self.open_prices: dict[int, float | None] = {}  # BTC's
+        self._other_open_prices: dict[str, dict[int, float | None]] = {
+            symbol: {} for symbol in MARKETS if symbol != DEFAULT_SYMBOL
+        }
         # A fault: every answer's openPrice (45000.0, 1e308, math.inf: the token Infinity).
         self.open_price_override: float | None = None
+
+    def open_prices_of(self, symbol: str = DEFAULT_SYMBOL) -> dict[int, float | None]:
+        """The open prices (window start -> spot at T0, or None) answered for ``symbol``:
+        the live table, to fill in; ``open_prices`` itself for BTC."""
+        if symbol == DEFAULT_SYMBOL:
+            return self.open_prices
+        chainlink_of(symbol)  # an unknown market is a mistake in the test
+        return self._other_open_prices[symbol]
+
+    def queries_of(self, symbol: str = DEFAULT_SYMBOL) -> list[dict[str, str]]:
+        """The crypto-price queries received for ``symbol`` (no ``symbol``: BTC), in order."""
+        return [
+            hit.query
+            for hit in self.requests_to("/api/crypto/crypto-price")
+            if hit.query.get("symbol", DEFAULT_SYMBOL).upper() == symbol
+        ]
 
     def twap_queries(self) -> list[dict[str, str]]:
         """The crypto-price queries received with ``twapEnabled=true``, in order."""
@@ -660,7 +751,9 @@ class FakeSite(_HttpFake):
             t0 = from_iso(query["eventStartTime"])
         except (KeyError, ValueError):
             return 400, {"error": "eventStartTime is required"}
-        open_price = self.open_prices.get(t0)  # the spot at T0, even with twapEnabled=true
+        symbol = query.get("symbol", DEFAULT_SYMBOL).upper()
+        prices = self.open_prices_of(symbol) if symbol in MARKETS else {}
+        open_price = prices.get(t0)  # the spot at T0, even with twapEnabled=true
         if self.open_price_override is not None:
             open_price = self.open_price_override
         return 200, {
@@ -685,9 +778,19 @@ class _Client:
         self.assets: set[str] = set()  # CLOB: the assets this connection receives
         self.pending: set[str] = set()  # CLOB: subscribed, waiting for a slow snapshot
         self.market_subscribed = False  # CLOB: its one ``type: "market"`` frame was taken
-        self.topics: set[str] = set()
+        self.streams: set[tuple[str, str]] = set()  # RTDS: (topic, Chainlink symbol) pairs
         self.opened_at = time.monotonic()
         self._lock = threading.Lock()
+
+    @property
+    def topics(self) -> set[str]:
+        """RTDS: the topics this connection receives, of any symbol."""
+        return {topic for topic, _ in self.streams}
+
+    @property
+    def symbols(self) -> set[str]:
+        """RTDS: the Chainlink symbols this connection receives, on any topic."""
+        return {symbol for _, symbol in self.streams}
 
     def send(self, text: str) -> None:
         """Send a text frame; a connection that has gone is no error here."""
@@ -1106,17 +1209,27 @@ def junk_levels() -> list[dict[str, Any]]:
 
 class FakeRtds(_WsFake):
     """The real-time data socket: ``crypto_prices_chainlink`` (spot) and the TWAP topics
-    ``crypto_prices_twap_sixty`` / ``crypto_prices_twap_thirty``."""
+    ``crypto_prices_twap_sixty`` / ``crypto_prices_twap_thirty``.
+
+    Every market's Chainlink stream (``btc/usd``, ``eth/usd``, ``sol/usd``, ``xrp/usd``: the
+    ``chainlink`` of ``app.markets.MARKETS``) is served on each topic: a subscription entry
+    whose ``filters`` is that stream's compact string gets that stream only. The series are
+    kept per (symbol, topic): ``history`` is btc/usd's, ``history_of(symbol)`` any one's.
+    ``push``, ``seed``, ``play``, ``live``... take ``symbol`` (btc/usd by default) and their
+    messages carry it as ``payload.symbol``. ``paused_symbols`` pauses those streams only.
+    """
 
     path = ""
 
     def __init__(self) -> None:
         super().__init__()
-        self.history: dict[str, list[tuple[int, Decimal]]] = {
-            SPOT_TOPIC: [],
-            TWAP_TOPIC: [],
-            TWAP30_TOPIC: [],
+        self.history: dict[str, list[tuple[int, Decimal]]] = self._empty_series()  # btc/usd's
+        self._other_history = {
+            symbol: self._empty_series()
+            for symbol in CHAINLINK_SYMBOLS
+            if symbol != DEFAULT_CHAINLINK
         }
+        self.paused_symbols: set[str] = set()  # these streams are recorded, not delivered
         self.history_limit = 10_800  # 3 h of 1-second points: room for 2 h of volatility
         self.bad_subscriptions: list[Any] = []
         self.unsubscriptions: list[Any] = []
@@ -1130,24 +1243,76 @@ class FakeRtds(_WsFake):
         self.drops: list[float] = []  # monotonic time of each drop made by drop_after
         self._flood_per_s = 0.0
         self._flooding = False  # the flood's thread is running
-        self._cursors: dict[int, tuple[BrownianPath, int]] = {}  # id(path) -> next second
+        # (symbol, id(path)) -> (path, next second); the path is kept so its id stays its own
+        self._cursors: dict[tuple[str, int], tuple[BrownianPath, int]] = {}
+
+    @staticmethod
+    def _empty_series() -> dict[str, list[tuple[int, Decimal]]]:
+        return {topic: [] for topic in RTDS_TOPICS}
+
+    def history_of(self, symbol: str = DEFAULT_CHAINLINK) -> dict[str, list[tuple[int, Decimal]]]:
+        """The recorded series of one Chainlink stream, per topic (``history`` for btc/usd)."""
+        if symbol == DEFAULT_CHAINLINK:
+            return self.history
+        try:
+            return self._other_history[symbol]
+        except KeyError:
+            known = ", ".join(CHAINLINK_SYMBOLS)
+            raise ValueError(f"unknown Chainlink symbol {symbol!r} (known: {known})") from None
+
+    def _series(self, topic: str, symbol: str) -> list[tuple[int, Decimal]]:
+        return self.history_of(symbol)[topic]
+
+    def _deliver(self, topic: str, symbol: str, text: str) -> None:
+        """Send ``text`` to the connections subscribed to ``symbol`` on ``topic``."""
+        for client in self.clients:
+            if (topic, symbol) in client.streams and self.deliverable(client):
+                client.send(text)
+
+    def _held(self, symbol: str) -> bool:
+        """Whether the updates of ``symbol`` are held back (``paused``, ``paused_symbols``)."""
+        return self.paused or symbol in self.paused_symbols
 
     @staticmethod
     def served(subscription: Any) -> bool:
         """Whether one entry of ``subscriptions`` is served: a known topic and exactly the
-        compact filter string."""
-        return (
-            isinstance(subscription, dict)
-            and subscription.get("topic") in (SPOT_TOPIC, TWAP_TOPIC, TWAP30_TOPIC)
-            and subscription.get("filters") == SPOT_FILTERS
-        )
+        compact filter string of a known stream."""
+        return FakeRtds.symbol_of(subscription) is not None
 
-    def subscribed_topics(self) -> set[str]:
-        """Topics of every valid (served) subscription entry received."""
-        topics: set[str] = set()
+    @staticmethod
+    def symbol_of(subscription: Any) -> str | None:
+        """The Chainlink symbol a served entry of ``subscriptions`` asks for; None when the
+        entry is not served."""
+        if not isinstance(subscription, dict):
+            return None
+        if subscription.get("topic") not in RTDS_TOPICS:
+            return None
+        filters = subscription.get("filters")
+        return SERVED_FILTERS.get(filters) if isinstance(filters, str) else None
+
+    def subscribed_topics(self, symbol: str | None = None) -> set[str]:
+        """Topics of every valid (served) subscription entry received (of ``symbol`` only
+        when given)."""
+        return {topic for topic, sym in self.subscribed_streams() if symbol in (None, sym)}
+
+    def subscribed_symbols(self) -> set[str]:
+        """Chainlink symbols of every valid (served) subscription entry received."""
+        return {symbol for _, symbol in self.subscribed_streams()}
+
+    def subscribed_streams(self) -> set[tuple[str, str]]:
+        """(topic, symbol) of every valid (served) subscription entry received."""
+        streams: set[tuple[str, str]] = set()
         for message in self.subscriptions:
-            topics |= {s["topic"] for s in message["subscriptions"] if self.served(s)}
-        return topics
+            for entry in message["subscriptions"]:
+                symbol = self.symbol_of(entry)
+                if symbol is not None:
+                    streams.add((entry["topic"], symbol))
+        return streams
+
+    def symbols_of_connections(self) -> list[set[str]]:
+        """Each open connection's Chainlink symbols now (after unsubscriptions), in the order
+        the connections were accepted."""
+        return [client.symbols for client in self.clients]
 
     def on_message(self, client: _Client, message: Any) -> None:
         """``{"action": "subscribe" | "unsubscribe", "subscriptions": [...]}``."""
@@ -1164,52 +1329,59 @@ class FakeRtds(_WsFake):
             return
         if message["action"] == "unsubscribe":
             self.unsubscriptions.append(message)
-            client.topics -= {s["topic"] for s in subscriptions if self.served(s)}
+            for sub in subscriptions:
+                symbol = self.symbol_of(sub)
+                if symbol is not None:
+                    client.streams.discard((sub["topic"], symbol))
             return
         self.subscriptions.append(message)
         invalid: list[str] = []
         misfiltered = False
-        topics: list[str] = []
+        streams: list[tuple[str, str]] = []
         for sub in subscriptions:
             topic = sub.get("topic")
-            if not isinstance(topic, str) or topic not in self.history:
+            symbol = self.symbol_of(sub)
+            if not isinstance(topic, str) or topic not in RTDS_TOPICS:
                 if str(topic) not in invalid:
                     invalid.append(str(topic))
-            elif self.served(sub):
-                if topic not in topics:
-                    topics.append(topic)
+            elif symbol is not None:
+                if (topic, symbol) not in streams:
+                    streams.append((topic, symbol))
             else:
                 misfiltered |= self._misfiltered(sub["filters"])
         if misfiltered:
             self.bad_subscriptions.append(message)
         for topic in invalid:
             self._error(client, 400, f"Invalid topic: {topic}")
-        client.topics |= set(topics)
-        for topic in topics:
+        client.streams |= set(streams)
+        for topic, symbol in streams:
             if topic == SPOT_TOPIC or self.twap_history:
-                self._history_to(client, topic)
+                self._history_to(client, topic, symbol)
 
     @staticmethod
     def _misfiltered(filters: str) -> bool:
-        """A filter that is not JSON, or that means btc/usd but is not the compact string
-        (the server compares strings: it matches nothing). Another symbol is not an error."""
+        """A filter that is not JSON, or that means a served stream (``btc/usd``...) but is
+        not its compact string (the server compares strings: it matches nothing). Another
+        symbol is not an error."""
         try:
             parsed = json.loads(filters) if filters else None
         except ValueError:
             return True
-        return bool(parsed == json.loads(SPOT_FILTERS))
+        return any(parsed == {"symbol": symbol} for symbol in CHAINLINK_SYMBOLS)
 
-    def _history_to(self, client: _Client, topic: str) -> None:
-        """The history snapshot of ``topic`` (the spot's under ``crypto_prices``)."""
+    def _history_to(self, client: _Client, topic: str, symbol: str = DEFAULT_CHAINLINK) -> None:
+        """The history snapshot of ``symbol`` on ``topic`` (the spot's under
+        ``crypto_prices``)."""
 
         def send() -> None:
             if not self.deliverable(client) or not self.is_open(client):
                 return
             with self._lock:
-                points = list(self.history[topic])  # taken when sent: later points included
+                points = list(self._series(topic, symbol))  # taken when sent: later ones too
             if points:
                 wire = SPOT_HISTORY_TOPIC if topic == SPOT_TOPIC else None
-                client.send(json.dumps(self.first_message(topic, points, wire_topic=wire)))
+                snapshot = self.first_message(topic, points, wire_topic=wire, symbol=symbol)
+                client.send(json.dumps(snapshot))
 
         if self.history_delay_s > 0:
             self.later(self.history_delay_s, send)
@@ -1218,30 +1390,41 @@ class FakeRtds(_WsFake):
 
     @staticmethod
     def first_message(
-        topic: str, points: list[tuple[int, Decimal]], wire_topic: str | None = None
+        topic: str,
+        points: list[tuple[int, Decimal]],
+        wire_topic: str | None = None,
+        *,
+        symbol: str = DEFAULT_CHAINLINK,
     ) -> dict[str, Any]:
-        """The history snapshot: the recent points as ``payload.data``, under ``wire_topic``
-        (``crypto_prices`` for the spot, as the server sends it) or else ``topic``."""
+        """The history snapshot of ``symbol``: the recent points as ``payload.data``, under
+        ``wire_topic`` (``crypto_prices`` for the spot, as the server sends it) or else
+        ``topic``."""
         return {
             "topic": wire_topic or topic,
             "type": "subscribe",
             "timestamp": now_ms(),
             "payload": {
-                "symbol": "btc/usd",
+                "symbol": symbol,
                 "data": [{"timestamp": ts, "value": float(v)} for ts, v in points],
             },
         }
 
     @staticmethod
     def update(
-        topic: str, ts_ms: int, value: Decimal, *, plain_full_accuracy: bool = False
+        topic: str,
+        ts_ms: int,
+        value: Decimal,
+        *,
+        plain_full_accuracy: bool = False,
+        symbol: str = DEFAULT_CHAINLINK,
     ) -> dict[str, Any]:
-        """An ``update`` message; the TWAP topics add ``full_accuracy_value`` (scaled by 1e18,
-        or a plain decimal string with ``plain_full_accuracy``) and ``window_s``.
+        """An ``update`` message of ``symbol``; the TWAP topics add ``full_accuracy_value``
+        (scaled by 1e18, or a plain decimal string with ``plain_full_accuracy``) and
+        ``window_s``.
 
         ``value`` is rounded to cents there, so a reader that ignores the exact value is seen.
         """
-        payload: dict[str, Any] = {"symbol": "btc/usd", "timestamp": ts_ms, "value": float(value)}
+        payload: dict[str, Any] = {"symbol": symbol, "timestamp": ts_ms, "value": float(value)}
         window_s = WINDOW_S_OF_TOPIC.get(topic)
         if window_s is not None:
             payload["value"] = float(round(value, 2))
@@ -1249,30 +1432,44 @@ class FakeRtds(_WsFake):
             payload["window_s"] = window_s
         return {"topic": topic, "type": "update", "timestamp": now_ms(), "payload": payload}
 
-    def seed(self, topic: str, points: list[tuple[int, Decimal | str | float]]) -> None:
-        """Points the history snapshot of ``topic`` will carry (kept in time order)."""
+    def seed(
+        self,
+        topic: str,
+        points: list[tuple[int, Decimal | str | float]],
+        symbol: str = DEFAULT_CHAINLINK,
+    ) -> None:
+        """Points the history snapshot of ``symbol`` on ``topic`` will carry (kept in time
+        order)."""
         for ts, value in points:
-            self._record(topic, ts, Decimal(str(value)))
+            self._record(topic, ts, Decimal(str(value)), symbol)
 
-    def _record(self, topic: str, ts_ms: int, value: Decimal) -> None:
+    def _record(
+        self, topic: str, ts_ms: int, value: Decimal, symbol: str = DEFAULT_CHAINLINK
+    ) -> None:
         with self._lock:
-            series = self.history[topic]
+            series = self._series(topic, symbol)
             # Time order whatever the order of seeding and pushing: the snapshot is a series.
             bisect.insort_right(series, (ts_ms, value), key=lambda point: point[0])
             del series[: max(0, len(series) - self.history_limit)]
 
-    def push(self, topic: str, ts_ms: int, value: Decimal | str | float) -> None:
-        """Record a point and send it as an ``update`` to the connections on ``topic``
-        (only recorded while ``paused``)."""
+    def push(
+        self,
+        topic: str,
+        ts_ms: int,
+        value: Decimal | str | float,
+        symbol: str = DEFAULT_CHAINLINK,
+    ) -> None:
+        """Record a point of ``symbol`` and send it as an ``update`` to the connections on
+        ``topic`` for ``symbol`` (only recorded while ``paused`` or the symbol is in
+        ``paused_symbols``)."""
         amount = Decimal(str(value))
-        self._record(topic, ts_ms, amount)
-        if self.paused:
+        self._record(topic, ts_ms, amount, symbol)
+        if self._held(symbol):
             return
-        message = self.update(topic, ts_ms, amount, plain_full_accuracy=self.plain_full_accuracy)
-        text = json.dumps(message)
-        for client in self.clients:
-            if topic in client.topics and self.deliverable(client):
-                client.send(text)
+        message = self.update(
+            topic, ts_ms, amount, plain_full_accuracy=self.plain_full_accuracy, symbol=symbol
+        )
+        self._deliver(topic, symbol, json.dumps(message))
 
     def send_error(self, status: int, message: str) -> None:
         """An error frame ``{statusCode, body: {message}}`` to every connection."""
@@ -1280,32 +1477,39 @@ class FakeRtds(_WsFake):
             self._error(client, status, message)
 
     # -- faults of value ----------------------------------------------------------------
-    def send_point(self, topic: str, ts_ms: int, value: Any) -> None:
-        """One ``update`` on ``topic`` stamped ``ts_ms``, carrying ``value`` as it is given
-        (a Decimal as ``push`` writes it; anything else raw: ``"1.5"``, ``2``, ``"1e308"``),
-        to the connections on ``topic`` (none while ``paused``). Never recorded: a glitch on
-        the wire, not in the upstream's history."""
+    def send_point(
+        self, topic: str, ts_ms: int, value: Any, symbol: str = DEFAULT_CHAINLINK
+    ) -> None:
+        """One ``update`` of ``symbol`` on ``topic`` stamped ``ts_ms``, carrying ``value`` as
+        it is given (a Decimal as ``push`` writes it; anything else raw: ``"1.5"``, ``2``,
+        ``"1e308"``), to the connections on ``topic`` for ``symbol`` (none while it is
+        held: ``paused``, ``paused_symbols``). Never recorded: a glitch on the wire, not in
+        the upstream's history."""
+        self.history_of(symbol)  # an unknown symbol is a mistake in the test
         if isinstance(value, Decimal):
-            message = self.update(topic, ts_ms, value, plain_full_accuracy=self.plain_full_accuracy)
+            message = self.update(
+                topic, ts_ms, value, plain_full_accuracy=self.plain_full_accuracy, symbol=symbol
+            )
         else:
-            payload = {"symbol": "btc/usd", "timestamp": ts_ms, "value": value}
+            payload = {"symbol": symbol, "timestamp": ts_ms, "value": value}
             message = {"topic": topic, "type": "update", "timestamp": now_ms(), "payload": payload}
-        if self.paused:
+        if self._held(symbol):
             return
-        text = json.dumps(message)
-        for client in self.clients:
-            if topic in client.topics and self.deliverable(client):
-                client.send(text)
+        self._deliver(topic, symbol, json.dumps(message))
 
-    def send_history(self, points: Sequence[tuple[int, Decimal]], topic: str = SPOT_TOPIC) -> None:
+    def send_history(
+        self,
+        points: Sequence[tuple[int, Decimal]],
+        topic: str = SPOT_TOPIC,
+        symbol: str = DEFAULT_CHAINLINK,
+    ) -> None:
         """A history snapshot of ``points`` (any number: megabytes of them) to the connections
-        on ``topic``, as the server sends one (the spot's under ``crypto_prices``). Not
-        recorded."""
+        on ``topic`` for ``symbol``, as the server sends one (the spot's under
+        ``crypto_prices``). Not recorded."""
+        self.history_of(symbol)  # an unknown symbol is a mistake in the test
         wire = SPOT_HISTORY_TOPIC if topic == SPOT_TOPIC else None
-        text = json.dumps(self.first_message(topic, list(points), wire_topic=wire))
-        for client in self.clients:
-            if topic in client.topics and self.deliverable(client):
-                client.send(text)
+        snapshot = self.first_message(topic, list(points), wire_topic=wire, symbol=symbol)
+        self._deliver(topic, symbol, json.dumps(snapshot))
 
     def flood_errors(self, per_s: float) -> None:
         """Send about ``per_s`` error frames a second to every connection, each with a
@@ -1350,16 +1554,26 @@ class FakeRtds(_WsFake):
 
         self._spawn(run)
 
-    def hole(self, start_ms: int, end_ms: int, topic: str = SPOT_TOPIC) -> None:
-        """Remove the recorded points stamped within [start_ms, end_ms] from the history (a
-        hole no history snapshot can fill)."""
+    def hole(
+        self,
+        start_ms: int,
+        end_ms: int,
+        topic: str = SPOT_TOPIC,
+        symbol: str = DEFAULT_CHAINLINK,
+    ) -> None:
+        """Remove the recorded points of ``symbol`` stamped within [start_ms, end_ms] from the
+        history (a hole no history snapshot can fill)."""
         with self._lock:
-            self.history[topic] = [p for p in self.history[topic] if not start_ms <= p[0] <= end_ms]
+            series = self.history_of(symbol)
+            series[topic] = [p for p in series[topic] if not start_ms <= p[0] <= end_ms]
 
-    def value_at(self, ts_ms: int, topic: str = SPOT_TOPIC) -> Decimal | None:
-        """The recorded value in force at ``ts_ms``: the last point stamped at or before it."""
+    def value_at(
+        self, ts_ms: int, topic: str = SPOT_TOPIC, symbol: str = DEFAULT_CHAINLINK
+    ) -> Decimal | None:
+        """The recorded value of ``symbol`` in force at ``ts_ms``: the last point stamped at
+        or before it."""
         with self._lock:
-            series = self.history[topic]
+            series = self._series(topic, symbol)
             i = bisect.bisect_right(series, ts_ms, key=lambda point: point[0])
             return series[i - 1][1] if i else None
 
@@ -1369,37 +1583,49 @@ class FakeRtds(_WsFake):
             self.errors_sent.append(frame)
             client.send(json.dumps(frame))
 
-    def play(self, path: BrownianPath, until_s: int, lookbacks: Sequence[int] = (60, 30)) -> None:
-        """Push ``path`` as updates, in time order, up to and including second ``until_s``:
-        per second the spot, then the TWAP of each lookback (60 and 30 have topics) once the
-        path has that many seconds. Continues where the last ``play`` or ``seed_path`` of this
-        path stopped, so a test on a virtual clock can step through time."""
+    def play(
+        self,
+        path: BrownianPath,
+        until_s: int,
+        lookbacks: Sequence[int] = (60, 30),
+        symbol: str = DEFAULT_CHAINLINK,
+    ) -> None:
+        """Push ``path`` as ``symbol``'s updates, in time order, up to and including second
+        ``until_s``: per second the spot, then the TWAP of each lookback (60 and 30 have
+        topics) once the path has that many seconds. Continues where the last ``play`` or
+        ``seed_path`` of this path for this symbol stopped, so a test on a virtual clock can
+        step through time."""
         topics = [(lookback, twap_topic(lookback)) for lookback in lookbacks]
-        cursor = self._cursor(path)
+        cursor = self._cursor(path, symbol)
         last = min(until_s, path.end_s)  # past the path's end there is nothing to play
         for t in range(cursor, last + 1):
-            self.push(SPOT_TOPIC, t * 1000, path.value(t))
+            self.push(SPOT_TOPIC, t * 1000, path.value(t), symbol)
             for lookback, topic in topics:
                 if path.has_twap(t, lookback):
-                    self.push(topic, t * 1000, path.twap(t, lookback))
-        self._cursors[id(path)] = (path, max(cursor, last + 1))
+                    self.push(topic, t * 1000, path.twap(t, lookback), symbol)
+        self._cursors[(symbol, id(path))] = (path, max(cursor, last + 1))
 
     def seed_path(
-        self, path: BrownianPath, a: int, b: int, lookbacks: Sequence[int] = (60, 30)
+        self,
+        path: BrownianPath,
+        a: int,
+        b: int,
+        lookbacks: Sequence[int] = (60, 30),
+        symbol: str = DEFAULT_CHAINLINK,
     ) -> None:
-        """Record the spot and TWAP points of seconds [a, b] into the history without sending
-        them; a later ``play`` of this path starts after ``b``."""
+        """Record the spot and TWAP points of seconds [a, b] into ``symbol``'s history without
+        sending them; a later ``play`` of this path for this symbol starts after ``b``."""
         topics = [(lookback, twap_topic(lookback)) for lookback in lookbacks]
         for ts, value in path.spot_points(a, b):
-            self._record(SPOT_TOPIC, ts, value)
+            self._record(SPOT_TOPIC, ts, value, symbol)
         for lookback, topic in topics:
             for ts, value in path.twap_points(a, b, lookback):
-                self._record(topic, ts, value)
-        self._cursors[id(path)] = (path, max(self._cursor(path), b + 1))
+                self._record(topic, ts, value, symbol)
+        self._cursors[(symbol, id(path))] = (path, max(self._cursor(path, symbol), b + 1))
 
-    def _cursor(self, path: BrownianPath) -> int:
-        """The next second of ``path`` to play (the path is kept so its id stays its own)."""
-        return self._cursors.get(id(path), (path, path.start_s))[1]
+    def _cursor(self, path: BrownianPath, symbol: str = DEFAULT_CHAINLINK) -> int:
+        """The next second of ``path`` to play for ``symbol``."""
+        return self._cursors.get((symbol, id(path)), (path, path.start_s))[1]
 
     def live(
         self,
@@ -1409,14 +1635,27 @@ class FakeRtds(_WsFake):
         history_s: int = 600,
         *,
         twap30: Callable[[float], Decimal] | None = None,
-        seed: int = 0,
+        seed: int | None = None,
         sigma: float = 1.2e-4,
-        s0: float = 100_000.0,
+        s0: float | None = None,
+        symbol: str = DEFAULT_CHAINLINK,
     ) -> BrownianPath:
-        """Real-time prices: ``history_s`` of 1-second history, then a point on the spot and
-        both TWAP topics every ``period_s``. By default the spot is a Brownian path
-        (``seed``, ``sigma`` per sqrt-second, around ``s0``) and the TWAPs are the true means
-        of its last 60 / 30 seconds. Returns that path (for exact answers)."""
+        """Real-time prices of ``symbol``: ``history_s`` of 1-second history, then a point on
+        the spot and both TWAP topics every ``period_s``. By default the spot is a Brownian
+        path (``seed``, ``sigma`` per sqrt-second, around ``s0``) and the TWAPs are the true
+        means of its last 60 / 30 seconds. Returns that path (for exact answers).
+
+        btc/usd's defaults are seed 0 around 100,000; another stream's are its rank in
+        ``MARKETS`` (1, 2, 3: paths of their own) around its market's ``start_price``. Call
+        it once per symbol to run several streams."""
+        rank = CHAINLINK_SYMBOLS.index(symbol) if symbol in CHAINLINK_SYMBOLS else -1
+        if rank < 0:
+            raise ValueError(f"unknown Chainlink symbol {symbol!r}")
+        market = list(MARKETS.values())[rank]
+        if seed is None:
+            seed = rank  # 0 for btc/usd
+        if s0 is None:
+            s0 = 100_000.0 if symbol == DEFAULT_CHAINLINK else market.start_price
         now = int(time.time())
         longest = max(TWAP_TOPICS)
         # Starts early enough for a full TWAP at the oldest history point; a month ahead.
@@ -1428,7 +1667,7 @@ class FakeRtds(_WsFake):
         ]
         for t in range(now - history_s, now + 1):
             for topic, price in series:
-                self._record(topic, t * 1000, price(t))
+                self._record(topic, t * 1000, price(t), symbol)
 
         def tick() -> None:
             t = time.time()
@@ -1436,11 +1675,11 @@ class FakeRtds(_WsFake):
             for topic, price in series:
                 glitch = self.spot_glitch if topic == SPOT_TOPIC else None
                 if glitch is None:
-                    self.push(topic, ts, price(t))
+                    self.push(topic, ts, price(t), symbol)
                 else:  # the wire says what the glitch makes of it; the history, the truth
                     value = price(t)
-                    self._record(topic, ts, value)
-                    self.send_point(topic, ts, glitch(value))
+                    self._record(topic, ts, value, symbol)
+                    self.send_point(topic, ts, glitch(value), symbol)
 
         self.every(period_s, tick)
         return path
@@ -1553,17 +1792,25 @@ class BrownianPath:
 class FakePolymarket:
     """Gamma, CLOB REST, site, CLOB market WS and RTDS fakes sharing one world.
 
-    ``auto_markets``: every window is listed (markets made up on demand, with default books),
-    for tests that run on the real clock and may cross a window boundary.
+    ``auto_markets``: every window of every market is listed (made up on demand, with
+    default books), for tests that run on the real clock and may cross a window boundary.
+
+    Several markets at once: ``list_market(FakeMarket(t0, symbol="ETH"))`` lists ETH's
+    window beside BTC's of the same ``t0`` (``market_of(symbol, t0)`` reads either; ``market``
+    and ``markets`` are BTC's), with tokens and books of its own on the one CLOB.
     """
 
     auto_markets: bool = False
     auto_rule: str = SPOT  # the settlement rule of markets made up on demand
-    markets: dict[int, FakeMarket] = field(default_factory=dict)
+    markets: dict[int, FakeMarket] = field(default_factory=dict)  # BTC's, by window start
     books: dict[str, FakeBook] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
+        # The other markets' windows, by symbol then window start (BTC's are ``markets``).
+        self._other_markets: dict[str, dict[int, FakeMarket]] = {
+            symbol: {} for symbol in MARKETS if symbol != DEFAULT_SYMBOL
+        }
         self.gamma = FakeGamma(self)
         self.clob = FakeClobRest(self)
         self.site = FakeSite()
@@ -1613,38 +1860,56 @@ class FakePolymarket:
         }
 
     # the world
+    def markets_of(self, symbol: str = DEFAULT_SYMBOL) -> dict[int, FakeMarket]:
+        """The listed windows of one market, by window start (``markets`` for BTC)."""
+        if symbol == DEFAULT_SYMBOL:
+            return self.markets
+        chainlink_of(symbol)  # an unknown market is a mistake in the test
+        return self._other_markets[symbol]
+
+    def all_markets(self) -> list[FakeMarket]:
+        """Every listed window of every market."""
+        with self._lock:
+            tables = [self.markets, *self._other_markets.values()]
+            return [market for table in tables for market in table.values()]
+
     def list_market(
         self,
         market: FakeMarket,
         books: tuple[FakeBook, FakeBook] | None = None,
     ) -> FakeMarket:
-        """List ``market`` on Gamma, with its UP and DOWN books on the CLOB."""
+        """List ``market`` on Gamma (under its own symbol's slug), with its UP and DOWN books
+        on the CLOB."""
         up, down = books or default_books(market)
         with self._lock:
-            self.markets[market.window_start] = market
+            self.markets_of(market.symbol)[market.window_start] = market
             self.books.setdefault(market.up_token, up)
             self.books.setdefault(market.down_token, down)
         return market
 
-    def unlist(self, window_start: int) -> None:
-        """Gamma answers 404 for this window again."""
+    def unlist(self, window_start: int, symbol: str = DEFAULT_SYMBOL) -> None:
+        """Gamma answers 404 for this window of ``symbol``'s market again."""
         with self._lock:
-            self.markets.pop(window_start, None)
+            self.markets_of(symbol).pop(window_start, None)
 
     def market(self, window_start: int) -> FakeMarket | None:
-        """The market of a window (made up when ``auto_markets``)."""
+        """BTC's market of a window (made up when ``auto_markets``)."""
+        return self.market_of(DEFAULT_SYMBOL, window_start)
+
+    def market_of(self, symbol: str, window_start: int) -> FakeMarket | None:
+        """``symbol``'s market of a window (made up when ``auto_markets``)."""
         with self._lock:
-            market = self.markets.get(window_start)
+            market = self.markets_of(symbol).get(window_start)
             if market is None and self.auto_markets and window_start % WINDOW_S == 0:
-                market = self.list_market(FakeMarket(window_start, rule=self.auto_rule))
+                made = FakeMarket(window_start, rule=self.auto_rule, symbol=symbol)
+                market = self.list_market(made)
             return market
 
     def condition_of(self, asset: str) -> str:
         """The condition id of the market a token belongs to."""
-        with self._lock:
-            for market in self.markets.values():
-                if asset in market.tokens:
-                    return market.condition
+        for market in self.all_markets():
+            if asset in market.tokens:
+                return market.condition
         return "0x" + "0" * 64
 
     def book_json(self, asset: str) -> dict[str, Any] | None:
@@ -1696,10 +1961,12 @@ def running(auto_markets: bool = False, auto_rule: str = SPOT) -> Iterator[FakeP
 
 def main() -> None:
     """``python -m harness.fake_polymarket``: live fakes until Ctrl-C (manual checks,
-    benchmarks); prints the environment that points the service at them. Every window is
-    listed, settled on the 60-second TWAP as today's markets are."""
+    benchmarks); prints the environment that points the service at them. Every window of
+    every market is listed, settled on the 60-second TWAP as today's markets are, and every
+    market's Chainlink stream is live (``SYMBOLS=BTC,ETH,SOL,XRP`` gets four rows)."""
     with running(auto_markets=True, auto_rule=TWAP) as world:
-        world.rtds.live()
+        for symbol in CHAINLINK_SYMBOLS:
+            world.rtds.live(symbol=symbol)
         world.clob_ws.keep_alive(0.1)
         for name, value in world.env().items():
             print(f"export {name}={value}", flush=True)
