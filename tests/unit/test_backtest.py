@@ -10,6 +10,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -23,6 +24,7 @@ from app.backtest.report import backtest
 from app.backtest.tapes import TapeError, read_tapes
 from app.calibration import outcomes, scores
 from app.calibration.checkpoints import REMS
+from app.markets import parse_symbols
 from app.refresher import volatility
 from app.refresher.sources.polymarket.gamma import slug_for
 from harness.fake_polymarket import SPOT, TWAP, WINDOW_S, BrownianPath, FakeMarket
@@ -343,3 +345,19 @@ def test_a_tape_written_by_hand_from_the_documented_format(app: Flask, tmp_path:
     assert all(0 <= c["pUp"] <= 1 for c in window["checkpoints"])
     text = app.test_cli_runner().invoke(args=["backtest", str(tmp_path)])
     assert f"btc-updown-5m-{T0}" in text.output and "up (market)" in text.output
+
+
+def test_the_markets_of_a_tape_are_those_of_its_rtds_subscription() -> None:
+    from app.backtest.replay import markets_of
+    from app.refresher.sources.polymarket.rtds import RtdsFeed
+
+    feed = RtdsFeed("ws://127.0.0.1:9", threading.Event(), markets=parse_symbols("ETH,BTC"))
+    [subscribe] = feed.subscription() or []
+    lines = [
+        {"t": 1.0, "src": "rtds", "event": "connect"},
+        {"t": 1.0, "src": "clob-ws", "dir": "out", "frame": "{}"},
+        {"t": 1.1, "src": "rtds", "dir": "out", "frame": subscribe},
+    ]
+    assert [m.symbol for m in markets_of(lines)] == ["ETH", "BTC"]
+    # A tape without one (or of a one-market refresher) is the default market's.
+    assert [m.symbol for m in markets_of(lines[:2])] == ["BTC"]
