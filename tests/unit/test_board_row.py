@@ -1,0 +1,51 @@
+"""One typed row (issue 28): the schemas and both sources agree with ``BoardRow``."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from app.board.row import BoardRow, LiveDetails
+from app.markets import parse_symbols
+from app.refresher.sources.simulated import SimulatedSource
+from app.schemas.board import BoardItemSchema, PublishedItemSchema
+
+SERVE_TIME = {"dataAgeMs", "isStale", "latencyLevel"}  # computed per response, not on a row
+T = 1_800_000_100.0
+
+
+def _live_row() -> BoardRow:
+    [simulated] = SimulatedSource(seed=1).rows(T)
+    details = LiveDetails(
+        sigma_scale=1.1,
+        twap_lookback_s=None,
+        slug="btc-updown-5m-1800000000",
+        sources={"market": "gamma", "upBook": "clob-ws"},
+        input_ages_ms={"upBook": 12, "downBook": None, "price": 3},
+    )
+    return dataclasses.replace(simulated, source="polymarket", live=details)
+
+
+def test_every_field_the_item_schema_names_is_a_field_of_the_typed_row() -> None:
+    declared = set(BoardItemSchema().declared_fields) - SERVE_TIME
+    for row in (*SimulatedSource(seed=1).rows(T), _live_row()):
+        published = row.as_json()
+        assert declared <= set(published), declared - set(published)
+        # The contract's fields first, in the contract's order (the board, byte for byte).
+        contract = [name for name in BoardItemSchema().declared_fields if name not in SERVE_TIME]
+        assert list(published)[: len(contract)] == contract
+        assert PublishedItemSchema().validate(published) == {}
+        assert "model_p_up" not in published  # the track record's, never published
+
+
+def test_live_details_add_their_fields_where_the_board_had_them() -> None:
+    names = list(_live_row().as_json())
+    assert names[names.index("sigma") + 1] == "sigmaScale"
+    assert names[names.index("settlement") + 1] == "twapLookbackS"
+    assert names[-4:] == ["source", "slug", "sources", "inputAgesMs"]
+
+
+def test_a_row_per_market_each_valid() -> None:
+    rows = SimulatedSource(seed=2, markets=parse_symbols("BTC,ETH,SOL,XRP")).rows(T)
+    for row in rows:
+        assert PublishedItemSchema().validate(row.as_json()) == {}
+        assert row.slot == row.window_start and row.slot % 300 == 0
