@@ -83,8 +83,10 @@ bench-refresher: $(BIN)/activate
 	$(BIN)/python -m bench.refresher
 
 ## bench-stream: N concurrent SSE clients (default 10000) on this machine
+## (four markets against one: make bench-stream BENCH_STREAM_ARGS="--markets BTC,ETH,SOL,XRP
+##  --clients 1000 --seconds 15 --pinned --rounds 3"; docs/performance.md)
 bench-stream: $(BIN)/activate
-	$(BIN)/python -m bench.stream --clients $(or $(CLIENTS),1000 5000 10000)
+	$(BIN)/python -m bench.stream $(or $(BENCH_STREAM_ARGS),--clients $(or $(CLIENTS),1000 5000 10000))
 
 .PHONY: cluster drill
 ## cluster: the production shape on loopback: Redis Sentinel, two web hosts, two refreshers, nginx
