@@ -47,6 +47,14 @@ typecheck: $(BIN)/activate
 pytest: $(BIN)/activate
 	$(BIN)/pytest $(PYTEST_ARGS)
 
+.PHONY: lock
+## lock: refresh requirements.lock (every runtime and dev dependency, exact versions and hashes,
+## resolved from the ranges in setup.cfg) with pip-tools
+lock: $(BIN)/activate
+	$(BIN)/pip install --quiet "pip-tools>=7.4"
+	$(BIN)/pip-compile --quiet --generate-hashes --allow-unsafe --extra dev --strip-extras \
+		--no-emit-index-url --no-emit-find-links --output-file requirements.lock setup.py
+
 clean:
 	rm -rf $(VENV) *.egg-info .mypy_cache .ruff_cache .pytest_cache
 
