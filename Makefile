@@ -10,10 +10,11 @@ export PORT HOST REDIS_URL
 
 .PHONY: run test lint typecheck pytest clean
 
-$(BIN)/activate: setup.cfg setup.py
+# Every dependency from the lock (exact versions, hashes checked), then the package itself.
+$(BIN)/activate: setup.cfg setup.py requirements.lock
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(BIN)/pip install --quiet --require-hashes -r requirements.lock
+	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(BIN)/activate
 
 ## run: the service on http://$(HOST):$(PORT) (embedded; set REDIS_URL=redis://... for the production shape)
