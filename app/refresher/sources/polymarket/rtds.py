@@ -182,7 +182,11 @@ class PriceSeries:
         nearest in time. Returns None when taken (or, in a series with nothing believed yet,
         waiting for ``CONFIRM_POINTS`` that agree), else the suspect kind (``jump``)."""
         point = (ts_ms, value)
-        anchored = self._anchor.nearest(ts_ms) if self._anchor is not None else None
+        # The anchor (another series' lock, taken before ours: never nested) only matters
+        # while this series has nothing believed of its own.
+        anchored = None
+        if self._anchor is not None and not self._times:
+            anchored = self._anchor.nearest(ts_ms)
         with self._lock:
             reference = self._nearest(ts_ms) or anchored
             if reference is not None and _agrees(reference, point, self._jump_base):
