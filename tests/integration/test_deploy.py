@@ -17,6 +17,10 @@ import pytest
 
 from harness.processes import ROOT, RedisServer, free_port, http_get
 from tests.support.contract import validated
+from tests.support.lock import canonical, locked
+
+# In a release's venv but not locked: the package itself and the venv's own installers.
+UNLOCKED = {"probboard", "pip", "setuptools", "wheel"}
 
 REMOTE = ROOT / "deploy" / "remote.sh"
 
@@ -140,6 +144,19 @@ def test_deploy_switch_and_rollback(vm: Vm, bundle: Path, tmp_path: Path) -> Non
     refresher = vm.cmdline("probboard-refresher")
     assert refresher[-2:] == ["-m", "app.refresher"], refresher  # its own program
     assert refresher[0].endswith("/current/venv/bin/python"), refresher
+    # The release's venv holds the lock's versions and nothing the lock does not name.
+    frozen = subprocess.run(
+        [str(vm.prefix / "opt/probboard/current/venv/bin/pip"), "freeze", "--all"],
+        capture_output=True, text=True, check=True,
+    ).stdout.split()  # fmt: skip
+    pins = locked()
+    versions = dict(line.split("==", 1) for line in frozen if "==" in line)
+    extra = {
+        name: version for name, version in versions.items()
+        if pins.get(canonical(name)) != version and canonical(name) not in UNLOCKED
+    }  # fmt: skip
+    assert "flask-limiter" in {canonical(name) for name in versions}
+    assert extra == {}, extra
     env_before = vm.env_file
     assert "SECRET_KEY=" in env_before and "API_KEY_PEPPER=" in env_before
 
