@@ -215,7 +215,7 @@ def _address(value: str, variable: str) -> str:
 
 
 def _rate_limit(value: str, variable: str) -> str:
-    """A flask-limiter rate string such as ``20 per minute`` (several joined by ``;``)."""
+    """A rate string of the limits library, such as ``20 per minute`` (several joined by ``;``)."""
     from limits import parse_many
 
     text = value.strip()

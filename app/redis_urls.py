@@ -1,6 +1,6 @@
 """Redis Sentinel URLs: ``redis+sentinel://[user:password@]host:port,host:port/service[/db]``.
 
-The notation the limits library (flask-limiter's storage) already reads: the sentinels to ask,
+The notation the limits library (the rate limits' storage) already reads: the sentinels to ask,
 comma-separated, then the service (the name the sentinels monitor the primary under) and the
 database number. The password, when given, is the Redis servers' (sentinels usually have
 none; ``?sentinel_password=`` gives theirs). ``socket_timeout`` and

@@ -1,7 +1,7 @@
 """The one place for rate limits, with their counters in Redis (or memory).
 
-- ``/api/probboard/latest`` for guests: flask-limiter, by client address
-  (``GUEST_RATE_LIMIT``), every request counted in Redis.
+- ``/api/probboard/latest`` for guests: by client address (``GUEST_RATE_LIMIT``), every
+  request counted in Redis.
 - ``/latest`` for accounts: by account with their plan's limit (``USER_RATE_LIMIT``,
   ``VIP_PRO_RATE_LIMIT``; ``accounts.py``): counted in the same Redis windows, with slots
   reserved several at a time for callers that call many times a second. ``admin``,
@@ -14,9 +14,14 @@ How they run: no limit hooks every request. The endpoints that are limited call 
 steps of their own pipelines (``Limits`` in the app's services): ``/latest`` runs refuse a
 blocked address → identify (count a 401) → (guest: the guest limit | account: its plan's
 limit) → render → headers; the other key-taking blueprints refuse blocked addresses before
-anything else and count the 401s they answer. flask-limiter stays the guests' limiter: the
-limit is declared with it and counted by its strategy on its storage, resolved once
-(``GuestLimit``); its app-wide hooks are taken off the app.
+anything else and count the 401s they answer.
+
+Built on the public API of the ``limits`` library, as flask-limiter itself is: its rate
+strings (``parse_many``), its storage registry (``storage_from_string``, where
+``failover.py`` registers our Redis schemes) and its sliding-window-counter strategy.
+flask-limiter is not used: attached to the app, its hooks run on every request of every
+endpoint and cost a fifth of a guest request even when they apply no limit (measured,
+docs/limits.md); everything it would do for our limits is the ``limits`` calls below.
 
 Strategy: sliding window counter. A fixed window lets a client spend two windows' worth
 at a boundary; a moving window is exact but keeps one entry per request (memory and Lua work
@@ -35,19 +40,16 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from flask import Flask, Response, request
-from flask_limiter import Limiter, RateLimitExceeded
-from flask_limiter.util import get_qualified_name
-from limits import parse_many
-from limits.strategies import RateLimiter
+from limits import RateLimitItem, parse_many
+from limits.storage import Storage, storage_from_string
+from limits.strategies import RateLimiter, SlidingWindowCounterRateLimiter
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app.auth import Identity
 from app.auth.credentials import presents_key
-from app.config import Settings
+from app.config import ConfigError, Settings
 from app.errors import api_error_response, too_many_requests
 from app.limits import failover as failover  # registers the probboard+redis storage schemes
 from app.limits import failures
@@ -57,14 +59,12 @@ from app.logs import limit_repeats
 from app.plans import USER, VIP_PRO
 from app.services import services
 
-if TYPE_CHECKING:
-    from flask_limiter._limits import RuntimeLimit
-
 log = logging.getLogger(__name__)
 
-LIMITED_METHODS = ["get", "head"]
 KEY_PREFIX = "probboard"
-FLASK_LIMITER_LOGGER = "flask-limiter"
+# The guests' counters: one per address, under the endpoint's name (the keys flask-limiter
+# gave them, so an upgrade keeps every guest's window).
+GUEST_SCOPE = "latest.latest"
 
 
 def client_address() -> str:
@@ -75,12 +75,6 @@ def client_address() -> str:
 def guest_key() -> str:
     """Guests are counted per address; never raises, never empty."""
     return f"address:{client_address()}"
-
-
-def _too_many(error: RateLimitExceeded) -> Response:
-    """A limit flask-limiter enforced itself (none on our endpoints today): the usual 429."""
-    message = f"Too many requests ({error.description}); retry after the delay given."
-    return api_error_response(too_many_requests(message, 1000))
 
 
 def _storage_uri(settings: Settings) -> str:
@@ -95,51 +89,31 @@ def _storage_uri(settings: Settings) -> str:
 
 
 class GuestLimit:
-    """The guests' limit: declared with flask-limiter, resolved once, hit per request.
+    """The guests' limit: ``GUEST_RATE_LIMIT`` parsed once, hit per request.
 
-    flask-limiter's own per-request check works out again, for every request, which of its
-    limits apply to the view (exemption flags, blueprints, methods), and that cost a quarter
-    of a worker serving guests. The answer never changes for ``/latest``, so it is resolved
-    on first use; each request then does what the check does with it: hit every limit with
-    flask-limiter's strategy, on its storage, under the same keys and scopes (so this and
-    flask-limiter's check count on the same counters).
+    The limit's items are parsed once; each read hits every one with the sliding window
+    counter strategy, per client address.
     """
 
-    def __init__(self, limiter: Limiter, declared: Callable[[], None]) -> None:
-        self._limiter = limiter
-        self._declared = declared
-        self._limits: list[RuntimeLimit] | None = None
-        self._scopes: dict[str, list[str]] = {}
-
-    def _resolve(self) -> list[RuntimeLimit]:
-        name = get_qualified_name(self._declared)
-        found = sorted(self._limiter.limit_manager.decorated_limits(name), key=lambda x: x.limit)
-        self._limits = found
-        return found
+    def __init__(self, strategy: RateLimiter, limit: str) -> None:
+        self._strategy = strategy
+        self._items = sorted(parse_many(limit))
 
     def __call__(self) -> Quota | None:
         """Count one guest read: the window of the tightest limit for the headers; 429 when
         over any limit."""
-        limits_ = self._limits if self._limits is not None else self._resolve()
-        endpoint = request.endpoint or ""
-        scopes = self._scopes.get(endpoint)
-        if scopes is None:
-            scopes = self._scopes[endpoint] = [lim.scope_for(endpoint, None) for lim in limits_]
-        strategy = self._limiter.limiter
-        key = guest_key()
+        strategy = self._strategy
+        args = (KEY_PREFIX, guest_key(), GUEST_SCOPE)
         shown: Quota | None = None
-        for lim, scope in zip(limits_, scopes, strict=True):
-            if lim.method_exempt:
-                continue
-            args = (KEY_PREFIX, key, scope)
-            taken = strategy.hit(lim.limit, *args, cost=lim.deduction_amount)
+        for item in self._items:
+            taken = strategy.hit(item, *args)
             if taken and shown is not None:
                 continue
-            quota = _window(strategy, lim, args)
+            quota = _window(strategy, item, args)
             if not taken:
                 retry_ms = math.ceil((quota.reset_at - time.time()) * 1000) if quota else 1000
                 refusal = too_many_requests(
-                    f"Too many requests ({lim.limit}); retry after the delay given.", retry_ms
+                    f"Too many requests ({item}); retry after the delay given.", retry_ms
                 )
                 refusal.headers.update(rate_limit_headers(quota))
                 raise refusal
@@ -147,14 +121,14 @@ class GuestLimit:
         return shown
 
 
-def _window(strategy: RateLimiter, lim: RuntimeLimit, args: tuple[str, ...]) -> Quota | None:
-    """The window of ``lim`` as it stands (None when the storage cannot say)."""
+def _window(strategy: RateLimiter, item: RateLimitItem, args: tuple[str, ...]) -> Quota | None:
+    """The window of ``item`` as it stands (None when the storage cannot say)."""
     try:
         # After a hit on Redis this is the window the hit reported: no second round trip.
-        reset_at, remaining = strategy.get_window_stats(lim.limit, *args)
+        reset_at, remaining = strategy.get_window_stats(item, *args)
     except Exception:  # storage trouble: the answer matters more than its headers
         return None
-    return Quota(lim.limit.amount, remaining, reset_at)
+    return Quota(item.amount, remaining, reset_at)
 
 
 def rate_limit_headers(quota: Quota | None) -> dict[str, str]:
@@ -172,11 +146,11 @@ class Limits:
     """The limits of one app, as steps the limited endpoints call (see the module docstring)."""
 
     def __init__(
-        self, limiter: Limiter, guest: GuestLimit, accounts: AccountLimits,
+        self, storage: Storage, guest: GuestLimit, accounts: AccountLimits,
         throttle: FailureThrottle,
     ) -> None:  # fmt: skip
-        self.limiter = limiter
-        self.guest = guest  # count one guest read (flask-limiter's limit); 429 when over
+        self.storage = storage  # every counter of the app's limits
+        self.guest = guest  # count one guest read; 429 when over
         self._accounts = accounts
         self._throttle = throttle
 
@@ -209,17 +183,6 @@ def count_failure(response: Response) -> Response:
     return services().limits.count_failure(response)
 
 
-def _take_off_app_hooks(app: Flask, limiter: Limiter) -> None:
-    """flask-limiter hooks every request (check, headers, context reset); the endpoints call
-    its check themselves, so its hooks would only cost time on every request."""
-    before = app.before_request_funcs.get(None, [])
-    before[:] = [f for f in before if getattr(f, "__self__", None) is not limiter]
-    after = app.after_request_funcs.get(None, [])
-    after[:] = [f for f in after if limiter not in getattr(f, "args", ())]
-    teardown = app.teardown_request_funcs.get(None, [])
-    teardown[:] = [f for f in teardown if getattr(f, "__self__", None) is not limiter]
-
-
 def init_app(app: Flask, settings: Settings) -> Limits:
     """Give ``app`` its limits: counters on ``REDIS_URL``, ProxyFix for trusted hops.
 
@@ -228,37 +191,22 @@ def init_app(app: Flask, settings: Settings) -> Limits:
     if settings.trusted_proxies:
         hops = settings.trusted_proxies
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
-    limiter = Limiter(
-        key_func=client_address,
-        headers_enabled=False,
-        storage_uri=_storage_uri(settings),
-        strategy="sliding-window-counter",
-        key_prefix=KEY_PREFIX,
-        storage_options={"pool_size": settings.redis_pool_size} if settings.uses_redis else {},
+    storage = storage_from_string(
+        _storage_uri(settings),
+        **({"pool_size": settings.redis_pool_size} if settings.uses_redis else {}),
     )
-    limiter.init_app(app)
-    _take_off_app_hooks(app, limiter)
-
-    def guest_read() -> None:
-        """One guest read of the board (flask-limiter counts each call)."""
-
-    # Declared with flask-limiter (its syntax, strategy, storage and keys); see GuestLimit.
-    guest = GuestLimit(
-        limiter,
-        limiter.limit(settings.guest_rate_limit, key_func=guest_key, methods=LIMITED_METHODS)(
-            guest_read
-        ),
-    )
+    if not isinstance(storage, Storage):  # an asyncio storage: unusable from WSGI workers
+        raise ConfigError("REDIS_URL", f"{settings.redis_url!r} names an asyncio storage")
+    guest = GuestLimit(SlidingWindowCounterRateLimiter(storage), settings.guest_rate_limit)
     plans = {USER: settings.user_rate_limit, VIP_PRO: settings.vip_pro_rate_limit}
     workers = settings.web_concurrency if settings.uses_redis else 1
     accounts = AccountLimits(
-        limiter.storage,
+        storage,
         {plan: list(parse_many(limit)) for plan, limit in plans.items()},
         workers=workers,
         key_prefix=KEY_PREFIX,
     )
-    throttle = FailureThrottle(limiter.storage, settings.auth_failure_limit, key_prefix=KEY_PREFIX)
+    throttle = FailureThrottle(storage, settings.auth_failure_limit, key_prefix=KEY_PREFIX)
     # One line per refused request would let one client flood the log: one per interval.
-    limit_repeats(FLASK_LIMITER_LOGGER, failures.__name__)
-    app.register_error_handler(RateLimitExceeded, _too_many)
-    return Limits(limiter, guest, accounts, throttle)
+    limit_repeats(failures.__name__)
+    return Limits(storage, guest, accounts, throttle)

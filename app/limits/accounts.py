@@ -88,7 +88,7 @@ class AccountLimits:
         key_prefix: str,
     ) -> None:
         self._strategy = SlidingWindowCounterRateLimiter(storage)
-        self._limits = {plan: sorted(items) for plan, items in limits.items() if items}
+        self._plan_limits = {plan: sorted(items) for plan, items in limits.items() if items}
         self._workers = max(1, workers)
         self._prefix = key_prefix
         self._accounts: dict[tuple[int, str], _Account] = {}
@@ -99,7 +99,7 @@ class AccountLimits:
 
         None for a plan without limits (admin).
         """
-        items = self._limits.get(plan)
+        items = self._plan_limits.get(plan)
         if items is None:
             return None
         now = time.time()
@@ -217,7 +217,7 @@ class AccountLimits:
     def _take(
         self, account: _Account, items: list[RateLimitItem], amount: int
     ) -> tuple[bool, list[WindowStats]]:
-        """Take ``amount`` from every limit (as flask-limiter does: each one it reaches).
+        """Take ``amount`` from every limit (as flask-limiter did: each one it reaches).
 
         The window read after a hit is the one the hit reported (failover.py): no round trip.
         """

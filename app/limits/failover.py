@@ -1,7 +1,7 @@
 """Rate-limit storage that survives Redis outages: Redis when it answers, memory when not.
 
-flask-limiter's own fallback switches only the request that first notices an outage;
-requests already in flight at that moment fail, go uncounted and log a traceback each.
+A fallback that switches only the request that first notices an outage (flask-limiter's)
+lets requests already in flight at that moment fail, go uncounted and log a traceback each.
 This storage (scheme ``probboard+redis://``) makes the switch itself, for every call: any
 Redis error sends that call, and the following ones, to a per-process memory storage
 (logged once per outage); every ``PROBE_S`` seconds (``app.redis_pool``) one call tries

@@ -155,7 +155,7 @@ def test_deploy_switch_and_rollback(vm: Vm, bundle: Path, tmp_path: Path) -> Non
         name: version for name, version in versions.items()
         if pins.get(canonical(name)) != version and canonical(name) not in UNLOCKED
     }  # fmt: skip
-    assert "flask-limiter" in {canonical(name) for name in versions}
+    assert "limits" in {canonical(name) for name in versions}
     assert extra == {}, extra
     env_before = vm.env_file
     assert "SECRET_KEY=" in env_before and "API_KEY_PEPPER=" in env_before

@@ -482,7 +482,7 @@ def test_redis_outage_costs_no_5xx_and_the_limiter_returns_to_redis(
             served(reply, "guest")
         return counted(restartable_redis) - before == 8 and len(client.workers(phase)) == WORKERS
 
-    # flask-limiter re-checks its storage with exponential backoff (up to 32 s apart).
+    # The rate-limit storage tries Redis again every few seconds (app.redis_pool's probe).
     assert wait_until(every_worker_counts_in_redis, timeout=45, interval=0.5), web.output()[-3000:]
     assert limiter_keys(restartable_redis)
     assert wait_until(redis_ready, timeout=15, interval=0.2)

@@ -177,7 +177,7 @@ def _loaded_after(statement: str) -> set[str]:
     return set(done.stdout.split())
 
 
-HEAVY = {"flask", "flask_limiter", "flask_sqlalchemy", "flask_migrate", "sqlalchemy", "alembic"}
+HEAVY = {"flask", "limits", "flask_sqlalchemy", "flask_migrate", "sqlalchemy", "alembic"}
 
 
 def test_the_package_root_and_the_config_import_nothing_heavy() -> None:

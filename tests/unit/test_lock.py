@@ -34,7 +34,7 @@ def test_every_declared_dependency_is_locked() -> None:
 
 
 def test_every_pin_carries_a_hash() -> None:
-    entries = re.split(r"\n(?=[A-Za-z0-9])", LOCK.read_text().split("\n\n", 1)[-1])
+    entries = re.split(r"\n(?=[A-Za-z0-9])", LOCK.read_text())
     pinned = [entry for entry in entries if PIN.match(entry)]
     assert len(pinned) == len(locked())
     unhashed = [entry.split()[0] for entry in pinned if "--hash=sha256:" not in entry]
@@ -52,7 +52,7 @@ def test_this_environment_runs_the_locked_versions() -> None:
     installed = {
         canonical(dist.metadata["Name"]): dist.version for dist in metadata.distributions()
     }
-    assert "flask-limiter" in installed  # the environment was read
+    assert "flask" in installed  # the environment was read
     differs = {
         name: (installed[name], version)
         for name, version in pins.items()

@@ -18,12 +18,13 @@ import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
-from flask_limiter import RateLimitExceeded
 from limits import parse_many
+from limits.strategies import SlidingWindowCounterRateLimiter
 from werkzeug.test import TestResponse
 
 from app.config import ConfigError, load_settings
 from app.extensions import db
+from app.limits import GUEST_SCOPE, KEY_PREFIX
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
@@ -417,24 +418,35 @@ def test_each_app_counts_in_its_own_storage(tmp_path: Path, fresh_redis: RedisSe
         services_of(on_redis).bus.close()
 
 
-# -- the guest step is flask-limiter's limit ------------------------------------------------
+# -- the guest step: the limits library's strategy, no app-wide hook ----------------------------
 
 
-def test_the_guest_step_counts_on_flask_limiters_own_counter(tmp_path: Path, clock: Clock) -> None:
-    """The pipeline's guest step and flask-limiter's own check of the declared limit draw on
-    one counter: same strategy, storage, keys and scopes."""
+def test_the_guest_step_counts_per_address_with_the_sliding_window(
+    tmp_path: Path, clock: Clock
+) -> None:
+    """The guests' counters are the ones the limits library's public strategy reads."""
     app = make_app(tmp_path, GUEST_RATE_LIMIT="3 per minute")
     publish_board(app)
     client = app.test_client()
     served(call(client), "guest")
     served(call(client), "guest")
-    declared = services_of(app).limits.guest._declared  # flask-limiter's decorated check
-    with app.test_request_context(LATEST, environ_base={"REMOTE_ADDR": "127.0.0.1"}):
-        declared()  # the third of three, counted by flask-limiter itself
-        with pytest.raises(RateLimitExceeded):
-            declared()
+    strategy = SlidingWindowCounterRateLimiter(services_of(app).limits.storage)
+    (item,) = parse_many("3 per minute")
+    window = strategy.get_window_stats(item, KEY_PREFIX, "address:127.0.0.1", GUEST_SCOPE)
+    assert window.remaining == 1
+    assert strategy.hit(item, KEY_PREFIX, "address:127.0.0.1", GUEST_SCOPE)  # the third
     limited(call(client))
     served(call(client, remote_addr="10.0.0.9"), "guest")  # another address, its own count
+
+
+def test_no_limit_hooks_every_request(tmp_path: Path) -> None:
+    """Limits are steps of the endpoints that need them: nothing runs app-wide per request
+    (an extension's hooks cost a fifth of a guest read even when they limit nothing)."""
+    app = make_app(tmp_path)
+    assert not app.before_request_funcs.get(None)
+    assert not app.after_request_funcs.get(None)
+    assert not app.teardown_request_funcs.get(None)
+    assert "limiter" not in app.extensions
 
 
 def test_several_guest_limits_show_the_tightest_and_refuse_on_any(
