@@ -10,9 +10,10 @@ export PORT HOST REDIS_URL
 
 .PHONY: run test lint typecheck pytest clean
 
-# Every dependency from the lock (exact versions, hashes checked), then the package itself.
+# Every dependency from the lock (exact versions, hashes checked), then the package itself,
+# in a venv made afresh (--clear), so a package the lock no longer names is gone.
 $(BIN)/activate: setup.cfg setup.py requirements.lock
-	$(PYTHON) -m venv $(VENV)
+	$(PYTHON) -m venv --clear $(VENV)
 	$(BIN)/pip install --quiet --require-hashes -r requirements.lock
 	$(BIN)/pip install --quiet --no-deps -e .
 	touch $(BIN)/activate

@@ -16,7 +16,7 @@ mkdir -p "$stage/wheels"
 # one version of each, the lock's, so the VM's install cannot pick another, and none of the
 # development tools.
 locked="$(mktemp -d)"
-trap 'rm -rf "$locked"' EXIT
+trap 'rm -rf "$locked" "$stage"' EXIT
 "$PYTHON" -m pip wheel --quiet --require-hashes --wheel-dir "$locked" -r requirements.lock >&2
 "$PYTHON" -m pip wheel --quiet --no-deps --wheel-dir "$locked" . >&2
 "$PYTHON" -m pip wheel --quiet --no-index --find-links "$locked" --wheel-dir "$stage/wheels" probboard >&2

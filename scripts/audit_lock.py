@@ -6,19 +6,23 @@ is installed or resolved): for each pinned release it asks PyPI's JSON API
 the Python Packaging Advisory Database and OSV. Exit 1 when a locked release has a known
 vulnerability (pip-audit lists it with its advisory id and the versions that fix it).
 
-When that API cannot be reached (no network, or an index mirror that does not serve
-per-release JSON), the check is skipped, not passed: it says so, with the reason, and exits
-0, so ``make test`` still runs offline. ``AUDIT=require`` makes an unreachable API an error
-(exit 2) instead.
+When that API is not there (no network, a 404, or an index mirror that answers something
+else than per-release JSON), the check is skipped, not passed: it says so, with the reason,
+and exits 0, so ``make test`` still runs offline. ``AUDIT=require`` makes that an error
+(exit 2). A service that is there but failing (429, 5xx, after three tries) and a missing
+pip-audit are errors (exit 2) too: never mistaken for a clean audit.
 """
 
 from __future__ import annotations
 
+import http.client
+import importlib.util
 import json
 import os
 import re
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -28,6 +32,7 @@ LOCK = ROOT / "requirements.lock"
 # pip-audit asks pypi.org itself; the probe's address can be changed for tests only.
 SERVICE = os.environ.get("AUDIT_PROBE_URL", "https://pypi.org/pypi") + "/{name}/{version}/json"
 PROBE_TIMEOUT_S = 5.0
+RETRY_PAUSES_S = (1.0, 3.0)
 AUDIT_TIMEOUT_S = 600
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\]+)", re.MULTILINE)
 
@@ -40,28 +45,58 @@ def first_pin() -> tuple[str, str]:
     return found.group(1), found.group(2)
 
 
-def service_problem() -> str | None:
-    """Why the advisory service cannot answer for a locked release (None: it can)."""
-    name, version = first_pin()
-    url = SERVICE.format(name=name, version=version)
+class ServiceUnavailableError(Exception):
+    """The advisory service is not there (offline, or a mirror without per-release JSON)."""
+
+
+class ServiceFailingError(Exception):
+    """The advisory service is there but keeps failing (rate limited, server errors)."""
+
+
+def probe(url: str) -> None:
+    """Ask ``url`` once for a release's JSON (raises when it cannot say)."""
     try:
         # https://pypi.org, or the loopback server of a test: never a file: URL.
         with urllib.request.urlopen(url, timeout=PROBE_TIMEOUT_S) as reply:  # noqa: S310
             body = json.loads(reply.read())
     except urllib.error.HTTPError as error:
-        return f"{url} answered HTTP {error.code}"
-    except (urllib.error.URLError, OSError, ValueError) as error:
-        return f"{url} could not be read ({error})"
+        if error.code == 429 or error.code >= 500:
+            raise ServiceFailingError(f"{url} answered HTTP {error.code}") from None
+        raise ServiceUnavailableError(f"{url} answered HTTP {error.code}") from None
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as error:
+        raise ServiceUnavailableError(f"{url} could not be read ({error!r})") from None
     if not isinstance(body, dict) or "vulnerabilities" not in body:
-        return f"{url} answered without a vulnerabilities list"
-    return None
+        raise ServiceUnavailableError(f"{url} answered without a vulnerabilities list")
+
+
+def check_service() -> None:
+    """Probe the service for the lock's first release; a failing service gets two more
+    tries, 1 s and 3 s later, before it counts as failing."""
+    name, version = first_pin()
+    url = SERVICE.format(name=name, version=version)
+    for pause in RETRY_PAUSES_S:
+        try:
+            probe(url)
+            return
+        except ServiceFailingError:
+            time.sleep(pause)
+    probe(url)
 
 
 def main() -> int:
     """Audit the lock, or say why it cannot be audited from here."""
-    problem = service_problem()
-    if problem is not None:
-        message = f"audit: SKIPPED, the advisory service cannot be reached: {problem}"
+    if importlib.util.find_spec("pip_audit") is None:
+        print(
+            "audit: FAILED, pip-audit is not installed (make .venv/bin/activate)", file=sys.stderr
+        )
+        return 2
+    try:
+        check_service()
+    except ServiceFailingError as error:
+        print(f"audit: FAILED, the advisory service keeps failing: {error}", file=sys.stderr)
+        return 2
+    except ServiceUnavailableError as error:
+        message = f"audit: SKIPPED, the advisory service cannot be reached: {error}"
         if os.environ.get("AUDIT") == "require":
             print(message.replace("SKIPPED", "FAILED"), file=sys.stderr)
             return 2

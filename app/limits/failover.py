@@ -23,8 +23,7 @@ from contextvars import ContextVar
 from importlib import resources
 from typing import Any, TypeVar, cast
 
-from limits.storage import MemoryStorage, RedisStorage
-from limits.storage.base import SlidingWindowCounterSupport, Storage
+from limits.storage import MemoryStorage, RedisStorage, SlidingWindowCounterSupport, Storage
 from redis import Redis
 
 from app.limits.batching import ScriptBatcher

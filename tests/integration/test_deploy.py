@@ -21,6 +21,8 @@ from tests.support.lock import canonical, locked
 
 # In a release's venv but not locked: the package itself and the venv's own installers.
 UNLOCKED = {"probboard", "pip", "setuptools", "wheel"}
+# Locked for development, never in a release.
+DEV_TOOLS = {"pytest", "ruff", "mypy", "selenium", "schemathesis", "pip-audit", "hypothesis"}
 
 REMOTE = ROOT / "deploy" / "remote.sh"
 
@@ -157,6 +159,7 @@ def test_deploy_switch_and_rollback(vm: Vm, bundle: Path, tmp_path: Path) -> Non
     }  # fmt: skip
     assert "limits" in {canonical(name) for name in versions}
     assert extra == {}, extra
+    assert not DEV_TOOLS & {canonical(name) for name in versions}  # run-time wheels only
     env_before = vm.env_file
     assert "SECRET_KEY=" in env_before and "API_KEY_PEPPER=" in env_before
 

@@ -1,13 +1,16 @@
-"""scripts/audit_lock.py: an unreachable advisory service is a stated skip, never a pass.
+"""scripts/audit_lock.py: an advisory service that is not there is a stated skip, never a
+pass; one that is there but failing is an error.
 
 The service is a loopback HTTP server answering as a mirror without per-release JSON does
-(404), or not listening at all. The audit itself (pip-audit against pypi.org) needs the
-internet and runs in ``make test`` wherever pypi.org answers.
+(404), with a page that is not the JSON API, with garbage, with server errors, or nothing
+listening at all. The audit itself (pip-audit against pypi.org) needs the internet and runs
+in ``make test`` wherever pypi.org answers.
 """
 
 from __future__ import annotations
 
 import os
+import socketserver
 import subprocess
 import sys
 import threading
@@ -17,24 +20,32 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from harness.processes import ROOT, free_port
+from tests.support.lock import locked
 
 SCRIPT = ROOT / "scripts" / "audit_lock.py"
 
 
-class _NoReleaseJson(BaseHTTPRequestHandler):
-    def do_GET(self) -> None:
-        self.send_response(404)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
+def _handler(status: int, body: bytes) -> type[BaseHTTPRequestHandler]:
+    class Answer(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
 
-    def log_message(self, format: str, *args: object) -> None:
-        """Quiet."""
+        def log_message(self, format: str, *args: object) -> None:
+            """Quiet."""
+
+    return Answer
 
 
-@pytest.fixture
-def mirror() -> Iterator[str]:
-    """A loopback index that answers 404 to every per-release JSON."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _NoReleaseJson)
+class _Garbage(socketserver.StreamRequestHandler):
+    def handle(self) -> None:
+        self.rfile.readline()
+        self.wfile.write(b"this is not HTTP at all\r\n\r\n")
+
+
+def _serve(server: socketserver.TCPServer) -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -42,6 +53,12 @@ def mirror() -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture
+def mirror() -> Iterator[str]:
+    """A loopback index that answers 404 to every per-release JSON."""
+    yield from _serve(ThreadingHTTPServer(("127.0.0.1", 0), _handler(404, b"")))
 
 
 def run_audit(probe: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -52,17 +69,47 @@ def run_audit(probe: str, **env: str) -> subprocess.CompletedProcess[str]:
     )  # fmt: skip
 
 
-def test_a_mirror_without_release_json_is_a_stated_skip(mirror: str) -> None:
-    done = run_audit(mirror)
+def skipped(done: subprocess.CompletedProcess[str]) -> str:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("audit: SKIPPED, the advisory service cannot be reached: ")
-    assert f"{mirror}/alembic/" in done.stdout and "HTTP 404" in done.stdout
+    return done.stdout
+
+
+def test_a_mirror_without_release_json_is_a_stated_skip(mirror: str) -> None:
+    name, version = next(iter(locked().items()))
+    out = skipped(run_audit(mirror))
+    assert f"{mirror}/" in out and f"/{version}/json" in out and "HTTP 404" in out, (name, out)
 
 
 def test_nothing_listening_is_a_stated_skip() -> None:
-    done = run_audit(f"http://127.0.0.1:{free_port()}/pypi")
-    assert done.returncode == 0, done.stderr
-    assert "SKIPPED" in done.stdout and "could not be read" in done.stdout
+    assert "could not be read" in skipped(run_audit(f"http://127.0.0.1:{free_port()}/pypi"))
+
+
+@pytest.mark.parametrize(
+    ("body", "said"),
+    [(b"<html>an index page</html>", "could not be read"),
+     (b'{"info": {}}', "without a vulnerabilities list"),
+     (b"[1, 2]", "without a vulnerabilities list")],
+)  # fmt: skip
+def test_an_answer_that_is_not_the_json_api_is_a_stated_skip(body: bytes, said: str) -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(200, body))
+    for url in _serve(server):
+        assert said in skipped(run_audit(url))
+
+
+def test_a_garbled_answer_is_a_stated_skip_not_a_crash() -> None:
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Garbage)
+    for url in _serve(server):
+        assert "could not be read" in skipped(run_audit(url))
+
+
+def test_a_failing_service_is_an_error_not_a_skip() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(503, b""))
+    for url in _serve(server):
+        done = run_audit(url)
+    assert done.returncode == 2
+    assert done.stderr.startswith("audit: FAILED, the advisory service keeps failing: ")
+    assert "HTTP 503" in done.stderr and "SKIPPED" not in done.stdout
 
 
 def test_audit_require_makes_the_skip_an_error(mirror: str) -> None:
