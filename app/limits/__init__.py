@@ -20,7 +20,7 @@ Built on the public API of the ``limits`` library, as flask-limiter itself is: i
 strings (``parse_many``), its storage registry (``storage_from_string``, where
 ``failover.py`` registers our Redis schemes) and its sliding-window-counter strategy.
 flask-limiter is not used: attached to the app, its hooks run on every request of every
-endpoint and cost a fifth of a guest request even when they apply no limit (measured,
+endpoint and cost about a sixth of a guest request even when they apply no limit (measured,
 docs/limits.md); everything it would do for our limits is the ``limits`` calls below.
 
 Strategy: sliding window counter. A fixed window lets a client spend two windows' worth

@@ -442,7 +442,7 @@ def test_the_guest_step_counts_per_address_with_the_sliding_window(
 
 def test_no_limit_hooks_every_request(tmp_path: Path) -> None:
     """Limits are steps of the endpoints that need them: nothing runs app-wide per request
-    (an extension's hooks cost a fifth of a guest read even when they limit nothing)."""
+    (an extension's hooks cost about a sixth of a guest read even when they limit nothing)."""
     app = make_app(tmp_path)
     assert not app.before_request_funcs.get(None)
     assert not app.after_request_funcs.get(None)
