@@ -70,6 +70,7 @@ from typing import Any
 
 from app.calibration import outcomes, scores
 from app.calibration.checkpoints import REMS
+from app.markets import DEFAULT_SYMBOLS, MARKETS
 from harness.fake_polymarket import SPOT, TWAP, WINDOW_S
 from harness.real_data import binance, cronos, files, klines
 
@@ -94,6 +95,7 @@ class DayJob:
     rule: str
     lookback: int
     cache: str
+    symbol: str = "BTC"
 
 
 def _stat(path: str) -> list[Any]:
@@ -108,6 +110,7 @@ def _key(job: DayJob) -> str:
         digest.update(source.read_bytes())
     inputs = [
         str(job.day),
+        job.symbol,
         job.rule,
         job.lookback,
         binance.ARRIVAL_LAG_S,
@@ -121,7 +124,8 @@ def _key(job: DayJob) -> str:
 
 def _tape(job: DayJob) -> tuple[Path, binance.Span]:
     """The day's tape folder (written unless the cache has it) and its span."""
-    name = f"{job.day}-{job.rule}{job.lookback if job.rule == TWAP else ''}"
+    market = "" if job.symbol == "BTC" else f"{job.symbol.lower()}-"
+    name = f"{market}{job.day}-{job.rule}{job.lookback if job.rule == TWAP else ''}"
     folder = Path(job.cache) / f"{name}-{_key(job)}"
     marker = folder / "span.json"
     if marker.exists():
@@ -133,7 +137,7 @@ def _tape(job: DayJob) -> tuple[Path, binance.Span]:
         raise ValueError(f"{job.day}: the kline files are empty")
     span = binance.span(ticks.first, job.day)
     official = binance.read_official(Path(job.official)) if job.official else None
-    options = binance.TapeOptions(rule=job.rule, lookback=job.lookback)
+    options = binance.TapeOptions(rule=job.rule, lookback=job.lookback, symbol=job.symbol)
     work = folder.with_name(folder.name + f".tmp{os.getpid()}")
     shutil.rmtree(work, ignore_errors=True)
     files.write_hourly(binance.lines(ticks, span.start, span.end, options, official), work)
@@ -413,12 +417,13 @@ def _xml(text: str) -> str:
 
 
 def _jobs(found: files.Inputs, args: argparse.Namespace, cache: Path) -> list[DayJob]:
-    official = str(found.official) if found.official and args.rule == SPOT else None
+    spot_btc = args.rule == SPOT and args.symbol == "BTC"  # the official outcomes' markets
+    official = str(found.official) if found.official and spot_btc else None
     jobs = []
     for day in found.klines:
         near = [day + timedelta(d) for d in (-1, 0, 1)]
         paths = tuple(str(found.klines[d].path) for d in near if d in found.klines)
-        jobs.append(DayJob(day, paths, official, args.rule, args.lookback, str(cache)))
+        jobs.append(DayJob(day, paths, official, args.rule, args.lookback, str(cache), args.symbol))
     return jobs
 
 
@@ -447,6 +452,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("data", nargs="?", type=Path)
     parser.add_argument("--rule", choices=(SPOT, TWAP), default=SPOT)
     parser.add_argument("--lookback", type=int, choices=(60, 30), default=60)
+    parser.add_argument(
+        "--symbol", choices=list(MARKETS), default=DEFAULT_SYMBOLS,
+        help="the market: its klines are SYMBOLUSDT-1s-*; official outcomes and books are BTC's",
+    )  # fmt: skip
     parser.add_argument("--json", dest="json_out", type=Path, help="write every figure here")
     parser.add_argument("--chart", type=Path, help="write the held-out reliability SVG here")
     parser.add_argument("--label", default="", help="which model, for the chart's title")
@@ -459,33 +468,41 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("DATA is required: make bench-real DATA=folder-of-public-data")
     if not args.data.is_dir() or not any(args.data.iterdir()):
         parser.error(f"DATA={args.data}: not a folder, or an empty one")
-    found = files.discover([args.data])
+    pair = f"{args.symbol}USDT"
+    found = files.discover([args.data], symbol=pair)
+    if args.symbol != DEFAULT_SYMBOLS:
+        found.official, found.parquet = None, []  # both are of BTC markets
     if not found.klines and not found.parquet:
-        parser.error(f"DATA={args.data}: no BTCUSDT-1s-*.zip|csv and no market_data/*.parquet")
+        parser.error(f"DATA={args.data}: no {pair}-1s-*.zip|csv and no market_data/*.parquet")
     print(
-        f"real data from {args.data} (rule {args.rule}"
+        f"real data from {args.data} ({args.symbol}, rule {args.rule}"
         f"{f', {args.lookback} s TWAP' if args.rule == TWAP else ''}):"
     )
     if found.klines:
         days = list(found.klines)
-        print(f"  klines: {len(days)} days of BTCUSDT, {days[0]} to {days[-1]}")
+        print(f"  klines: {len(days)} days of {pair}, {days[0]} to {days[-1]}")
     else:
-        print("  klines: none found (BTCUSDT-1s-*.zip|csv): no model replay")
+        print(f"  klines: none found ({pair}-1s-*.zip|csv): no model replay")
     if args.rule == TWAP:
         print(
             "  official outcomes: not used (they are of spot markets; the outcome of a TWAP "
             "window is computed from the ticks)"
         )
+    elif args.symbol != DEFAULT_SYMBOLS:
+        print("  official outcomes: none for this market (the CSV's are BTC's): computed only")
     elif found.official:
         print(f"  official outcomes: {found.official}")
     else:
         print("  official outcomes: none found (polymarket_btc_5m_enriched.csv): computed only")
     if found.parquet:
         print(f"  market books: {len(found.parquet)} parquet files")
+    elif args.symbol != DEFAULT_SYMBOLS:
+        print("  market books: none for this market (the Cronos books are BTC's)")
     else:
         print("  market books: none found (market_data/*.parquet): no market figures")
     report: dict[str, Any] = {
         "settings": {
+            "symbol": args.symbol,
             "rule": args.rule,
             "lookback": args.lookback,
             "arrivalLagS": binance.ARRIVAL_LAG_S,

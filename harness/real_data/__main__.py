@@ -21,6 +21,7 @@ import sys
 from datetime import date, timedelta
 from pathlib import Path
 
+from app.markets import DEFAULT_SYMBOLS, MARKETS
 from harness.fake_polymarket import SPOT, TWAP
 from harness.real_data import binance, cronos, files, klines
 
@@ -40,7 +41,11 @@ def main(argv: list[str] | None = None) -> int:
         default=binance.ARRIVAL_LAG_S,
         help="seconds from a price's stamp to its arrival",
     )
-    parser.add_argument("--official", type=Path, help="a CSV of official outcomes")
+    parser.add_argument(
+        "--symbol", choices=list(MARKETS), default=DEFAULT_SYMBOLS,
+        help="the market: reads SYMBOLUSDT-1s-* klines, writes that market's frames",
+    )  # fmt: skip
+    parser.add_argument("--official", type=Path, help="a CSV of official outcomes (BTC's)")
     parser.add_argument("--start", type=date.fromisoformat, help="first day (YYYY-MM-DD)")
     parser.add_argument("--days", type=int, default=None)
     parser.add_argument("--books", action="store_true", help="convert the parquet books")
@@ -48,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     missing = [str(p) for p in args.src if not p.exists()]
     if missing:
         parser.error(f"no such file or folder: {', '.join(missing)}")
-    found = files.discover(args.src)
+    found = files.discover(args.src, symbol=f"{args.symbol}USDT")
     try:
         if args.books or (found.parquet and not found.klines):
             if not found.parquet:
@@ -57,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{count} lines from {len(found.parquet)} parquet files -> {args.out}")
             return 0
         if not found.klines:
-            parser.error("no BTCUSDT-1s-*.zip|csv and no market_data/*.parquet found")
+            parser.error(f"no {args.symbol}USDT-1s-*.zip|csv and no market_data/*.parquet found")
         return _klines(args, found)
     except (cronos.CronosError, klines.KlineError, ValueError, OSError) as exc:
         print(f"real_data: {exc}", file=sys.stderr)
@@ -74,8 +79,12 @@ def _klines(args: argparse.Namespace, found: files.Inputs) -> int:
     ticks = klines.Ticks.load(found.klines[d].path for d in wanted if d in found.klines)
     if ticks.first is None:
         raise ValueError(f"no klines from {first} for {count} days")
-    options = binance.TapeOptions(rule=args.rule, lookback=args.lookback, lag_s=args.lag)
-    official_path = args.official or (found.official if args.rule == SPOT else None)
+    options = binance.TapeOptions(
+        rule=args.rule, lookback=args.lookback, lag_s=args.lag, symbol=args.symbol
+    )
+    # The found CSV's outcomes are BTC's spot markets; another market's are computed.
+    found_official = found.official if args.rule == SPOT and args.symbol == "BTC" else None
+    official_path = args.official or found_official
     official = binance.read_official(official_path) if official_path else None
     span = binance.span(ticks.first, first, count)
     written = files.write_hourly(

@@ -47,6 +47,8 @@ from harness.fake_polymarket import (
     FakeBook,
     FakeMarket,
     FakeRtds,
+    chainlink_of,
+    filters_of,
 )
 from harness.real_data.klines import DAY_S, Ticks, day_start
 
@@ -72,8 +74,10 @@ class TapeOptions:
     lookback: int = 60  # a TWAP market's lookback (seconds): 60 or 30, each has an RTDS topic
     lag_s: float = ARRIVAL_LAG_S
     history_s: int = HISTORY_S
+    symbol: str = "BTC"  # the market (app.markets): its Chainlink stream, slugs and tokens
 
     def __post_init__(self) -> None:
+        chainlink_of(self.symbol)  # an unknown market fails here
         if self.rule not in (SPOT, TWAP):
             raise ValueError(f"rule must be {SPOT} or {TWAP}, not {self.rule!r}")
         if self.rule == TWAP and self.lookback not in TWAP_TOPICS:
@@ -168,7 +172,9 @@ class _Markets:
         market = self._markets.get(t0)
         if market is None:
             rule, lookback = self.options.rule, self.options.lookback
-            market = self._markets[t0] = FakeMarket(t0, rule=rule, lookback=lookback)
+            market = self._markets[t0] = FakeMarket(
+                t0, rule=rule, lookback=lookback, symbol=self.options.symbol
+            )
         return market
 
     def books(self, t0: int, ts_ms: int) -> list[dict[str, Any]]:
@@ -187,23 +193,37 @@ class _Markets:
         return found
 
 
+def _subscription(chainlink: str, topics: list[str]) -> str:
+    """The RTDS subscribe frame a refresher of this one market sends (the replay reads the
+    tape's market from it)."""
+    subscriptions = [{"topic": t, "type": "*", "filters": filters_of(chainlink)} for t in topics]
+    return json.dumps({"action": "subscribe", "subscriptions": subscriptions})
+
+
 def _head(ticks: Ticks, start: int, options: TapeOptions) -> Iterator[dict[str, Any]]:
+    chainlink = chainlink_of(options.symbol)
     yield line(start, "rtds", event="connect")
+    if options.symbol != "BTC":  # BTC tapes stay as they were: BTC is the replay's default
+        topics = [SPOT_TOPIC, *(TWAP_TOPICS[k] for k in sorted(TWAP_TOPICS))]
+        yield line(start + 0.0005, "rtds", dir="out", frame=_subscription(chainlink, topics))
     yield line(start + 0.001, "clob-ws", event="connect")
     at = start + 0.01
     # Every point that has arrived by the snapshot is in it; later ones come as updates.
     history = ticks.span(start - options.history_s, math.floor(at - options.lag_s))
     if history:
         points = [(s * 1000, Decimal(close)) for s, close in history]
-        message = FakeRtds.first_message(SPOT_TOPIC, points, wire_topic=SPOT_HISTORY_TOPIC)
+        message = FakeRtds.first_message(
+            SPOT_TOPIC, points, wire_topic=SPOT_HISTORY_TOPIC, symbol=chainlink
+        )
         yield line(at, "rtds", frame=_stamped(message, at))
 
 
 def _updates(ticks: Ticks, start: int, end: int, options: TapeOptions) -> Iterator[dict[str, Any]]:
     first = math.floor(start + 0.01 - options.lag_s) + 1  # the first point after the snapshot
+    chainlink = chainlink_of(options.symbol)
     for second, close in ticks.span(first, math.floor(end - options.lag_s)):
         t = second + options.lag_s
-        message = FakeRtds.update(SPOT_TOPIC, second * 1000, Decimal(close))
+        message = FakeRtds.update(SPOT_TOPIC, second * 1000, Decimal(close), symbol=chainlink)
         yield line(t, "rtds", frame=_stamped(message, t))
 
 
@@ -232,7 +252,9 @@ def _twap_updates(
         if len(window) == lookback and second >= first:
             t = second + options.lag_s + 0.001
             mean = (total / lookback).quantize(Decimal("1e-12"))
-            message = FakeRtds.update(topic, second * 1000, mean)
+            message = FakeRtds.update(
+                topic, second * 1000, mean, symbol=chainlink_of(options.symbol)
+            )
             yield line(t, "rtds", frame=_stamped(message, t))
 
 
@@ -283,6 +305,8 @@ def lines(
     if official and options.rule != SPOT:
         # The official outcomes are those of spot-settled markets: no TWAP market existed.
         raise ValueError("official outcomes belong to spot markets: a TWAP tape has none")
+    if official and options.symbol != "BTC":
+        raise ValueError("the official outcomes (polymarket_btc_5m_enriched.csv) are BTC's")
     markets = _Markets(options)
     streams = [
         _head(ticks, start, options),

@@ -190,6 +190,43 @@ def test_a_replayed_klines_tape_has_probabilities_and_the_prices_outcome(
         assert int(sample["full_accuracy_value"]) / 1e18 == pytest.approx(mean, abs=1e-6)
 
 
+def test_another_markets_klines_replay_as_that_market(tmp_path: Path) -> None:
+    """XRPUSDT klines with ``symbol="XRP"``: the tape subscribes to xrp/usd, its prices and
+    markets are XRP's, and the replay scores XRP's windows (outcomes computed)."""
+    source = write_klines(tmp_path / "data")
+    xrp = source.with_name(source.name.replace("BTCUSDT", "XRPUSDT"))
+    source.rename(xrp)
+    found = files.discover([tmp_path / "data"], symbol="XRPUSDT")
+    assert list(found.klines) and not files.discover([tmp_path / "data"]).klines
+    ticks = klines.Ticks.load([xrp])
+    options = binance.TapeOptions(symbol="XRP")
+    lines = list(binance.lines(ticks, START, END, options))
+    subscribe = json.loads(next(x for x in lines if x.get("dir") == "out")["frame"])
+    assert {json.loads(sub["filters"])["symbol"] for sub in subscribe["subscriptions"]} == {
+        "xrp/usd"
+    }
+    symbols = {json.loads(x["frame"])["payload"].get("symbol") for x in frames_lines(lines)}
+    assert symbols == {"xrp/usd"}
+    files.write_hourly(iter(lines), tmp_path / "tape")
+    doc = backtest(read_tapes([tmp_path / "tape"]))
+    closes = closes_by_stamp()
+    windows = [w for w in doc["perWindow"] if START <= w["windowStart"] < END - WINDOW_S]
+    assert len(windows) == 12
+    for window in windows:
+        assert window["slug"] == f"xrp-updown-5m-{window['windowStart']}"
+        assert window["outcome"] == computed_outcome(closes, window["windowStart"], None)
+        assert all(c["pUp"] is not None for c in window["checkpoints"])
+    with pytest.raises(ValueError, match="BTC's"):
+        next(binance.lines(ticks, START, END, options, official={START: "up"}))
+    with pytest.raises(ValueError, match="unknown symbol"):
+        binance.TapeOptions(symbol="DOGE")
+
+
+def frames_lines(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The RTDS price frames of a tape (updates and the snapshot)."""
+    return [x for x in lines if x["src"] == "rtds" and '"payload"' in x.get("frame", "")]
+
+
 def test_official_outcomes_come_as_market_resolved_and_win_in_the_report(tmp_path: Path) -> None:
     ticks = klines.Ticks.load([write_klines(tmp_path / "data")])
     closes = closes_by_stamp()
