@@ -95,7 +95,7 @@ class DayJob:
     rule: str
     lookback: int
     cache: str
-    symbol: str = "BTC"
+    symbol: str = DEFAULT_SYMBOLS
 
 
 def _stat(path: str) -> list[Any]:
@@ -124,7 +124,7 @@ def _key(job: DayJob) -> str:
 
 def _tape(job: DayJob) -> tuple[Path, binance.Span]:
     """The day's tape folder (written unless the cache has it) and its span."""
-    market = "" if job.symbol == "BTC" else f"{job.symbol.lower()}-"
+    market = "" if job.symbol == DEFAULT_SYMBOLS else f"{job.symbol.lower()}-"
     name = f"{market}{job.day}-{job.rule}{job.lookback if job.rule == TWAP else ''}"
     folder = Path(job.cache) / f"{name}-{_key(job)}"
     marker = folder / "span.json"
@@ -417,8 +417,7 @@ def _xml(text: str) -> str:
 
 
 def _jobs(found: files.Inputs, args: argparse.Namespace, cache: Path) -> list[DayJob]:
-    spot_btc = args.rule == SPOT and args.symbol == "BTC"  # the official outcomes' markets
-    official = str(found.official) if found.official and spot_btc else None
+    official = str(found.official) if found.official and args.rule == SPOT else None
     jobs = []
     for day in found.klines:
         near = [day + timedelta(d) for d in (-1, 0, 1)]
@@ -469,9 +468,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.data.is_dir() or not any(args.data.iterdir()):
         parser.error(f"DATA={args.data}: not a folder, or an empty one")
     pair = f"{args.symbol}USDT"
-    found = files.discover([args.data], symbol=pair)
-    if args.symbol != DEFAULT_SYMBOLS:
-        found.official, found.parquet = None, []  # both are of BTC markets
+    found = files.discover([args.data], symbol=pair)  # another market's: klines only
     if not found.klines and not found.parquet:
         parser.error(f"DATA={args.data}: no {pair}-1s-*.zip|csv and no market_data/*.parquet")
     print(
@@ -488,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
             "  official outcomes: not used (they are of spot markets; the outcome of a TWAP "
             "window is computed from the ticks)"
         )
-    elif args.symbol != DEFAULT_SYMBOLS:
+    elif args.symbol != files.PUBLISHED_MARKET:
         print("  official outcomes: none for this market (the CSV's are BTC's): computed only")
     elif found.official:
         print(f"  official outcomes: {found.official}")
@@ -496,7 +493,7 @@ def main(argv: list[str] | None = None) -> int:
         print("  official outcomes: none found (polymarket_btc_5m_enriched.csv): computed only")
     if found.parquet:
         print(f"  market books: {len(found.parquet)} parquet files")
-    elif args.symbol != DEFAULT_SYMBOLS:
+    elif args.symbol != files.PUBLISHED_MARKET:
         print("  market books: none for this market (the Cronos books are BTC's)")
     else:
         print("  market books: none found (market_data/*.parquet): no market figures")

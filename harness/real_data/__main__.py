@@ -82,9 +82,7 @@ def _klines(args: argparse.Namespace, found: files.Inputs) -> int:
     options = binance.TapeOptions(
         rule=args.rule, lookback=args.lookback, lag_s=args.lag, symbol=args.symbol
     )
-    # The found CSV's outcomes are BTC's spot markets; another market's are computed.
-    found_official = found.official if args.rule == SPOT and args.symbol == "BTC" else None
-    official_path = args.official or found_official
+    official_path = args.official or (found.official if args.rule == SPOT else None)
     official = binance.read_official(official_path) if official_path else None
     span = binance.span(ticks.first, first, count)
     written = files.write_hourly(

@@ -37,6 +37,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from app.markets import DEFAULT_SYMBOLS
 from harness.fake_polymarket import (
     SPOT,
     SPOT_HISTORY_TOPIC,
@@ -50,6 +51,7 @@ from harness.fake_polymarket import (
     chainlink_of,
     filters_of,
 )
+from harness.real_data.files import PUBLISHED_MARKET
 from harness.real_data.klines import DAY_S, Ticks, day_start
 
 ARRIVAL_LAG_S = 1.4  # a Chainlink point reaches RTDS clients this long after its stamp (median)
@@ -74,7 +76,7 @@ class TapeOptions:
     lookback: int = 60  # a TWAP market's lookback (seconds): 60 or 30, each has an RTDS topic
     lag_s: float = ARRIVAL_LAG_S
     history_s: int = HISTORY_S
-    symbol: str = "BTC"  # the market (app.markets): its Chainlink stream, slugs and tokens
+    symbol: str = DEFAULT_SYMBOLS  # the market (app.markets): its stream, slugs and tokens
 
     def __post_init__(self) -> None:
         chainlink_of(self.symbol)  # an unknown market fails here
@@ -203,7 +205,7 @@ def _subscription(chainlink: str, topics: list[str]) -> str:
 def _head(ticks: Ticks, start: int, options: TapeOptions) -> Iterator[dict[str, Any]]:
     chainlink = chainlink_of(options.symbol)
     yield line(start, "rtds", event="connect")
-    if options.symbol != "BTC":  # BTC tapes stay as they were: BTC is the replay's default
+    if options.symbol != DEFAULT_SYMBOLS:  # the replay's default: its tapes stay as they were
         topics = [SPOT_TOPIC, *(TWAP_TOPICS[k] for k in sorted(TWAP_TOPICS))]
         yield line(start + 0.0005, "rtds", dir="out", frame=_subscription(chainlink, topics))
     yield line(start + 0.001, "clob-ws", event="connect")
@@ -305,7 +307,7 @@ def lines(
     if official and options.rule != SPOT:
         # The official outcomes are those of spot-settled markets: no TWAP market existed.
         raise ValueError("official outcomes belong to spot markets: a TWAP tape has none")
-    if official and options.symbol != "BTC":
+    if official and options.symbol != PUBLISHED_MARKET:
         raise ValueError("the official outcomes (polymarket_btc_5m_enriched.csv) are BTC's")
     markets = _Markets(options)
     streams = [

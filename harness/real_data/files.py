@@ -13,6 +13,7 @@ from app.refresher.tape import hour_name
 from harness.real_data import klines
 
 OFFICIAL_NAME = "polymarket_btc_5m_enriched.csv"
+PUBLISHED_MARKET = "BTC"  # the market of the official outcomes and of the Cronos books
 
 
 @dataclass
@@ -27,9 +28,12 @@ class Inputs:
 def discover(paths: Iterable[Path], symbol: str = "BTCUSDT") -> Inputs:
     """Search ``paths`` (files, or folders recursively) for ``SYMBOL-1s-*.zip|csv``, the
     official outcomes' CSV (``polymarket_btc_5m_enriched.csv``) and ``market_data/*.parquet``
-    (a parquet file given by name counts wherever it is)."""
+    (a parquet file given by name counts wherever it is). The outcomes and the books are
+    ``PUBLISHED_MARKET``'s: for another market's klines only the klines are found."""
     paths = list(paths)
     found = Inputs(klines=klines.find(paths, symbol))
+    if symbol != f"{PUBLISHED_MARKET}USDT":
+        return found
     for root in paths:
         if root.is_file():
             if root.name == OFFICIAL_NAME:
