@@ -10,18 +10,20 @@
   that presents a key counts only when answered 401; over the limit, requests presenting a
   key get 429.
 
-How they run: no limit hooks every request. The endpoints that are limited call them as
-steps of their own pipelines (``Limits`` in the app's services): ``/latest`` runs refuse a
-blocked address → identify (count a 401) → (guest: the guest limit | account: its plan's
-limit) → render → headers; the other key-taking blueprints refuse blocked addresses before
-anything else and count the 401s they answer.
+How they run: the endpoints that are limited call them as steps of their own pipelines
+(``Limits`` in the app's services): ``/latest`` runs refuse a blocked address → identify
+(count a 401) → (guest: the guest limit | account: its plan's limit) → render → headers; the
+other key-taking blueprints refuse blocked addresses before anything else and count the 401s
+they answer.
 
-Built on the public API of the ``limits`` library, as flask-limiter itself is: its rate
-strings (``parse_many``), its storage registry (``storage_from_string``, where
-``failover.py`` registers our Redis schemes) and its sliding-window-counter strategy.
-flask-limiter is not used: attached to the app, its hooks run on every request of every
-endpoint and cost about a sixth of a guest request even when they apply no limit (measured,
-docs/limits.md); everything it would do for our limits is the ``limits`` calls below.
+The guests' limit is flask-limiter's (the design names it): a ``Limiter`` on the app, its
+storage built from ``REDIS_URL`` through the scheme ``failover.py`` registers with the
+``limits`` library, its sliding-window-counter strategy, and ``GUEST_RATE_LIMIT`` declared with
+``limiter.limit`` on a function that the guest step calls (flask-limiter's own check runs
+then, and only then). flask-limiter's hooks run on every request of the app; its request
+identity (``limited_step``) is empty outside the guest step, so there they find no limit at
+once. The accounts' limits and the failed-key throttle use the ``limits`` library's public API
+on the same storage (docs/limits.md says why).
 
 Strategy: sliding window counter. A fixed window lets a client spend two windows' worth
 at a boundary; a moving window is exact but keeps one entry per request (memory and Lua work
@@ -42,9 +44,9 @@ import math
 import time
 
 from flask import Flask, Response, request
-from limits import RateLimitItem, parse_many
-from limits.storage import Storage, storage_from_string
-from limits.strategies import RateLimiter, SlidingWindowCounterRateLimiter
+from flask_limiter import Limiter, RateLimitExceeded
+from limits import parse_many
+from limits.storage import Storage
 from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app.auth import Identity
@@ -62,9 +64,8 @@ from app.services import services
 log = logging.getLogger(__name__)
 
 KEY_PREFIX = "probboard"
-# The guests' counters: one per address, under the endpoint's name (the keys flask-limiter
-# gave them, so an upgrade keeps every guest's window).
-GUEST_SCOPE = "latest.latest"
+LIMITED_STEP = "probboard.limited_step"
+FLASK_LIMITER_LOGGER = "flask-limiter"  # one line per refused guest: limited to one a minute
 
 
 def client_address() -> str:
@@ -75,6 +76,17 @@ def client_address() -> str:
 def guest_key() -> str:
     """Guests are counted per address; never raises, never empty."""
     return f"address:{client_address()}"
+
+
+def limited_step() -> str:
+    """flask-limiter's request identity: the endpoint inside a limit step, else none.
+
+    flask-limiter checks every request in its own hooks; with no identity its check ends at
+    once, so requests that no flask-limiter limit applies to cost it the least.
+    """
+    if request.environ.get(LIMITED_STEP):
+        return request.endpoint or ""
+    return ""
 
 
 def _storage_uri(settings: Settings) -> str:
@@ -89,46 +101,50 @@ def _storage_uri(settings: Settings) -> str:
 
 
 class GuestLimit:
-    """The guests' limit: ``GUEST_RATE_LIMIT`` parsed once, hit per request.
+    """The guests' limit: declared with flask-limiter, checked as a step of ``/latest``.
 
-    The limit's items are parsed once; each read hits every one with the sliding window
-    counter strategy, per client address.
+    ``GUEST_RATE_LIMIT`` is a flask-limiter route limit on a function that stands for one
+    guest read; calling it is flask-limiter's own check (its strategy, its storage, its
+    keys: ``LIMITER/probboard/address:<ip>/latest.latest``). The view calls it after the
+    caller is known to be a guest, so accounts are never counted here.
     """
 
-    def __init__(self, strategy: RateLimiter, limit: str) -> None:
-        self._strategy = strategy
-        self._items = sorted(parse_many(limit))
+    def __init__(self, limiter: Limiter, limit: str) -> None:
+        self._limiter = limiter
+
+        def guest_read() -> None:
+            """One guest read of the board: flask-limiter counts each call."""
+
+        self._read = limiter.limit(limit, key_func=guest_key)(guest_read)
 
     def __call__(self) -> Quota | None:
         """Count one guest read: the window of the tightest limit for the headers; 429 when
         over any limit."""
-        strategy = self._strategy
-        args = (KEY_PREFIX, guest_key(), GUEST_SCOPE)
-        shown: Quota | None = None
-        for item in self._items:
-            taken = strategy.hit(item, *args)
-            if taken and shown is not None:
-                continue
-            quota = _window(strategy, item, args)
-            if not taken:
-                retry_ms = math.ceil((quota.reset_at - time.time()) * 1000) if quota else 1000
-                refusal = too_many_requests(
-                    f"Too many requests ({item}); retry after the delay given.", retry_ms
-                )
-                refusal.headers.update(rate_limit_headers(quota))
-                raise refusal
-            shown = quota
-        return shown
+        request.environ[LIMITED_STEP] = True  # flask-limiter identifies this request now
+        try:
+            self._read()
+        except RateLimitExceeded as exceeded:
+            quota = self._quota()
+            retry_ms = math.ceil((quota.reset_at - time.time()) * 1000) if quota else 1000
+            refusal = too_many_requests(
+                f"Too many requests ({exceeded.limit.limit}); retry after the delay given.",
+                retry_ms,
+            )
+            refusal.headers.update(rate_limit_headers(quota))
+            raise refusal from None
+        return self._quota()
 
-
-def _window(strategy: RateLimiter, item: RateLimitItem, args: tuple[str, ...]) -> Quota | None:
-    """The window of ``item`` as it stands (None when the storage cannot say)."""
-    try:
-        # After a hit on Redis this is the window the hit reported: no second round trip.
-        reset_at, remaining = strategy.get_window_stats(item, *args)
-    except Exception:  # storage trouble: the answer matters more than its headers
-        return None
-    return Quota(item.amount, remaining, reset_at)
+    def _quota(self) -> Quota | None:
+        """The window flask-limiter reports for this request (None when it cannot say)."""
+        shown = self._limiter.current_limit
+        if shown is None:
+            return None
+        try:
+            # After a hit on Redis this is the window the hit reported: no second round trip.
+            reset_at, remaining = shown.window
+        except Exception:  # storage trouble: the answer matters more than its headers
+            return None
+        return Quota(shown.limit.amount, remaining, reset_at)
 
 
 def rate_limit_headers(quota: Quota | None) -> dict[str, str]:
@@ -191,13 +207,20 @@ def init_app(app: Flask, settings: Settings) -> Limits:
     if settings.trusted_proxies:
         hops = settings.trusted_proxies
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
-    storage = storage_from_string(
-        _storage_uri(settings),
-        **({"pool_size": settings.redis_pool_size} if settings.uses_redis else {}),
+    limiter = Limiter(
+        key_func=client_address,
+        request_identifier=limited_step,
+        storage_uri=_storage_uri(settings),
+        storage_options={"pool_size": settings.redis_pool_size} if settings.uses_redis else {},
+        strategy="sliding-window-counter",
+        key_prefix=KEY_PREFIX,
+        headers_enabled=False,  # /latest writes its own, for guests and accounts alike
     )
+    limiter.init_app(app)
+    storage = limiter.storage
     if not isinstance(storage, Storage):  # an asyncio storage: unusable from WSGI workers
         raise ConfigError("REDIS_URL", f"{settings.redis_url!r} names an asyncio storage")
-    guest = GuestLimit(SlidingWindowCounterRateLimiter(storage), settings.guest_rate_limit)
+    guest = GuestLimit(limiter, settings.guest_rate_limit)
     plans = {USER: settings.user_rate_limit, VIP_PRO: settings.vip_pro_rate_limit}
     workers = settings.web_concurrency if settings.uses_redis else 1
     accounts = AccountLimits(
@@ -208,5 +231,5 @@ def init_app(app: Flask, settings: Settings) -> Limits:
     )
     throttle = FailureThrottle(storage, settings.auth_failure_limit, key_prefix=KEY_PREFIX)
     # One line per refused request would let one client flood the log: one per interval.
-    limit_repeats(failures.__name__)
+    limit_repeats(failures.__name__, FLASK_LIMITER_LOGGER)
     return Limits(storage, guest, accounts, throttle)

@@ -18,8 +18,8 @@ import pytest
 import redis
 from flask import Flask
 from flask.testing import FlaskClient
+from flask_limiter import Limiter
 from limits import parse_many
-from limits.strategies import SlidingWindowCounterRateLimiter
 from werkzeug.test import TestResponse
 
 from app.config import ConfigError, load_settings
@@ -417,37 +417,67 @@ def test_each_app_counts_in_its_own_storage(tmp_path: Path, fresh_redis: RedisSe
         services_of(on_redis).bus.close()
 
 
-# -- the guest step: the limits library's strategy, no app-wide hook ----------------------------
+# -- the guest step: flask-limiter's check, nowhere else ---------------------------------------
 
 
 def test_the_guest_step_counts_per_address_with_the_sliding_window(
     tmp_path: Path, clock: Clock
 ) -> None:
-    """The guests' counters are the ones the limits library's public strategy reads."""
+    """The guests' counters are the ones flask-limiter's strategy reads, under its keys."""
     app = make_app(tmp_path, GUEST_RATE_LIMIT="3 per minute")
     publish_board(app)
     client = app.test_client()
     served(call(client), "guest")
     served(call(client), "guest")
-    strategy = SlidingWindowCounterRateLimiter(services_of(app).limits.storage)
+    (limiter,) = app.extensions["limiter"]
+    assert isinstance(limiter, Limiter)
     (item,) = parse_many("3 per minute")
-    # The keys flask-limiter gave guests (an upgrade keeps every guest's window).
+    # The keys flask-limiter gives a route limit: prefix, key function, endpoint.
     key = ("probboard", "address:127.0.0.1", "latest.latest")
-    window = strategy.get_window_stats(item, *key)
+    window = limiter.limiter.get_window_stats(item, *key)
     assert window.remaining == 1
-    assert strategy.hit(item, *key)  # the third
+    assert limiter.limiter.hit(item, *key)  # the third
     limited(call(client))
     served(call(client, remote_addr="10.0.0.9"), "guest")  # another address, its own count
 
 
-def test_no_limit_hooks_every_request(tmp_path: Path) -> None:
-    """Limits are steps of the endpoints that need them: nothing runs app-wide per request
-    (an extension's hooks cost about a sixth of a guest read even when they limit nothing)."""
-    app = make_app(tmp_path)
-    assert not app.before_request_funcs.get(None)
-    assert not app.after_request_funcs.get(None)
-    assert not app.teardown_request_funcs.get(None)
-    assert "limiter" not in app.extensions
+def test_flask_limiter_counts_guests_alone(database_url: str, fresh_redis: RedisServer) -> None:
+    """flask-limiter's hooks run on every request, but only a guest read of /latest is
+    counted by it: health, keyed reads, refused keys, OPTIONS and unknown paths leave no
+    address counter in Redis."""
+    app = create_app(
+        {**BASE_CONFIG, "DATABASE_URL": database_url, "REDIS_URL": fresh_redis.url, **LIMITS}
+    )
+    try:
+        publish_board(app)
+        cli(app, "users", "create", "apart", "--plan", "vip_pro")
+        key = cli(app, "keys", "create", "apart")
+        client = app.test_client()
+        stored = redis.Redis.from_url(fresh_redis.url)
+        for _ in range(3):
+            assert call(client, path=HEALTH).status_code == 200
+            served(call(client, {"X-API-Key": key}), "vip_pro")
+            assert call(client, {"X-API-Key": "pbk_not-a-key"}).status_code == 401
+            assert call(client, method="OPTIONS").status_code in (200, 204)
+            assert call(client, path="/api/nothing-here").status_code == 404
+        assert not [k for k in stored.keys("*") if b"address:" in k and b"LIMITER" in k]
+        served(call(client), "guest")
+        guests = [k.decode() for k in stored.keys("*LIMITER*address:*") if isinstance(k, bytes)]
+        assert guests and all("/probboard/address:127.0.0.1/latest.latest/" in k for k in guests)
+    finally:
+        services_of(app).bus.close()
+
+
+def test_only_flask_limiters_public_api_is_used() -> None:
+    """flask-limiter is driven through its documented API: no private module or helper."""
+    private = re.compile(r"flask_limiter\._|decorated_limits|limit_manager|_check_request_limit")
+    found = [
+        f"{path}:{number}"
+        for path in Path("app").rglob("*.py")
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if private.search(line)
+    ]
+    assert not found, found
 
 
 def test_several_guest_limits_show_the_tightest_and_refuse_on_any(
