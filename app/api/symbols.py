@@ -4,7 +4,7 @@ A value is one or more served symbols (``SYMBOLS``), comma-separated, case-insen
 nothing else around them (``eth``, ``ETH,btc``); a name given twice counts once. Anything
 else is a 400 ``invalid_symbol``: an empty value, an unknown or unserved name, spaces, or the
 parameter given more than once (``?symbol=eth&symbol=btc``: send ``?symbol=eth,btc``).
-``app.schemas.openapi`` documents exactly this language (``symbols_pattern``).
+``app.schemas.openapi`` documents exactly this language (``symbol_parameter``).
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 One broker per worker listens to the board bus (one Redis subscription per worker). For
 each new board it builds the event bytes once per streaming plan (``vip_pro``, ``admin``),
-and once per distinct ``?symbol=`` filter of the clients that hold one, when a client first
-needs it (an unfiltered client never pays for them), and wakes every waiting client at once
-by setting a shared event; each client then writes
-the NEWEST event: a latest-value slot, not a queue, so a slow client skips boards and never
+and once per distinct ``?symbol=`` filter when the first client holding it needs it (at
+most one per plan and set of served symbols; an unfiltered client never pays for them), and
+wakes every waiting client at once by setting a shared event; each client then writes the
+NEWEST event: a latest-value slot, not a queue, so a slow client skips boards and never
 delays others or grows memory. A ticker thread (a greenlet under gevent) re-renders the
 board while it is stale (so clients see its age grow), renews stream leases, re-checks keys
 (revoked, disabled or downgraded keys lose their streams) and notices worker shutdown.
