@@ -7,7 +7,7 @@ nothing else. When the store cannot be read, the last answer is served (its
 ``computedAt`` says how old it is); with none yet, 503 ``calibration_unavailable``.
 
 One market's at a time: ``?symbol=ETH`` (any served symbol, case-insensitive; the first of
-``SYMBOLS`` when absent); a symbol not served is 400 ``invalid_symbol``.
+``SYMBOLS`` when absent); anything else is 400 ``invalid_symbol`` (``app.api.symbols``).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from flask import Blueprint, Response, current_app, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.accounts.deadline import DatabaseTimeoutError
+from app.api.symbols import requested_market
 from app.board.snapshot import dumps
 from app.board.timefmt import served_at
 from app.calibration import store, summary
@@ -71,22 +72,11 @@ def _compute(source: str, market: Market) -> str:
     return dumps(document)
 
 
-def _market(served: tuple[Market, ...], asked: str | None) -> Market:
-    """The served market ``asked`` names (the first served when None); 400 otherwise."""
-    if asked is None:
-        return served[0]
-    for market in served:
-        if market.symbol == asked.strip().upper():
-            return market
-    names = ", ".join(m.symbol for m in served)
-    raise ApiError(400, "invalid_symbol", f"symbol must be one of the served: {names}.")
-
-
 @bp.get("/api/probboard/calibration")
 def calibration() -> Response:
     """CalibrationResponse (see the module docstring)."""
     held = services()
-    market = _market(held.settings.markets, request.args.get("symbol"))
+    market = requested_market(held.settings.markets, request)
     caches: dict[str, _Cache] = current_app.extensions.setdefault(
         CACHE_KEY, {m.symbol: _Cache() for m in held.settings.markets}
     )

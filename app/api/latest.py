@@ -1,15 +1,17 @@
 """``GET /api/probboard/latest``: the full board, served under the caller's plan.
 
 One pipeline, in this order, every step in the view: refuse a blocked address → identify
-(a 401 to a presented key counts as a failed attempt) → guest: the guest limit | account:
-its plan's limit → render → headers. No Flask hook runs for it (the request id is settled
-in the WSGI layer).
+(a 401 to a presented key counts as a failed attempt) → read ``?symbol=`` (a 400
+``invalid_symbol`` costs no rate-limit slot) → guest: the guest limit | account: its plan's
+limit → render (only the rows asked for, when filtered) → headers. No Flask hook runs for
+it (the request id is settled in the WSGI layer).
 """
 
 from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
+from app.api.symbols import requested_symbols
 from app.board.timefmt import now_ms
 from app.errors import ApiError, api_error_response, json_response
 from app.limits import rate_limit_headers
@@ -34,10 +36,11 @@ def latest() -> Response:
         return limits.count_failure(api_error_response(refused))
     plan = GUEST if identity is None else identity.plan
     request.environ[PLAN_KEY] = plan  # the metrics count a refusal under its plan too
+    symbols = requested_symbols(held.settings.markets, request)  # 400 before any limit
     # 429 over the guest limit, or over the plan's
     quota = limits.guest() if identity is None else limits.account(identity)
     snapshot, now = held.bus.latest(), now_ms()
-    body = held.renderer.render(snapshot, plan, now)
+    body = held.renderer.render(snapshot, plan, now, symbols)
     if snapshot is not None:
         board_served(now - snapshot.ts_ms)
     return json_response(body, headers=VARY | rate_limit_headers(quota))

@@ -8,18 +8,20 @@ from functools import cache
 from flask import Blueprint, Response
 
 from app.errors import json_response
+from app.markets import Market
+from app.services import services
 
 bp = Blueprint("openapi", __name__)
 
 
 @cache
-def _document() -> str:
+def _document(markets: tuple[Market, ...]) -> str:
     from app.schemas.openapi import build_spec  # apispec is loaded only when asked for
 
-    return json.dumps(build_spec(), separators=(",", ":"))
+    return json.dumps(build_spec(markets), separators=(",", ":"))
 
 
 @bp.get("/api/openapi.json")
 def openapi() -> Response:
     """The document generated from the marshmallow schemas (``app/schemas/openapi.py``)."""
-    return json_response(_document())
+    return json_response(_document(services().settings.markets))

@@ -1,4 +1,8 @@
-"""``GET /api/probboard/stream``: Server-Sent Events of the board for vip_pro keys."""
+"""``GET /api/probboard/stream``: Server-Sent Events of the board for vip_pro keys.
+
+In order: refuse a blocked address → the key (401) → its plan (403) → ``?symbol=`` (400
+``invalid_symbol``, before a stream slot is taken) → a slot (429, 503) → the stream.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +13,7 @@ from socket import socket as SocketType  # noqa: N812 - the class, not the modul
 
 from flask import Blueprint, Response, request
 
+from app.api.symbols import requested_symbols
 from app.auth import authenticator
 from app.errors import ApiError, too_many_requests
 from app.extensions import db
@@ -43,13 +48,14 @@ def stream() -> Response:
             "vip_pro_required",
             f"The stream needs the vip_pro entitlement; this key's plan is {identity.plan}.",
         )
-    if request.method == "HEAD":
-        return _stream_response(b"")  # the headers a GET would get, and no stream
     held = services()
     settings, stream_broker = held.settings, held.broker
+    symbols = requested_symbols(settings.markets, request)
+    if request.method == "HEAD":
+        return _stream_response(b"")  # the headers a GET would get, and no stream
     try:
         client = stream_broker.connect(
-            key.key_id, key.key_hash, identity.plan, settings.stream_max_per_key
+            key.key_id, key.key_hash, identity.plan, settings.stream_max_per_key, symbols
         )
     except SlotsBusyError as exc:
         raise ApiError(

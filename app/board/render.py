@@ -2,11 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
+
 from app.board.snapshot import Snapshot, dumps
 from app.board.staleness import DANGER, latency_level
 from app.board.timefmt import served_at
 from app.config import Settings
 from app.plans import Plan, plan_table
+
+
+def _only(snapshot: Snapshot, symbols: tuple[str, ...]) -> Iterator[tuple[int, str]]:
+    """The pre-serialised rows of ``symbols``, in board order."""
+    for symbol, ts_ms, prefix in zip(
+        snapshot.item_symbols, snapshot.item_ts_ms, snapshot.item_prefixes, strict=True
+    ):
+        if symbol in symbols:
+            yield ts_ms, prefix
 
 
 class BoardRenderer:
@@ -29,8 +40,18 @@ class BoardRenderer:
         }
         return dumps(fixed)[:-1]
 
-    def render(self, snapshot: Snapshot | None, plan: str, now_ms: int) -> str:
-        """The BoardResponse JSON for ``plan`` with staleness computed at ``now_ms``."""
+    def render(
+        self,
+        snapshot: Snapshot | None,
+        plan: str,
+        now_ms: int,
+        symbols: tuple[str, ...] | None = None,
+    ) -> str:
+        """The BoardResponse JSON for ``plan`` with staleness computed at ``now_ms``.
+
+        With ``symbols``, only those rows (in board order), and the board-level age and
+        staleness are those of the board's time and of these rows alone.
+        """
         head = self._heads[plan]
         served = served_at(now_ms)
         if snapshot is None:
@@ -40,8 +61,13 @@ class BoardRenderer:
             )
         stale, severe = self._stale, self._severe
         board_age = max(0, now_ms - snapshot.ts_ms)
+        rows: Iterable[tuple[int, str]] = zip(
+            snapshot.item_ts_ms, snapshot.item_prefixes, strict=True
+        )
+        if symbols is not None:
+            rows = _only(snapshot, symbols)
         parts = []
-        for ts_ms, prefix in zip(snapshot.item_ts_ms, snapshot.item_prefixes, strict=True):
+        for ts_ms, prefix in rows:
             age = max(0, now_ms - ts_ms)
             board_age = max(board_age, age)
             level = latency_level(age, stale, severe)

@@ -36,6 +36,7 @@ class Snapshot:
     updated_at_json: str
     item_ts_ms: tuple[int, ...]
     item_prefixes: tuple[str, ...]
+    item_symbols: tuple[str, ...]  # each row's symbol: a filtered answer picks rows by it
     raw: str
     newest_input_ms: int | None = None  # when the newest input arrived (epoch ms)
 
@@ -63,6 +64,7 @@ def parse_snapshot(raw: bytes | str) -> Snapshot:
         updated_at_json=dumps(updated_at(document["ts"])),
         item_ts_ms=tuple(item["ts"] for item in document["items"]),
         item_prefixes=tuple(prefixes),
+        item_symbols=tuple(item["symbol"] for item in document["items"]),
         raw=text,
         newest_input_ms=document.get("newestInputMs"),
     )

@@ -12,6 +12,9 @@ from typing import Any
 
 from marshmallow import Schema
 
+# Marks what Probboard adds to the interface, in the OpenAPI document and a field's metadata.
+EXTENSION = "x-probboard-extension"
+
 
 class ContractError(ValueError):
     """A document does not fit its schema; ``errors`` holds marshmallow's messages."""

@@ -9,9 +9,11 @@ from marshmallow import INCLUDE, RAISE, Schema, ValidationError, fields, validat
 from app.config import MIN_REFRESH_MS
 from app.markets import MARKETS
 from app.plans import ALL_PLANS
+from app.schemas import EXTENSION
 from app.schemas.fields import StrictBoolean, StrictInteger, StrictNumber
 
 LATENCY_LEVELS = ("ok", "warn", "danger")
+SETTLEMENTS = ("spot", "twap")
 # Data times are epoch milliseconds before 2100: anything later is a corrupt board.
 MAX_EPOCH_MS = 4_102_444_800_000
 UPDATED_AT_PATTERN = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}$"
@@ -29,6 +31,14 @@ def _price() -> StrictNumber:
 
 def _token_id() -> fields.String:
     return fields.String(allow_none=True, validate=validate.Regexp(TOKEN_ID_PATTERN))
+
+
+def _extension(
+    field: type[fields.Field[Any]], description: str, **kwargs: Any
+) -> fields.Field[Any]:
+    """A row field beyond the interface's: optional, and marked so in the OpenAPI document."""
+    metadata = {"description": description, EXTENSION: True}
+    return field(metadata=metadata, **kwargs)
 
 
 class BoardItemSchema(Schema):
@@ -51,6 +61,43 @@ class BoardItemSchema(Schema):
     dataAgeMs = StrictNumber(allow_none=True)  # noqa: N815
     isStale = StrictBoolean()  # noqa: N815
     latencyLevel = fields.String(validate=validate.OneOf(LATENCY_LEVELS))  # noqa: N815
+    # The extensions, in the order BoardRow.as_json publishes them (docs/board.md).
+    ts = _extension(StrictInteger, "Data time of this row: its oldest input (epoch ms).")
+    windowStart = _extension(StrictInteger, "The window's start, unix seconds.")  # noqa: N815
+    windowEnd = _extension(StrictInteger, "The window's end, unix seconds.")  # noqa: N815
+    price = _extension(StrictNumber, "The coin's price at `ts`.", allow_none=True)
+    priceToBeat = _extension(  # noqa: N815
+        StrictNumber, "The price latched at `windowStart`.", allow_none=True
+    )
+    sigma = _extension(StrictNumber, "The volatility the model used, per second.", allow_none=True)
+    sigmaScale = _extension(  # noqa: N815
+        StrictNumber, "Live source: the 5-minute horizon scale of the variance.", allow_none=True
+    )
+    settlement = _extension(
+        fields.String,
+        "How the window settles: `spot` or `twap`.",
+        allow_none=True,
+        validate=validate.OneOf(SETTLEMENTS),
+    )
+    twapLookbackS = _extension(  # noqa: N815
+        StrictInteger, "Live source: the TWAP's lookback, seconds.", allow_none=True
+    )
+    source = _extension(fields.String, "Where the numbers came from (`simulated`, ...).")
+    slug = _extension(fields.String, "Live source: the market's slug.", allow_none=True)
+    sources = _extension(
+        fields.Dict,
+        "Live source: where each input came from (`market`, `upBook`, `downBook`, ...).",
+        keys=fields.String(),
+        values=fields.String(allow_none=True),
+        allow_none=True,
+    )
+    inputAgesMs = _extension(  # noqa: N815
+        fields.Dict,
+        "Live source: each input's age (ms; null for an input missing).",
+        keys=fields.String(),
+        values=StrictInteger(allow_none=True, validate=validate.Range(min=0)),
+        allow_none=True,
+    )
 
     @validates_schema
     def _probabilities_add_up(self, data: dict[str, Any], **kwargs: Any) -> None:

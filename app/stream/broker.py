@@ -1,9 +1,11 @@
 """Fan-out of boards to this worker's stream clients.
 
 One broker per worker listens to the board bus (one Redis subscription per worker). For
-each new board it builds the event bytes once per streaming plan (``vip_pro``, ``admin``)
-and wakes every waiting client at once by setting a shared event; each client then writes
-the NEWEST event: a latest-value slot, not a queue, so a slow client skips boards and never
+each new board it builds the event bytes once per streaming plan (``vip_pro``, ``admin``),
+and once per distinct ``?symbol=`` filter when the first client holding it needs it (at
+most one per plan and set of served symbols; an unfiltered client never pays for them), and
+wakes every waiting client at once by setting a shared event; each client then writes the
+NEWEST event: a latest-value slot, not a queue, so a slow client skips boards and never
 delays others or grows memory. A ticker thread (a greenlet under gevent) re-renders the
 board while it is stale (so clients see its age grow), renews stream leases, re-checks keys
 (revoked, disabled or downgraded keys lose their streams) and notices worker shutdown.
@@ -50,17 +52,29 @@ class Client:
     writer: DirectWriter | None = None  # set when the broker writes to the socket itself
     seen: int = 0  # generation of the newest frame this client was given
     last_seq: int = 0  # the newest board it was given (a frame older than that is skipped)
+    symbols: tuple[str, ...] | None = None  # ``?symbol=``: only these rows (None: all)
+    view: str = field(init=False)  # its key in a frame's events: the plan, and the filter
+
+    def __post_init__(self) -> None:
+        symbols = self.symbols
+        self.view = self.plan if symbols is None else f"{self.plan}?{','.join(symbols)}"
 
 
 @dataclass(frozen=True)
 class Frame:
-    """The newest board as event bytes per plan, and a generation that counts renders."""
+    """The newest board as event bytes per view (a plan, or a plan and a filter: a client's
+    ``view``), rendered at ``now_ms``, and a generation that counts renders."""
 
     generation: int
-    seq: int
-    ts_ms: int
-    by_plan: dict[str, bytes]
-    chunked_by_plan: dict[str, bytes]
+    snapshot: Snapshot
+    now_ms: int
+    by_view: dict[str, bytes]
+    chunked_by_view: dict[str, bytes]
+
+    @property
+    def seq(self) -> int:
+        """The board's sequence number (its event id)."""
+        return self.snapshot.seq
 
 
 # A key check returns None when the key may keep streaming, else the ErrorResponse JSON.
@@ -104,24 +118,33 @@ class Broker:
 
     def _publish(self, snapshot: Snapshot) -> None:
         now = now_ms()
-        by_plan = {
+        by_view = {
             plan: events.board_event(snapshot.seq, self._renderer.render(snapshot, plan, now))
             for plan in STREAM_PLANS
         }
-        chunked = {plan: chunk(data) for plan, data in by_plan.items()}
+        chunked = {plan: chunk(data) for plan, data in by_view.items()}
         generation = self._frame.generation + 1 if self._frame else 1
-        frame = Frame(generation, snapshot.seq, snapshot.ts_ms, by_plan, chunked)
+        frame = Frame(generation, snapshot, now, by_view, chunked)
         self._frame = frame
         offered = 0
         for client in list(self._direct):
             writer = client.writer
             if writer is not None and frame.seq >= client.last_seq:
-                plans = frame.chunked_by_plan if writer.chunked else frame.by_plan
-                writer.offer(plans[client.plan])
+                views = frame.chunked_by_view if writer.chunked else frame.by_view
+                writer.offer(views.get(client.view) or self._filtered(frame, client, views))
                 client.seen = generation
                 offered += 1
         STREAM_EVENTS.inc(offered)  # once per board, not per client
         self._wake_all()
+
+    def _filtered(self, frame: Frame, client: Client, views: dict[str, bytes]) -> bytes:
+        """The event of ``client``'s filter for ``frame``: rendered once per filter per board,
+        by the first client that needs it, and kept in the frame for the others."""
+        board = self._renderer.render(frame.snapshot, client.plan, frame.now_ms, client.symbols)
+        event = events.board_event(frame.seq, board)
+        frame.by_view[client.view] = event
+        frame.chunked_by_view[client.view] = chunk(event)
+        return views[client.view]
 
     def _wake_all(self) -> None:
         # Swap in a fresh event before setting the old one: clients that wake and wait
@@ -140,9 +163,17 @@ class Broker:
         """Streams open on this worker."""
         return len(self._clients)
 
-    def connect(self, key_id: int, key_digest: str, plan: str, limit: int) -> Client | None:
-        """Register a stream if its key has a free slot; None when it has not."""
-        client = Client(key_id=key_id, key_digest=key_digest, plan=plan)
+    def connect(
+        self,
+        key_id: int,
+        key_digest: str,
+        plan: str,
+        limit: int,
+        symbols: tuple[str, ...] | None = None,
+    ) -> Client | None:
+        """Register a stream (of the rows of ``symbols`` only, if given) if its key has a
+        free slot; None when it has not."""
+        client = Client(key_id=key_id, key_digest=key_digest, plan=plan, symbols=symbols)
         if not self._slots.acquire(key_id, client.conn_id, limit):
             return None
         with self._lock:
@@ -183,13 +214,12 @@ class Broker:
             if missed is not None:
                 # A reconnect within the history: every board it missed, in order.
                 for old in missed:
-                    first += events.board_event(
-                        old.seq, self._renderer.render(old, client.plan, now)
-                    )
+                    board = self._renderer.render(old, client.plan, now, client.symbols)
+                    first += events.board_event(old.seq, board)
                 client.last_seq = missed[-1].seq if missed else int(last_event_id or 0)
             elif snapshot is not None and last_event_id != str(snapshot.seq):
                 # Rendered now, so the first board's age is exact for this client.
-                board = self._renderer.render(snapshot, client.plan, now)
+                board = self._renderer.render(snapshot, client.plan, now, client.symbols)
                 first += events.board_event(snapshot.seq, board)
                 client.last_seq = snapshot.seq
             client.seen = frame.generation if frame is not None else 0
@@ -227,7 +257,8 @@ class Broker:
                     continue  # the replay already gave this client a newer board
                 last_write = time.monotonic()
                 STREAM_EVENTS.inc()
-                yield frame.by_plan[client.plan]
+                views = frame.by_view
+                yield views.get(client.view) or self._filtered(frame, client, views)
                 continue
             quiet = time.monotonic() - last_write
             if quiet >= HEARTBEAT_S:
@@ -241,8 +272,8 @@ class Broker:
         frame = self._frame
         if frame is not None and frame.generation != client.seen and frame.seq >= client.last_seq:
             # A board arrived while the first event was being sent.
-            plans = frame.chunked_by_plan if writer.chunked else frame.by_plan
-            writer.offer(plans[client.plan])
+            views = frame.chunked_by_view if writer.chunked else frame.by_view
+            writer.offer(views.get(client.view) or self._filtered(frame, client, views))
             client.seen = frame.generation
         with self._lock:
             self._direct.add(client)

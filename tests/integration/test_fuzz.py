@@ -3,13 +3,18 @@
 
 Two runs: without credentials (every operation, the stream included: without a key it
 answers at once), and with a vip_pro key (every operation but the stream, which would not
-end). Limits are raised so the fuzzer reaches the logic behind them.
+end). Limits are raised so the fuzzer reaches the logic behind them. The service serves two
+markets, and the runs' recorded exchanges show that the ``symbol`` parameters were fuzzed
+both ways: served symbols answered 200, anything else 400 ``invalid_symbol``.
 """
 
 from __future__ import annotations
 
+import json
 import subprocess
 from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 
@@ -37,6 +42,7 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, st
                 API_KEY_PEPPER=TEST_PEPPER,
                 VIP_PRO_RATE_LIMIT="100000 per minute",
                 AUTH_FAILURE_LIMIT="100000 per minute",
+                SYMBOLS="BTC,ETH",
             )
             service = Service(workdir, env)
             try:
@@ -61,13 +67,29 @@ def schemathesis(service: Service, *options: str) -> subprocess.CompletedProcess
     )  # fmt: skip
 
 
-def test_every_operation_without_credentials(live: tuple[Service, str]) -> None:
+def symbol_answers(har: Path, path: str) -> dict[int, list[str]]:
+    """The ``symbol`` values the run sent to ``path``, by the status they were answered."""
+    answers: dict[int, list[str]] = {}
+    for entry in json.loads(har.read_text())["log"]["entries"]:
+        url = urlsplit(entry["request"]["url"])
+        values = parse_qs(url.query, keep_blank_values=True).get("symbol")
+        if url.path == path and values is not None:
+            answers.setdefault(entry["response"]["status"], []).extend(values)
+    return answers
+
+
+def test_every_operation_without_credentials(live: tuple[Service, str], tmp_path: Path) -> None:
     service, _ = live
-    result = schemathesis(service)
+    har = tmp_path / "guest.har"
+    result = schemathesis(service, "--report", "har", "--report-har-path", str(har))
     assert result.returncode == 0, result.stdout[-8000:] + result.stderr[-2000:]
     summary = result.stdout.split("SUMMARY")[-1]
     assert " passed" in summary and "Failures" not in summary, summary
     print(summary)  # the figures for the README (pytest -s)
+    for path in ("/api/probboard/latest", "/api/probboard/calibration"):
+        answers = symbol_answers(har, path)
+        assert answers.get(200) and answers.get(400), (path, answers)  # valid and invalid
+        assert {value.upper() for value in answers[200]} & {"BTC", "ETH"}, answers[200]
 
 
 def test_every_operation_but_the_stream_with_a_vip_key(live: tuple[Service, str]) -> None:

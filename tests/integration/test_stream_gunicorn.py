@@ -38,6 +38,7 @@ from harness.processes import (
     wait_until,
 )
 from harness.stream_client import (
+    STREAM,
     Closed,
     Comment,
     Event,
@@ -822,3 +823,33 @@ class TestSlowClient:
             assert not any(isinstance(i, Closed) for i in conn.history)
         with open_stream(stalled.service, stalled.accounts.keys["wire"]) as fresh:
             board_of(fresh.next_event(15, "the first board"))
+
+
+# == ?symbol=: the broker's direct writes carry each filter's rows ===========================
+
+
+def test_filtered_streams_get_only_their_rows_in_every_event(
+    service: Service, restartable_redis: RedisServer, accounts: Accounts
+) -> None:
+    """Two markets; streams of one, of both asked in another order (HTTP/1.0), and of all:
+    every board (the first, then the broker's direct writes) holds the rows asked for."""
+    configure(service, restartable_redis.url, accounts, SYMBOLS="BTC,ETH")
+    start(service)
+    key = accounts.keys["wire"]
+    bad = StreamConnection(service.port, {"X-API-Key": key}, path=f"{STREAM}?symbol=doge")
+    check_refused(bad, 400, "invalid_symbol")
+    bad.close()
+    streams = {
+        "ETH": open_stream(service, key, path=f"{STREAM}?symbol=eth"),
+        "BTC,ETH": open_stream(service, key, path=f"{STREAM}?symbol=ETH,btc", http10=True),
+        "all": open_stream(service, key),
+    }
+    try:
+        for name, conn in streams.items():
+            wanted = ["ETH"] if name == "ETH" else ["BTC", "ETH"]
+            boards = [board_of(event) for event in read_boards(conn, 4)]
+            assert [[i["symbol"] for i in b["items"]] for b in boards] == [wanted] * 4, name
+            check_events(conn)
+    finally:
+        for conn in streams.values():
+            conn.close()

@@ -3,15 +3,21 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
+from flask import Flask
 from flask.testing import FlaskClient
 from openapi_spec_validator import validate
+from werkzeug.test import TestResponse
 
+from app.web import create_app
 from harness.processes import ROOT
+from tests.conftest import BASE_CONFIG
 
 SHARED = ROOT.parent / "shared" / "interface.md"
 COPY = ROOT / "docs" / "interface.md"
@@ -186,3 +192,229 @@ def test_additions_are_marked_as_extensions(document: dict[str, Any]) -> None:
     for path, operations in document["paths"].items():
         for operation in operations.values():
             assert (EXTENSION in operation) == (path not in interface_paths), path
+
+
+# -- what Probboard adds: every route, parameter, error code and header ---------------------
+
+APP = ROOT / "app"
+INTERFACE_ITEM_FIELDS = {
+    "symbol", "slot", "p_up_pct", "p_down_pct", "up_bid", "up_ask", "down_bid", "down_ask",
+    "up_token_id", "down_token_id", "rem_secs", "dataAgeMs", "isStale", "latencyLevel",
+}  # fmt: skip
+IGNORED_METHODS = {"HEAD", "OPTIONS"}  # answered for every GET route by Flask
+
+
+def test_every_route_of_the_app_is_documented_and_no_other(
+    app: Flask, document: dict[str, Any]
+) -> None:
+    routes: dict[str, set[str]] = {}
+    for rule in app.url_map.iter_rules():
+        if rule.endpoint != "static":
+            methods = set(rule.methods or ()) - IGNORED_METHODS
+            routes.setdefault(rule.rule, set()).update(m.lower() for m in methods)
+    documented = {path: set(operations) for path, operations in document["paths"].items()}
+    assert documented == routes
+
+
+def _parameters(document: dict[str, Any]) -> dict[tuple[str, str], set[str]]:
+    found: dict[tuple[str, str], set[str]] = {}
+    for path, operations in document["paths"].items():
+        for operation in operations.values():
+            for parameter in operation.get("parameters", []):
+                found.setdefault((parameter["in"], parameter["name"]), set()).add(path)
+    return found
+
+
+def _routes_of(module: Path) -> list[str]:
+    return re.findall(r'@bp\.get\(\s*"([^"]+)"', module.read_text())
+
+
+def test_every_parameter_a_view_reads_is_documented_and_no_other(
+    document: dict[str, Any],
+) -> None:
+    """Read off the views' source: the ``symbol`` parsers and the headers they take."""
+    read: dict[tuple[str, str], set[str]] = {}
+    for module in sorted((APP / "api").glob("*.py")):
+        text = module.read_text()
+        assert "request.args" not in text or module.name == "symbols.py", module.name
+        for path in _routes_of(module):
+            if re.search(r"requested_(symbols|market)\(", text):
+                read.setdefault(("query", "symbol"), set()).add(path)
+            for header in re.findall(r'request\.headers\.get\("([^"]+)"\)', text):
+                read.setdefault(("header", header), set()).add(path)
+    assert read[("query", "symbol")] == {
+        "/api/probboard/latest", "/api/probboard/stream", "/api/probboard/calibration",
+    }  # fmt: skip
+    assert read[("header", "Last-Event-ID")] == {"/api/probboard/stream"}
+    assert _parameters(document) == read
+
+
+@pytest.fixture
+def two(tmp_path: Path) -> Flask:
+    """An app serving BTC and ETH (XRP is known, not served), guests held to 2 a minute."""
+    config = {"SYMBOLS": "BTC,ETH", "GUEST_RATE_LIMIT": "2 per minute"}
+    return create_app({**BASE_CONFIG, "DATABASE_URL": f"sqlite:///{tmp_path / 'a.db'}", **config})
+
+
+SYMBOL_VALUES = [
+    "btc", "ETH", "eTh,BTC", "eth,eth", "btc,eth,btc",  # served
+    "", ",", "btc,", ",eth", "btc,,eth", "xrp", "doge", " btc", "btc ", "b tc", "btc;eth",
+    "btc\n", "\nbtc", "\u017fol", "BTC\u0000", "btceth", "bt", "btcc",
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("path", ["/api/probboard/latest", "/api/probboard/calibration"])
+def test_the_symbol_pattern_is_exactly_what_the_service_accepts(two: Flask, path: str) -> None:
+    """The document promises 200 for what its pattern matches and 400 for anything else:
+    the fuzzer holds the service to both."""
+    document = json.loads(two.test_client().get("/api/openapi.json").data)
+    [parameter] = document["paths"][path]["get"]["parameters"]
+    pattern = re.compile(parameter["schema"]["pattern"])
+    client = two.test_client()
+    for i, value in enumerate(SYMBOL_VALUES):
+        # Each from an address of its own: the guest limit (2 a minute) never answers first.
+        address = {"REMOTE_ADDR": f"10.0.0.{i + 1}"}
+        response = client.get(path, query_string={"symbol": value}, environ_base=address)
+        body = json.loads(response.data)
+        # JSON Schema patterns are ECMA-262: "$" never matches before a final newline.
+        matches = pattern.search(value) is not None and "\n" not in value
+        if matches:
+            assert response.status_code != 400, (value, body)
+        else:
+            assert (response.status_code, body["code"]) == (400, "invalid_symbol"), value
+
+
+def _raised_codes() -> set[tuple[int, str]]:
+    """Every (status, code) the package's source raises."""
+    found: set[tuple[int, str]] = set()
+    for module in APP.rglob("*.py"):
+        text = module.read_text()
+        for status, code in re.findall(r'ApiError\(\s*(\d{3}),\s*"(\w+)"', text):
+            found.add((int(status), code))
+        found.update((401, code) for code in re.findall(r'unauthorized\(\s*"(\w+)"', text))
+        for call in re.findall(r"too_many_requests\((.*?)\)\n", text, re.S):
+            named = re.search(r'code="(\w+)"', call)
+            found.add((429, named.group(1) if named else "rate_limited"))
+    return found
+
+
+def _documented_codes(document: dict[str, Any]) -> dict[str, set[tuple[int, str]]]:
+    found: dict[str, set[tuple[int, str]]] = {}
+    for path, operations in document["paths"].items():
+        for status, answer in operations["get"]["responses"].items():
+            if status.startswith("2"):
+                continue
+            schema = answer["content"]["application/json"]["schema"]
+            assert schema["$ref"].endswith("/ErrorResponse"), (path, status)
+            codes = schema["properties"]["code"]["enum"]
+            found.setdefault(path, set()).update((int(status), code) for code in codes)
+    return found
+
+
+def test_every_error_code_the_package_raises_is_documented_and_no_other(
+    document: dict[str, Any],
+) -> None:
+    from app.errors import HTTP_CODES
+
+    raised = _raised_codes()
+    assert (400, "invalid_symbol") in raised and (429, "too_many_streams") in raised
+    documented = set().union(*_documented_codes(document).values())
+    assert raised <= documented, raised - documented
+    # The others are what werkzeug and gunicorn answer on their own (app/errors.py).
+    assert documented - raised <= set(HTTP_CODES.items()), documented - raised - raised
+
+
+def _conforms(document: dict[str, Any], path: str, response: TestResponse) -> dict[str, Any]:
+    """``response`` is documented for ``path``: its status, code and required headers."""
+    answer = document["paths"][path]["get"]["responses"][str(response.status_code)]
+    headers = answer["headers"]
+    for name, ref in headers.items():
+        header = document["components"]["headers"][ref["$ref"].rsplit("/", 1)[-1]]
+        if header["required"]:
+            assert name in response.headers, (path, response.status_code, name)
+    body: dict[str, Any] = json.loads(response.data) if response.is_json else {}
+    if response.status_code >= 400:
+        enum = answer["content"]["application/json"]["schema"]["properties"]["code"]["enum"]
+        assert body["code"] in enum, (path, response.status_code, body)
+    return body
+
+
+BAD_BEARER = {"Authorization": "Basic abc"}
+TWO_KEYS = {"X-API-Key": "pbk_" + "A" * 43, "Authorization": "Bearer pbk_" + "B" * 43}
+SOME_KEY = {"X-API-Key": "pbk_" + "C" * 43}  # cannot be checked: no accounts tables here
+PROVOKED: list[tuple[str, str, dict[str, str], tuple[int, str]]] = [
+    ("/api/probboard/latest", "symbol=doge", {}, (400, "invalid_symbol")),
+    ("/api/probboard/latest", "", BAD_BEARER, (401, "malformed_authorization")),
+    ("/api/probboard/latest", "", TWO_KEYS, (401, "conflicting_credentials")),
+    ("/api/probboard/latest", "", SOME_KEY, (503, "auth_unavailable")),
+    ("/api/keys/verify", "", {}, (401, "missing_credentials")),
+    ("/api/keys/verify", "", BAD_BEARER, (401, "malformed_authorization")),
+    ("/api/keys/verify", "", SOME_KEY, (503, "auth_unavailable")),
+    ("/api/probboard/stream", "", {}, (401, "missing_credentials")),
+    ("/api/probboard/stream", "", TWO_KEYS, (401, "conflicting_credentials")),
+    ("/api/probboard/stream", "", SOME_KEY, (503, "auth_unavailable")),
+    ("/api/probboard/calibration", "symbol=eth,btc", {}, (400, "invalid_symbol")),
+    ("/api/probboard/calibration", "", {}, (503, "calibration_unavailable")),
+]
+
+
+@pytest.mark.parametrize(("path", "query", "headers", "expected"), PROVOKED)
+def test_each_error_an_endpoint_answers_is_documented_for_it(
+    two: Flask, path: str, query: str, headers: dict[str, str], expected: tuple[int, str]
+) -> None:
+    client = two.test_client()
+    document = json.loads(client.get("/api/openapi.json").data)
+    response = client.get(path, query_string=query, headers=headers)
+    body = _conforms(document, path, response)
+    assert (response.status_code, body["code"]) == expected
+
+
+def test_405_and_the_metrics_refusal_are_documented(two: Flask) -> None:
+    client = two.test_client()
+    document = json.loads(client.get("/api/openapi.json").data)
+    for path in document["paths"]:
+        response = client.post(path)
+        assert response.status_code == 405, path
+        _conforms(document, path, response)
+    response = client.get("/metrics", environ_base={"REMOTE_ADDR": "192.0.2.7"})
+    assert _conforms(document, "/metrics", response)["code"] == "metrics_forbidden"
+
+
+def test_a_guest_read_and_its_429_carry_the_documented_headers(two: Flask) -> None:
+    client = two.test_client()
+    document = json.loads(client.get("/api/openapi.json").data)
+    latest = "/api/probboard/latest"
+    ok = client.get(latest, query_string="symbol=btc")
+    _conforms(document, latest, ok)
+    answers = document["paths"][latest]["get"]["responses"]
+    for name in ("X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Reset"):
+        assert name in ok.headers and name in answers["200"]["headers"], name
+        assert name in answers["429"]["headers"], name
+    client.get(latest)
+    refused = client.get(latest)
+    assert refused.status_code == 429
+    assert _conforms(document, latest, refused)["code"] == "rate_limited"
+    assert "X-RateLimit-Reset" in refused.headers
+
+
+def test_every_answer_documents_the_request_id(document: dict[str, Any]) -> None:
+    for path, operations in document["paths"].items():
+        for status, answer in operations["get"]["responses"].items():
+            assert "X-Request-ID" in answer["headers"], (path, status)
+
+
+def test_the_stream_documents_last_event_id(document: dict[str, Any]) -> None:
+    parameters = document["paths"]["/api/probboard/stream"]["get"]["parameters"]
+    assert {"name": "Last-Event-ID", "in": "header"}.items() <= parameters[-1].items()
+
+
+def test_the_items_extension_fields_are_documented_and_marked(document: dict[str, Any]) -> None:
+    from app.board.row import LiveDetails
+    from app.refresher.sources.simulated import SimulatedSource
+
+    [simulated] = SimulatedSource(seed=1).rows(1_800_000_100.0)
+    row = dataclasses.replace(simulated, live=LiveDetails(None, None, None, {}, {}))
+    properties = document["components"]["schemas"]["BoardItem"]["properties"]
+    extensions = {name for name, prop in properties.items() if prop.get(EXTENSION)}
+    assert extensions == set(row.as_json()) - INTERFACE_ITEM_FIELDS
+    assert "newestInputMs" in document["components"]["schemas"]["BoardResponse"]["properties"]

@@ -17,6 +17,7 @@ import pytest
 from flask import Flask
 from werkzeug.test import TestResponse
 
+from app.markets import parse_symbols
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
@@ -309,3 +310,119 @@ def test_refused_requests_take_no_slot(limited: Probe) -> None:
     limited.key_for("ursula", "user")
     # HEAD took no slot: the second stream of the key is still allowed.
     first_chunks(limited.stream({"X-API-Key": key}), 1)
+
+
+# -- ?symbol= -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def markets(database_url: str) -> Iterator[Probe]:
+    """An app serving BTC and ETH, whose keys may hold two streams at once."""
+    config = {"DATABASE_URL": database_url, "SYMBOLS": "BTC,ETH", "STREAM_MAX_PER_KEY": "2"}
+    app = create_app({**BASE_CONFIG, **config})
+    handle = Probe(app)
+    source = SimulatedSource(seed=1, markets=parse_symbols("BTC,ETH"))
+    handle.refresher = Refresher(source, services_of(app).bus, 500)
+    yield handle
+    handle.close_all()
+    with app.app_context():
+        from app.extensions import db
+
+        db.session.remove()
+        db.engine.dispose()
+
+
+def symbols_of(boards: list[tuple[int, dict[str, Any]]]) -> list[list[str]]:
+    return [[item["symbol"] for item in board["items"]] for _, board in boards]
+
+
+def test_a_filtered_stream_carries_only_its_rows_in_every_event(markets: Probe) -> None:
+    key = markets.key_for("vic", "vip_pro")
+    first = markets.publish()
+    eth = markets.client.get(f"{STREAM}?symbol=eth", headers={"X-API-Key": key}, buffered=False)
+    markets.open.append(eth)
+    everything = markets.stream({"X-API-Key": key})
+    eth_chunks, all_chunks = chunks(eth), chunks(everything)
+    eth_body, all_body = next(eth_chunks), next(all_chunks)
+    seqs = [first]
+    for _ in range(3):
+        seqs.append(markets.publish())
+        eth_body += next(eth_chunks)
+        all_body += next(all_chunks)
+    filtered, full = board_events(eth_body, "vip_pro"), board_events(all_body, "vip_pro")
+    assert [seq for seq, _ in filtered] == [seq for seq, _ in full] == seqs
+    assert symbols_of(filtered) == [["ETH"]] * 4
+    assert symbols_of(full) == [["BTC", "ETH"]] * 4
+    for (_, one), (_, both) in zip(filtered[1:], full[1:], strict=True):
+        assert one["items"][0] == both["items"][1]  # rendered at the same instant
+        assert one["servedAt"] == both["servedAt"]
+
+
+def test_a_filtered_replay_carries_only_its_rows(markets: Probe) -> None:
+    key = markets.key_for("vic", "vip_pro")
+    seen = markets.publish()
+    missed = [markets.publish() for _ in range(3)]
+    response = markets.client.get(
+        f"{STREAM}?symbol=BTC",
+        headers={"X-API-Key": key, "Last-Event-ID": str(seen)},
+        buffered=False,
+    )
+    markets.open.append(response)
+    replayed = board_events(first_chunks(response, 1), "vip_pro")
+    assert [seq for seq, _ in replayed] == missed
+    assert symbols_of(replayed) == [["BTC"]] * 3
+
+
+def test_a_filter_is_rendered_once_per_board_not_per_client(
+    markets: Probe, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    renderer = services_of(markets.app).renderer
+    filtered: list[tuple[str, ...]] = []
+    render = renderer.render
+
+    def counting(*args: Any) -> str:
+        if len(args) > 3 and args[3] is not None:
+            filtered.append(args[3])
+        return render(*args)
+
+    monkeypatch.setattr(renderer, "render", counting)
+    key = markets.key_for("vic", "vip_pro")
+    other = markets.key_for("val", "vip_pro")
+    markets.publish()
+    opened = [
+        markets.client.get(f"{STREAM}?symbol={value}", headers={"X-API-Key": k}, buffered=False)
+        for value, k in (("eth", key), ("ETH", key), ("eth,eth", other))
+    ]
+    markets.open.extend(opened)
+    streams = [chunks(response) for response in opened]
+    firsts = [next(stream) for stream in streams]  # each first board is rendered for its client
+    assert len(filtered) == 3
+    filtered.clear()
+    markets.publish()
+    events = [next(stream) for stream in streams]
+    assert filtered == [("ETH",)]  # once for the three clients
+    assert events[0] == events[1] == events[2]
+    assert all(symbols_of(board_events(body, "vip_pro")) == [["ETH"]] for body in firsts)
+
+
+@pytest.mark.parametrize("query", ["symbol=", "symbol=doge", "symbol=xrp", "symbol=eth&symbol=btc"])
+def test_a_bad_symbol_is_400_and_takes_no_stream_slot(markets: Probe, query: str) -> None:
+    key = markets.key_for("vic", "vip_pro")
+    markets.publish()
+    for _ in range(3):
+        response = markets.client.get(f"{STREAM}?{query}", headers={"X-API-Key": key})
+        error_of(response, 400, "invalid_symbol")
+        head = markets.client.head(f"{STREAM}?{query}", headers={"X-API-Key": key})
+        assert head.status_code == 400
+    for _ in range(2):  # both slots of the key are still free
+        first_chunks(markets.stream({"X-API-Key": key}), 1)
+
+
+def test_credentials_come_before_the_symbol_on_the_stream(markets: Probe) -> None:
+    error_of(markets.client.get(f"{STREAM}?symbol=doge"), 401, "missing_credentials")
+    user = markets.key_for("ursula", "user")
+    error_of(
+        markets.client.get(f"{STREAM}?symbol=doge", headers={"X-API-Key": user}),
+        403,
+        "vip_pro_required",
+    )

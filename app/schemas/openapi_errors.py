@@ -1,0 +1,89 @@
+"""Which error answers each endpoint gives: status, ``code`` values, and their headers.
+
+The OpenAPI document is built from these tables (``app/schemas/openapi.py``); the tests hold
+them against the codes the package raises (``app/errors.py``, the views, ``app/auth``,
+``app/limits``) and against answers provoked from each endpoint.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from app.errors import HTTP_CODES
+
+
+@dataclass(frozen=True)
+class Status:
+    """One error status as the document describes it."""
+
+    description: str
+    retry: bool = False  # the answer carries Retry-After (and retryAfterMs)
+    challenge: bool = False  # WWW-Authenticate
+    allow: bool = False  # Allow
+    from_gunicorn: bool = False  # may be answered by gunicorn itself, without X-Request-ID
+
+
+STATUSES: dict[int, Status] = {
+    400: Status(
+        "A parameter is not valid (`invalid_symbol`), or the request could not be parsed "
+        "as HTTP (`bad_request`, answered by gunicorn).",
+        from_gunicorn=True,
+    ),
+    401: Status("The credentials presented are missing, malformed or invalid.", challenge=True),
+    403: Status("The caller lacks the entitlement (or the address is not allowed)."),
+    405: Status("A method other than GET, HEAD or OPTIONS; `Allow` lists those.", allow=True),
+    414: Status("The request line is too long (answered by gunicorn).", from_gunicorn=True),
+    429: Status("Over a limit; `Retry-After` gives the seconds to wait.", retry=True),
+    431: Status("The header fields are too large (answered by gunicorn).", from_gunicorn=True),
+    503: Status("A dependency cannot answer right now; retry after `Retry-After`.", retry=True),
+}
+
+# What any request can get, whichever endpoint it names.
+EVERYWHERE: dict[int, tuple[str, ...]] = {
+    400: (HTTP_CODES[400],),
+    405: (HTTP_CODES[405],),
+    414: (HTTP_CODES[414],),
+    431: (HTTP_CODES[431],),
+}
+INVALID_KEY = ("malformed_authorization", "conflicting_credentials", "invalid_key")
+KEY_REQUIRED = ("missing_credentials", *INVALID_KEY)
+RATE_LIMITED = HTTP_CODES[429]  # every limit's code (guests, accounts, failed keys)
+INVALID_SYMBOL = "invalid_symbol"
+
+# Per path: the codes of each status beyond EVERYWHERE's.
+ENDPOINT_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
+    "/api/health": {},
+    "/api/keys/verify": {
+        401: KEY_REQUIRED,
+        429: (RATE_LIMITED,),
+        503: ("auth_unavailable",),
+    },
+    "/api/probboard/latest": {
+        400: (INVALID_SYMBOL,),
+        401: INVALID_KEY,  # no credentials at all is the guest board
+        429: (RATE_LIMITED,),
+        503: ("auth_unavailable",),
+    },
+    "/api/probboard/stream": {
+        400: (INVALID_SYMBOL,),
+        401: KEY_REQUIRED,
+        403: ("vip_pro_required",),
+        429: (RATE_LIMITED, "too_many_streams"),
+        503: ("auth_unavailable", "stream_busy"),
+    },
+    "/api/probboard/calibration": {
+        400: (INVALID_SYMBOL,),
+        503: ("calibration_unavailable",),
+    },
+    "/api/openapi.json": {},
+    "/metrics": {403: ("metrics_forbidden",)},
+    "/": {},
+}
+
+
+def errors_of(path: str) -> dict[int, tuple[str, ...]]:
+    """Every error status ``path`` can answer, with its codes, in status order."""
+    merged = {status: tuple(codes) for status, codes in EVERYWHERE.items()}
+    for status, codes in ENDPOINT_ERRORS[path].items():
+        merged[status] = (*merged.get(status, ()), *codes)
+    return dict(sorted(merged.items()))
