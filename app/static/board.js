@@ -412,6 +412,7 @@
       if (moot()) return;
       if (response.ok) {
         render(body);
+        wait = body.refreshMs; // this board's plan: after a key change, not the last one's
         if (state.refused) notice(refusedText(body), "sticky");
         else notice("");
       } else if (response.status === 401 && sent) {
