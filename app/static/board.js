@@ -6,11 +6,18 @@
   const KEY_STORE = "probboard.apiKey";
   const $ = (id) => document.getElementById(id);
   // cards: one per row of the board, keyed by symbol, in the board's order (see syncCards).
+  // failing: the last request for a board failed (see judged). refused: why the service
+  // refused the key the page had (see refuseKey). keyEpoch: bumped whenever the key changes,
+  // so an answer to a request made with the previous key is ignored.
   const state = { board: null, receivedAt: 0, timer: null, controller: null, mode: "polling",
-                  backoff: 1000, noticeKind: null, recordTimer: null, cards: new Map() };
+                  backoff: 1000, noticeKind: null, recordTimer: null, cards: new Map(),
+                  failing: false, refused: null, keyEpoch: 0 };
   const WINDOW_S = 300;
   const SVG_NS = "http://www.w3.org/2000/svg";
   const LEVEL_TEXT = { ok: "live", warn: "stale", danger: "danger: stale" };
+  // The 401 codes of a key (docs/accounts.md), as the stream's last event may carry them.
+  const KEY_REFUSED = new Set(["invalid_key", "missing_credentials", "malformed_authorization",
+                               "conflicting_credentials"]);
 
   const fmtPct = (v) => (v == null ? "–" : v.toFixed(2) + "%");
   const fmtPrice = (v) => (v == null ? "–" : v.toFixed(2));
@@ -19,11 +26,11 @@
   const gap = (pct, ask) => (pct == null || ask == null ? "–" : ((pct - ask * 100) >= 0 ? "+" : "") + (pct - ask * 100).toFixed(1) + " pts");
   const clock = (secs) => { const s = Math.max(0, Math.floor(secs)); return Math.floor(s / 60) + ":" + String(s % 60).padStart(2, "0"); };
 
-  // kind: "poll" notices clear on the next good poll; "stream" notices (why the stream was
-  // refused or ended) stay until the user changes the key.
+  // kind: "poll" notices clear on the next good poll; "sticky" ones (why the stream was
+  // refused or ended, why the key was refused) stay until the user changes the key.
   function notice(text, kind) {
     const el = $("notice");
-    if (!text && state.noticeKind === "stream" && kind !== "stream") return;
+    if (!text && state.noticeKind === "sticky" && kind !== "sticky") return;
     state.noticeKind = text ? (kind || "poll") : null;
     el.textContent = text || "";
     el.hidden = !text;
@@ -32,6 +39,7 @@
   function render(board) {
     state.board = board;
     state.receivedAt = performance.now();
+    state.failing = false;
     $("plan").textContent = "plan " + (board.planLabel || board.plan);
     $("refresh").textContent = board.refreshMs + " ms";
     $("updated").textContent = board.updatedAt ? board.updatedAt + " UTC" : "no data yet";
@@ -242,7 +250,7 @@
     try {
       const response = await fetch("/api/probboard/calibration", { headers: { Accept: "application/json" }, cache: "no-store" });
       if (!response.ok) {
-        recordNotice("The track record is not available: " + (await errorText(response)));
+        recordNotice("The track record is not available: " + (await problem(response)).text);
         return;
       }
       const doc = await response.json();
@@ -309,32 +317,81 @@
   }
 
   // The server judged the data when it answered; locally, data turns stale only when an
-  // update is overdue (its age beyond the threshold plus one refresh interval).
+  // update is overdue: its age beyond the threshold, plus one refresh interval while polls
+  // succeed (the next one is not due yet). On the stream, or once a request has failed,
+  // nothing is on its way, so there is no such grace: the page never says live on a board
+  // that has stopped.
   function judged(board, serverLevel, age) {
     let level = serverLevel || "danger";
-    const overdue = (limit) => age > limit + (state.mode === "stream" ? 0 : board.refreshMs);
+    const grace = state.mode === "stream" || state.failing ? 0 : board.refreshMs;
+    const overdue = (limit) => age > limit + grace;
     if (age == null || overdue(board.severeStaleThresholdMs)) level = "danger";
     else if (overdue(board.staleThresholdMs) && level === "ok") level = "warn";
     return level;
+  }
+
+  // A request for a board failed: say why, and judge the board shown without grace at
+  // once (the notice and the badge change together).
+  function failed(text, kind) {
+    state.failing = true;
+    notice(text, kind);
+    tick();
   }
 
   function key() {
     return sessionStorage.getItem(KEY_STORE) || "";
   }
 
-  function headers(extra) {
+  // A key as the API shows it (maskedKey, `keys list`): its first 12 and last 4 characters.
+  // Anything shorter is not shown at all.
+  function masked(value) {
+    return value.length > 20 ? value.slice(0, 12) + "..." + value.slice(-4) : "(hidden)";
+  }
+
+  function headers(sent, extra) {
     const h = Object.assign({ Accept: "application/json" }, extra || {});
-    if (key()) h["X-API-Key"] = key();
+    if (sent) h["X-API-Key"] = sent;
     return h;
   }
 
-  async function errorText(response) {
+  // An ErrorResponse's code and message (the status and its text when the body is not one).
+  async function problem(response) {
     try {
       const body = await response.json();
-      return body.error || response.statusText;
+      return { code: body.code || String(response.status), text: body.error || response.statusText };
     } catch (e) {
-      return response.statusText;
+      return { code: String(response.status), text: response.statusText };
     }
+  }
+
+  // The service refused the key (a 401: unknown, revoked, expired, disabled owner...). It
+  // will not be accepted as it is, and every refused request counts toward this address's
+  // failed-key throttle, so the page forgets it (never sends it again) and goes on with the
+  // public board, saying why until another key is entered.
+  function refuseKey(why) {
+    state.refused = { masked: masked(key()), code: why.code, text: why.text };
+    setKey("");
+    state.failing = true;
+    notice(refusedText(null), "sticky");
+    tick();
+    startPolling();
+  }
+
+  function refusedText(board) {
+    const r = state.refused;
+    const every = board ? ", refreshed every " + board.refreshMs / 1000 + " s" : "";
+    return "Your API key " + r.masked + " was not accepted (" + r.code + "): " + r.text +
+      " Showing the public board instead" + every + "; enter another key to try again.";
+  }
+
+  // Keep (or drop) the key and make answers to requests sent with the previous one moot.
+  function setKey(value) {
+    if (value) sessionStorage.setItem(KEY_STORE, value);
+    else sessionStorage.removeItem(KEY_STORE);
+    state.keyEpoch += 1;
+    if (state.controller) state.controller.abort();
+    state.controller = null;
+    $("key-status").textContent = value ? "Key in use: " + masked(value) + "." : "No key: the public board.";
   }
 
   function schedule(fn, ms) {
@@ -344,22 +401,35 @@
 
   async function poll() {
     if (state.mode !== "polling") return;
+    const epoch = state.keyEpoch, sent = key();
+    // The key changed while this request was out: its answer is about a key no longer in
+    // use, and the new key's own requests have been started.
+    const moot = () => epoch !== state.keyEpoch || state.mode !== "polling";
     let wait = state.board ? state.board.refreshMs : 5000;
     try {
-      const response = await fetch("/api/probboard/latest", { headers: headers(), cache: "no-store" });
-      if (response.status === 429) {
+      const response = await fetch("/api/probboard/latest", { headers: headers(sent), cache: "no-store" });
+      const body = response.ok ? await response.json() : await problem(response);
+      if (moot()) return;
+      if (response.ok) {
+        render(body);
+        wait = body.refreshMs; // this board's plan: after a key change, not the last one's
+        if (state.refused) notice(refusedText(body), "sticky");
+        else notice("");
+      } else if (response.status === 401 && sent) {
+        return refuseKey(body);
+      } else if (response.status === 429) {
+        // Not a refusal of the key (its plan's limit, or this address's failed keys): keep
+        // it, wait as told, and meanwhile let the badge say that the board is getting old.
         const seconds = Math.max(1, parseInt(response.headers.get("Retry-After") || "5", 10));
-        notice("Rate limited: waiting " + seconds + " s before the next update.");
+        failed("Rate limited: waiting " + seconds + " s before the next update. The service said: " + body.text);
         wait = seconds * 1000;
-      } else if (!response.ok) {
-        notice("The board is not available: " + (await errorText(response)));
-        wait = Math.max(wait, 5000);
       } else {
-        render(await response.json());
-        notice("");
+        failed("The board is not available: " + body.text);
+        wait = Math.max(wait, 5000);
       }
     } catch (e) {
-      notice("Cannot reach the service; retrying.");
+      if (moot()) return;
+      failed("Cannot reach the service; retrying.");
       wait = Math.max(wait, 5000);
     }
     schedule(poll, wait);
@@ -382,18 +452,20 @@
     let response;
     try {
       response = await fetch("/api/probboard/stream", {
-        headers: headers({ Accept: "text/event-stream" }), signal: controller.signal, cache: "no-store",
+        headers: headers(key(), { Accept: "text/event-stream" }), signal: controller.signal, cache: "no-store",
       });
     } catch (e) {
       if (controller.signal.aborted) return;
       return reconnect("connection failed");
     }
     if (!response.ok) {
-      const why = await errorText(response);
-      notice("Stream refused (" + response.status + "): " + why + " Polling instead.", "stream");
+      const why = await problem(response);
+      if (controller.signal.aborted) return;
+      if (response.status === 401) return refuseKey(why);
+      notice("Stream refused (" + response.status + "): " + why.text + " Polling instead.", "sticky");
       return startPolling("stream refused");
     }
-    notice("", "stream");
+    notice("", "sticky");
     state.backoff = 1000;
     $("mode").textContent = "stream (live)";
     const reader = response.body.getReader();
@@ -421,8 +493,10 @@
           const payload = JSON.parse(data.join("\n"));
           if (event === "board") render(payload);
           else if (event === "error") {
-            notice("Stream ended: " + (payload.error || payload.code) + " Polling instead.", "stream");
             controller.abort();
+            // The key was revoked (or its owner disabled) while streaming.
+            if (KEY_REFUSED.has(payload.code)) return refuseKey({ code: payload.code, text: payload.error });
+            notice("Stream ended: " + (payload.error || payload.code) + " Polling instead.", "sticky");
             return startPolling("stream ended");
           }
         }
@@ -442,11 +516,15 @@
   }
 
   function useKey(value) {
-    notice("", "stream");
-    if (value) sessionStorage.setItem(KEY_STORE, value);
-    else sessionStorage.removeItem(KEY_STORE);
-    if (state.controller) state.controller.abort();
-    state.controller = null;
+    state.refused = null;
+    // A header can carry only visible ASCII: anything else is not a key, and fetch would
+    // throw on it (read as "cannot reach the service") rather than send it.
+    if (value && !/^[\x21-\x7e]+$/.test(value)) {
+      notice("That is not an API key (pbk_ and letters, digits, - or _, no spaces): nothing was sent.", "sticky");
+      return;
+    }
+    notice("", "sticky");
+    setKey(value);
     if (value) startStream();
     else startPolling();
   }
@@ -463,6 +541,7 @@
     $("show-record").addEventListener("click", () => showView(true));
     syncCards([]);
     setInterval(tick, 250);
+    setKey(key());
     if (key()) startStream();
     else startPolling();
   });
