@@ -299,7 +299,8 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         stale_threshold_ms=stale,
         severe_stale_threshold_ms=severe,
         board_source=get("BOARD_SOURCE", "simulated", lambda v, n: _choice(v, n, BOARD_SOURCES)),
-        markets=get("SYMBOLS", DEFAULT_SYMBOLS, _symbols),
+        # Only an unset SYMBOLS means the default: set but empty is refused, not read as BTC.
+        markets=_symbols(env.get("SYMBOLS", DEFAULT_SYMBOLS), "SYMBOLS"),
         simulation_seed=_int(seed_raw, "SIMULATION_SEED") if seed_raw else None,
         embedded_refresher=get("EMBEDDED_REFRESHER", "true", _bool),
         web_concurrency=get("WEB_CONCURRENCY", "2", lambda v, n: _int(v, n, 1, 64)),

@@ -257,6 +257,16 @@ def test_an_unknown_or_repeated_symbol_stops_the_app_naming_symbols(value: str, 
     assert str(caught.value).startswith("SYMBOLS: ") and named in str(caught.value).upper()
 
 
+@pytest.mark.parametrize("value", ["", " ", ",", " , "])
+def test_a_set_but_empty_symbols_is_refused_not_read_as_btc(value: str) -> None:
+    """Only an unset ``SYMBOLS`` means the default: an empty one is an operator's slip."""
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"SYMBOLS": value})
+
+    assert caught.value.variable == "SYMBOLS"
+    assert "expected comma-separated symbols among BTC, ETH, SOL, XRP" in str(caught.value)
+
+
 def test_symbols_choose_the_board_rows_in_order() -> None:
     default = load_settings({})
     assert [m.symbol for m in default.markets] == ["BTC"]
