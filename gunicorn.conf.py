@@ -10,9 +10,14 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from app.config import load_settings
+from app.config import ConfigError, load_settings, report_bad_setting
 
-_settings = load_settings()
+# The master reads this file before any worker loads the app: a bad setting ends gunicorn
+# here, with one line and status 2, instead of its "Failed to read config file" traceback.
+try:
+    _settings = load_settings()
+except ConfigError as error:
+    raise SystemExit(report_bad_setting(error)) from None
 
 # Metrics in prometheus_client's multiprocess mode: each worker writes its values to files in
 # this folder and GET /metrics merges them. Set before any worker imports prometheus_client.

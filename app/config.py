@@ -11,6 +11,7 @@ import ipaddress
 import os
 import re
 import secrets
+import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TypeVar
@@ -34,6 +35,17 @@ class ConfigError(ValueError):
     def __init__(self, variable: str, problem: str) -> None:
         super().__init__(f"{variable}: {problem}")
         self.variable = variable
+
+
+# Every program ends with this status on a bad setting: a usage error, as argparse and click say.
+BAD_SETTING_STATUS = 2
+
+
+def report_bad_setting(error: ConfigError) -> int:
+    """Print the one line an operator needs on stderr (the variable and what it allows, no
+    traceback); the exit status to end with. Every entry point reports through here."""
+    print(f"probboard: {error}", file=sys.stderr, flush=True)
+    return BAD_SETTING_STATUS
 
 
 @dataclass(frozen=True)
@@ -352,3 +364,18 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "REFRESHER_METRICS_PORT", "9101", lambda v, n: _int(v, n, 0, 65535)
         ),
     )
+
+
+def main() -> int:
+    """``python -m app.config``: check the settings in the environment, as every program reads
+    them (``make run`` and ``scripts/serve.sh`` do before starting anything); 0 and silent
+    when they parse, else the one line and 2."""
+    try:
+        load_settings()
+    except ConfigError as error:
+        return report_bad_setting(error)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -6,6 +6,9 @@ cd "$(dirname "$0")/.."
 BIN=${VENV:-.venv}/bin
 : "${REDIS_URL:?set REDIS_URL=redis://host:port/db}"
 
+# A bad setting: its one line and status 2 once, before either program starts.
+"$BIN/python" -m app.config || exit
+
 "$BIN/python" -m app.refresher &
 refresher=$!
 trap 'kill "$refresher" 2>/dev/null || true; wait "$refresher" 2>/dev/null || true' EXIT

@@ -18,7 +18,7 @@ from types import FrameType
 from typing import TYPE_CHECKING
 
 from app.bus import BoardBus, create_bus
-from app.config import ConfigError, Settings, load_settings
+from app.config import ConfigError, Settings, load_settings, report_bad_setting
 from app.logs import configure_logging
 from app.refresher.loop import Refresher
 from app.refresher.sources import create_source
@@ -159,8 +159,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         settings = with_tape(load_settings(), args.record)
     except ConfigError as exc:
-        print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
+        return report_bad_setting(exc)
     configure_logging(settings)
     if args.who_leads:
         return print_leader(settings)

@@ -1,0 +1,131 @@
+"""Starting and stopping as an operator does it (issue 34, point 5), each program a process.
+
+A bad setting: one line on stderr naming the variable and what it allows, exit status 2, no
+traceback, whichever way the service is started. Ctrl-C of ``make run`` (the embedded shape
+and the production shape): every process of the group ends, and nothing prints a traceback.
+The refresher's own stop (SIGTERM, SIGINT, in every state) is in the fault suite
+(``tests/integration/faults/test_refresher_stop.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from harness.processes import BIN, ROOT, free_port, http_get, service_env, wait_until
+from tests.conftest import TEST_PEPPER
+from tests.support.process_group import process_group
+
+BAD = "BTC,DOGE"
+LINE = "probboard: SYMBOLS: unknown symbol 'DOGE' in 'BTC,DOGE' (known: BTC, ETH, SOL, XRP)"
+CTRL_C_BOUND_S = 15.0  # gunicorn's quick stop and make's: generous, the point is "all gone"
+
+
+def operator_env(tmp_path: Path, **settings: str) -> dict[str, str]:
+    """The environment of an operator's shell: no make of ours around (a sub-make would
+    print "Entering directory"), the accounts store and pepper in ``tmp_path``."""
+    env = service_env(
+        DATABASE_URL=f"sqlite:///{tmp_path / 'accounts.sqlite3'}",
+        API_KEY_PEPPER=TEST_PEPPER,
+        PORT=str(free_port()),
+        **settings,
+    )
+    for name in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "MAKE_TERMOUT", "MAKE_TERMERR"):
+        env.pop(name, None)
+    return env
+
+
+ENTRY_POINTS = {
+    "refresher": [str(BIN / "python"), "-m", "app.refresher"],
+    "gunicorn": [str(BIN / "gunicorn"), "-c", "gunicorn.conf.py", "wsgi:app"],
+    "flask run": [str(BIN / "flask"), "--app", "wsgi", "run", "--no-reload"],
+    "flask db upgrade": [str(BIN / "flask"), "--app", "wsgi", "db", "upgrade"],
+    "flask users": [str(BIN / "flask"), "--app", "wsgi", "users", "list"],
+    "flask refresher": [str(BIN / "flask"), "--app", "wsgi", "refresher"],
+    "config check": [str(BIN / "python"), "-m", "app.config"],
+    "serve.sh": ["scripts/serve.sh"],
+}
+
+
+@pytest.mark.parametrize("entry", list(ENTRY_POINTS))
+def test_a_bad_setting_is_one_line_and_status_2(entry: str, tmp_path: Path) -> None:
+    env = operator_env(tmp_path, SYMBOLS=BAD, REDIS_URL="redis://127.0.0.1:1/0")
+
+    done = subprocess.run(
+        ENTRY_POINTS[entry], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+    )
+
+    assert (done.returncode, done.stderr.splitlines(), done.stdout) == (2, [LINE], ""), done
+
+
+@pytest.mark.parametrize("redis_url", ["memory://", "redis://127.0.0.1:1/0"])
+def test_make_run_with_a_bad_setting_prints_one_line(redis_url: str, tmp_path: Path) -> None:
+    """Both shapes of ``make run``: make's own one line carries ours (no traceback, no trailer)."""
+    env = operator_env(tmp_path, SYMBOLS=BAD, REDIS_URL=redis_url)
+
+    done = subprocess.run(
+        ["make", "--no-print-directory", "run"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+    lines = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 2, done
+    assert len(lines) == 1 and LINE in lines[0], lines
+
+
+@pytest.mark.parametrize("value", ["", " "])
+def test_an_empty_symbols_is_refused_by_the_programs(value: str, tmp_path: Path) -> None:
+    env = operator_env(tmp_path, SYMBOLS=value)
+
+    done = subprocess.run(
+        ENTRY_POINTS["config check"], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+
+    assert done.returncode == 2, done
+    assert done.stderr.startswith("probboard: SYMBOLS: expected comma-separated symbols"), done
+
+
+def _board_has_rows(base: str) -> bool:
+    status, _, body = http_get(base + "/api/probboard/latest", timeout=2)
+    return status == 200 and bool(json.loads(body)["items"])
+
+
+def _serving(base: str) -> bool:
+    try:
+        return _board_has_rows(base)
+    except OSError:
+        return False
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize("shape", ["embedded", "production"])
+def test_ctrl_c_of_make_run_ends_every_process_without_a_traceback(
+    shape: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Ctrl-C (SIGINT to the whole process group, as a terminal sends it) of ``make run``:
+    flask run with its refresher thread, or serve.sh's refresher and gunicorn's master and
+    two workers, all end; nothing after the signal is a traceback."""
+    redis_url = "memory://"
+    if shape == "production":
+        redis_url = request.getfixturevalue("fresh_redis").url
+    env = operator_env(tmp_path, REDIS_URL=redis_url)
+    base = f"http://127.0.0.1:{env['PORT']}"
+
+    with process_group(["make", "run"], env, tmp_path / "make-run.log") as group:
+        # A board with rows: the refresher runs (embedded: started by this first request).
+        assert wait_until(lambda: _serving(base), timeout=90), group.output()
+        running = len(group.members())
+        assert running >= (5 if shape == "production" else 2), group.output()
+
+        group.interrupt()
+
+        assert group.wait_all_gone(CTRL_C_BOUND_S) is not None, (group.members(), group.output())
+        after = group.output_after_signal()
+        assert "Traceback" not in after and "Exception ignored" not in after, after
