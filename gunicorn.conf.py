@@ -88,9 +88,15 @@ def post_worker_init(worker: Any) -> None:
 
 def worker_exit(server: Any, worker: Any) -> None:
     """Before a worker goes: write what it coalesced (key uses)."""
+    import gc
+
     from app.services import stop_worker
 
     stop_worker(worker.wsgi)
+    # Undo post_worker_init's gc.freeze(): frozen objects are left to the interpreter's
+    # last teardown, after gevent's modules are gone, and a logging handler freed there
+    # prints "Exception ignored ... TypeError" at every stop (gevent/gevent#2148's symptom).
+    gc.unfreeze()
 
 
 # gunicorn 24+ opens a control socket at a fixed path by default; two services on one

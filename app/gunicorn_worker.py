@@ -28,7 +28,18 @@ def write_json_error(sock: socket.socket, status: int, reason: str, message: str
 class JsonErrorGeventWorker(GeventWorker):  # type: ignore[misc]  # gunicorn is untyped
     """gunicorn's gevent worker, answering its own errors with ErrorResponse JSON."""
 
+    _quitting = False
+
     def init_process(self) -> Any:
         """Swap the error writer in this worker process, then run as gunicorn does."""
         util.write_error = write_json_error
         return super().init_process()
+
+    def handle_quit(self, sig: int, frame: Any) -> None:
+        """Quit once. Ctrl-C reaches a worker twice (the terminal's SIGINT to the group, then
+        the master's SIGQUIT): the second exit would be thrown into the first one's exit
+        hooks (``worker_exit``: streams' goodbyes, key uses) and cut them short."""
+        if self._quitting:
+            return
+        self._quitting = True
+        super().handle_quit(sig, frame)
