@@ -9,12 +9,9 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from pathlib import Path
-from types import FrameType
 from typing import TYPE_CHECKING
 
 from app.bus import BoardBus, create_bus
@@ -22,6 +19,7 @@ from app.config import ConfigError, Settings, load_settings, report_bad_setting
 from app.logs import configure_logging
 from app.refresher.loop import Refresher
 from app.refresher.sources import create_source
+from app.refresher.stopping import Stopping
 
 if TYPE_CHECKING:
     from app.calibration.recorder import Recorder
@@ -99,7 +97,14 @@ def _close(source: object) -> None:
 
 
 def serve(settings: Settings) -> int:
-    """Publish a board every tick until SIGTERM or SIGINT; 2 when the bus is ``memory://``."""
+    """Publish a board every tick until SIGTERM or SIGINT; 2 when the bus is ``memory://``.
+
+    The signals are taken over first, so a stop asked for while starting is a clean stop
+    too; closing after the loop gets what is left of ``STOP_WITHIN_S`` (``stopping.py``).
+    """
+    stopping = Stopping()
+    stopping.install()
+    stop = stopping.event
     bus = create_bus(settings)
     if bus.embedded:
         print(
@@ -115,23 +120,16 @@ def serve(settings: Settings) -> int:
     lease = Leadership(settings.redis_url, settings.leader_lease_ms)
     lease.on_elected = refresher.follow_seq
     refresher.lease = lease
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
     from app.metrics.refresher import serve as serve_metrics
 
     serve_metrics(settings.refresher_metrics_port, settings.refresher_metrics_host)
     lease_thread = lease.start_background(stop)
     refresher.run(stop)
-    lease_thread.join(timeout=5)
-    lease.close()  # a clean stop hands the lease over at once
+    lease_thread.join(timeout=stopping.left())
+    lease.close()  # a clean stop hands the lease over at once (one call, its own timeout)
     _close(refresher.source)
     if recorder is not None:
-        recorder.close()
+        recorder.close(timeout=stopping.left())
     bus.close()
     return 0
 
