@@ -20,6 +20,8 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 from redis.sentinel import Sentinel, SentinelConnectionPool
 
 from app.metrics.common import REDIS_ERRORS, REDIS_FALLBACK, component_label
@@ -69,7 +71,14 @@ def _sentinel_pool(url: str, timeout_s: float, size: int) -> BoundedSentinelPool
     timeouts.update(dict(target.timeouts))
     sentinels = Sentinel(  # type: ignore[no-untyped-call]
         list(target.sentinels),
-        sentinel_kwargs={**timeouts, "password": target.sentinel_password},
+        # Each sentinel asked once per lookup (discovery goes on to the next one): redis-py's
+        # default for a client of its own is 3 retries with up to 10 s of backoff, which held
+        # a lookup, the publish waiting on it and a stop for many times the timeout.
+        sentinel_kwargs={
+            **timeouts,
+            "password": target.sentinel_password,
+            "retry": Retry(NoBackoff(), 0),
+        },
     )
     return BoundedSentinelPool(  # type: ignore[no-untyped-call]
         target.service,

@@ -4,9 +4,11 @@ in every state, without a traceback.
 ``python -m app.refresher`` runs as its own process group (as from a terminal: SIGINT at its
 default) and is signalled in each state: while it starts, while it publishes, while Redis
 refuses, while Redis accepts and then answers nothing (a paused proxy: the hang that once
-held the refresher for 10 minutes), while Redis stalls mid-publish, and while the live source
-cannot reach its upstream (refused, or accepted and stalled; recording a tape too, whose
-close waits for the sockets). The 5 s bound is the behaviour under test; nothing else is timed.
+held the refresher for 10 minutes), while Redis stalls mid-publish, while the Redis Sentinels
+it asks for the primary stall, and while the live source cannot reach its upstream (refused,
+or accepted and stalled; recording a tape too, whose close waits for the sockets). The 5 s
+bound is the behaviour under test; nothing else is timed. A clean stop exits 0: the
+watchdog's exit (status 1) fails these tests.
 """
 
 from __future__ import annotations
@@ -93,6 +95,13 @@ STATES = {
     ),
     "redis stalled mid-publish": State(
         _redis_through_proxy, "leading: this refresher", _stall_redis
+    ),
+    # The sentinels accept and answer nothing: every new connection asks them for the primary.
+    "sentinel stalled": State(
+        lambda w: {
+            "REDIS_URL": f"redis+sentinel://127.0.0.1:{w.proxy(w.redis.port, True).port}/main/0"
+        },
+        "refresher started",
     ),
     "upstream refusing": State(
         lambda w: {"REDIS_URL": w.redis.url, **_upstreams(free_port())}, "Connection refused"
