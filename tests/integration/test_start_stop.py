@@ -129,3 +129,20 @@ def test_ctrl_c_of_make_run_ends_every_process_without_a_traceback(
         assert group.wait_all_gone(CTRL_C_BOUND_S) is not None, (group.members(), group.output())
         after = group.output_after_signal()
         assert "Traceback" not in after and "Exception ignored" not in after, after
+
+
+def test_gunicorn_without_its_config_file_stops_at_once(tmp_path: Path) -> None:
+    """gunicorn run with another config file (so no check in the master): the first worker
+    reports the line and gunicorn stops ("App failed to load"), instead of booting workers
+    that exit, one after the other, for ever."""
+    env = operator_env(tmp_path, SYMBOLS=BAD)
+    plain = tmp_path / "plain.conf.py"
+    plain.write_text("control_socket_disable = True\n")
+    argv = [str(BIN / "gunicorn"), "-c", str(plain), "-b", f"127.0.0.1:{env['PORT']}", "wsgi:app"]
+
+    with process_group(argv, env, tmp_path / "gunicorn.log") as group:
+        group.popen.wait(60)
+
+        output = group.output()
+        assert group.returncode not in (None, 0), output
+        assert output.count(LINE) == 1 and "Traceback" not in output, output
