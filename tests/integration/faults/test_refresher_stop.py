@@ -3,12 +3,11 @@ in every state, without a traceback.
 
 ``python -m app.refresher`` runs as its own process group (as from a terminal: SIGINT at its
 default) and is signalled in each state: while it starts, while it publishes, while Redis
-refuses, while Redis accepts and then answers nothing (a paused proxy: the hang that once
-held the refresher for 10 minutes), while Redis stalls mid-publish, while the Redis Sentinels
-it asks for the primary stall, and while the live source cannot reach its upstream (refused,
-or accepted and stalled; recording a tape too, whose close waits for the sockets). The 5 s
-bound is the behaviour under test; nothing else is timed. A clean stop exits 0: the
-watchdog's exit (status 1) fails these tests.
+refuses, while Redis accepts and then answers nothing (a paused proxy), while Redis stalls
+mid-publish, while the Redis Sentinels it asks for the primary stall, and while the live source
+cannot reach its upstream (refused, or accepted and stalled; recording a tape too, whose close
+waits for the sockets). The 5 s bound is the behaviour under test; nothing else is timed. A
+clean stop exits 0: the watchdog's exit (status 1) fails these tests.
 """
 
 from __future__ import annotations
