@@ -296,6 +296,37 @@ def test_preflights_never_count_as_failed_keys(key_app: Flask) -> None:
     assert "Retry-After" in exposed(blocked)
 
 
+def key_of(app: Flask, name: str, plan: str) -> str:
+    """A key of a new account on ``plan`` (keys are made on vip_pro), with the operator CLI."""
+    runner = app.test_cli_runner()
+
+    def cli(*args: str) -> str:
+        result = runner.invoke(args=list(args))
+        assert result.exit_code == 0, (args, result.output)
+        return str(result.stdout)
+
+    cli("users", "create", name, "--plan", "vip_pro")
+    key = cli("keys", "create", name).splitlines()[-1]
+    if plan != "vip_pro":
+        cli("users", "set-plan", name, plan)
+    return key
+
+
+def test_a_page_may_open_the_stream_with_a_key_and_read_its_refusals(key_app: Flask) -> None:
+    client = key_app.test_client()
+    vip, user = key_of(key_app, "vic", "vip_pro"), key_of(key_app, "ursula", "user")
+
+    # HEAD: the stream's own headers, without holding a stream open in the test.
+    opened = client.head(STREAM, headers={"Origin": SITE, "X-API-Key": vip})
+    assert opened.status_code == 200
+    assert opened.mimetype == "text/event-stream"
+    assert opened.headers[ALLOW_ORIGIN] == "*"
+    refused = client.get(STREAM, headers={"Origin": SITE, "X-API-Key": user})
+    assert refused.status_code == 403
+    assert validated("error", refused.get_data())["code"] == "vip_pro_required"
+    assert refused.headers[ALLOW_ORIGIN] == "*"
+
+
 # -- a list of origins --------------------------------------------------------------------------
 
 
