@@ -10,16 +10,7 @@ from __future__ import annotations
 from harness.processes import RedisServer, Service
 from tests.conftest import TEST_PEPPER
 from tests.support.contract import validated
-
-LATEST = "/api/probboard/latest"
-SITE = "https://example.org"
-EXPOSED = {
-    "X-RateLimit-Limit",
-    "X-RateLimit-Remaining",
-    "X-RateLimit-Reset",
-    "Retry-After",
-    "X-Request-ID",
-}
+from tests.unit.test_cors import EXPOSED, LATEST, SITE
 
 
 def test_a_preflight_is_204_with_the_cors_headers_and_reads_are_readable(
