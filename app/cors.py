@@ -6,8 +6,8 @@ What a page on another origin may do (``CORS_ORIGINS``: ``*``, the default, or a
   ``EXPOSED`` (the rate-limit headers, ``Retry-After``, ``X-Request-ID``);
 - send the key headers (``ALLOWED_HEADERS``) with GET or HEAD, after a preflight that is
   answered 204 and cached for ``MAX_AGE_S``;
-- never send credentials: no ``Access-Control-Allow-Credentials``, so a browser never sends
-  the session cookie cross-origin nor lets a page read an answer made with it. A page holds
+- never use the visitor's credentials: no ``Access-Control-Allow-Credentials``, so a browser
+  never lets a page read an answer made with the ``probboard_session`` cookie. A page holds
   a key and sends it in a header.
 
 Only requests that carry ``Origin`` get CORS headers, so every other answer stays as it was.
