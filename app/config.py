@@ -97,6 +97,7 @@ class Settings:
     metrics_allow: tuple[str, ...] = ("127.0.0.1/32", "::1/128")  # who may read /metrics
     refresher_metrics_host: str = "127.0.0.1"
     refresher_metrics_port: int = 9101  # the refresher's own /metrics (0: off)
+    cors_origins: tuple[str, ...] = ("*",)  # origins whose pages may read /api/* (app.cors)
 
     @property
     def uses_redis(self) -> bool:
@@ -215,6 +216,36 @@ def _networks(value: str, variable: str) -> tuple[str, ...]:
             ipaddress.ip_network(part, strict=False)
         except ValueError:
             raise ConfigError(variable, f"not an address or network: {part!r}") from None
+    return tuple(parts)
+
+
+_ORIGIN = re.compile(r"https?://(?:[a-z0-9-]+(?:\.[a-z0-9-]+)*|\[[0-9a-f:.]+\])(?::([0-9]{1,5}))?")
+_DEFAULT_PORTS = {"http": 80, "https": 443}
+
+
+def _origins(value: str, variable: str) -> tuple[str, ...]:
+    """``*``, or comma-separated origins ``scheme://host[:port]`` as browsers send them."""
+    parts = [part.strip().lower() for part in value.split(",") if part.strip()]
+    if parts == ["*"]:
+        return ("*",)
+    if not parts or "*" in parts:
+        raise ConfigError(variable, f"expected * alone or a list of origins, got {value!r}")
+    for part in parts:
+        found = _ORIGIN.fullmatch(part)
+        if found is None:
+            raise ConfigError(
+                variable,
+                f"expected * or comma-separated origins scheme://host[:port] (no path), "
+                f"got {part!r}",
+            )
+        port = found[1]
+        # A browser leaves a default port out of Origin: a listed one would never match.
+        if port is not None and not 0 < int(port) <= 65535:
+            raise ConfigError(variable, f"bad port in {part!r}")
+        if port is not None and int(port) == _DEFAULT_PORTS[part.partition(":")[0]]:
+            raise ConfigError(variable, f"leave the default port out of {part!r}")
+    if len(set(parts)) != len(parts):
+        raise ConfigError(variable, f"an origin is listed twice in {value!r}")
     return tuple(parts)
 
 
@@ -363,6 +394,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         refresher_metrics_port=get(
             "REFRESHER_METRICS_PORT", "9101", lambda v, n: _int(v, n, 0, 65535)
         ),
+        cors_origins=get("CORS_ORIGINS", "*", _origins),
     )
 
 

@@ -12,7 +12,18 @@ from collections.abc import Mapping
 
 from flask import Flask
 
-from app import api, auth, commands, embedded_refresher, errors, limits, logs, request_ids, stream
+from app import (
+    api,
+    auth,
+    commands,
+    cors,
+    embedded_refresher,
+    errors,
+    limits,
+    logs,
+    request_ids,
+    stream,
+)
 from app.board.render import BoardRenderer
 from app.board.timefmt import now_ms
 from app.bus import create_bus
@@ -39,10 +50,13 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     app.config.update(SECRET_KEY=settings.secret_key, MAX_CONTENT_LENGTH=64 * 1024)
     lifecycle = Lifecycle()
 
-    # Every request: an id (assigned on first use), errors as ErrorResponse JSON.
+    # Every request: an id (assigned on first use), errors as ErrorResponse JSON, CORS
+    # headers on /api/ answers to other origins. Flask runs after_request hooks last
+    # registered first, so registered here CORS's run after every other's, on the final answer.
     logs.configure_logging(settings)
     request_ids.init_app(app)
     errors.init_app(app)
+    cors.init_app(app, settings)  # CORS_ORIGINS
     # The services, in the order they depend on each other.
     db_guard = init_db(app, settings)
     bus = create_bus(settings)

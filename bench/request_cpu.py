@@ -59,8 +59,11 @@ def _caller(app: Flask, path: str) -> Callable[[], str]:
     base = EnvironBuilder(path=path, environ_base={"REMOTE_ADDR": "127.0.0.1"}).get_environ()
     status: list[str] = [""]
 
-    def start_response(line: str, headers: object, exc_info: object = None) -> None:
+    def start_response(
+        line: str, headers: list[tuple[str, str]], exc_info: object = None
+    ) -> Callable[[bytes], object]:
         status[0] = line
+        return lambda data: None
 
     def call() -> str:
         environ = dict(base)
