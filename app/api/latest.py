@@ -3,8 +3,10 @@
 One pipeline, in this order, every step in the view: refuse a blocked address → identify
 (a 401 to a presented key counts as a failed attempt) → read ``?symbol=`` (a 400
 ``invalid_symbol`` costs no rate-limit slot) → guest: the guest limit | account: its plan's
-limit → render (only the rows asked for, when filtered) → headers. No Flask hook runs for
-it (the request id is settled in the WSGI layer).
+limit (flask-limiter's check, for guests) → render (only the rows asked for, when filtered)
+→ headers. Of the app-wide Flask hooks, flask-limiter's find no limit outside the guest step
+and CORS's acts only on requests with ``Origin`` (the request id is settled in the WSGI
+layer).
 """
 
 from __future__ import annotations
