@@ -21,8 +21,9 @@ $(BIN)/activate: setup.cfg setup.py requirements.lock
 ## run: the service on http://$(HOST):$(PORT) (embedded; set REDIS_URL=redis://... for the production shape)
 # A bad setting stops make itself with the one line the check printed (make's $(error): one
 # line, status 2), not a failing recipe followed by make's own "Error 2" trailer. The recipe
-# is expanded once the venv exists, before its first line runs.
-run_config_error = $(shell HOST='$(HOST)' PORT='$(PORT)' REDIS_URL='$(REDIS_URL)' $(BIN)/python -m app.config 2>&1)
+# is expanded once the venv exists, before its first line runs. Only a failing check's output
+# counts (a warning printed by a good configuration does not stop make).
+run_config_error = $(shell out=$$(HOST='$(HOST)' PORT='$(PORT)' REDIS_URL='$(REDIS_URL)' $(BIN)/python -m app.config 2>&1) || printf '%s' "$$out")
 run: $(BIN)/activate
 	$(if $(run_config_error),$(error $(run_config_error)))
 	@if [[ "$(REDIS_URL)" == memory://* ]]; then \
