@@ -51,7 +51,10 @@ EXPOSED = (
     "X-Request-ID",
 )
 MAX_AGE_S = 600  # a browser asks again after 10 minutes, so a changed CORS_ORIGINS arrives
+_ALLOW_ORIGIN = "Access-Control-Allow-Origin"
 _ALLOW_METHODS = "Access-Control-Allow-Methods"
+_ALLOW_HEADERS = "Access-Control-Allow-Headers"
+_MAX_AGE = "Access-Control-Max-Age"
 
 
 def _origin_patterns(origins: tuple[str, ...]) -> list[str | re.Pattern[str]]:
@@ -88,6 +91,8 @@ def init_app(app: Flask, settings: Settings) -> None:
     flask_cors_hooks = cast(
         "tuple[Callable[[Response], Response], ...]", tuple(holder.after_request_funcs[None])
     )
+    if not flask_cors_hooks:  # flask-cors no longer hooks a blueprint so: say it, never skip
+        raise RuntimeError("flask-cors registered no after_request hook on its blueprint")
     listed = settings.cors_origins != ("*",)
 
     def cors(response: Response) -> Response:
@@ -101,15 +106,21 @@ def init_app(app: Flask, settings: Settings) -> None:
             return response  # not a cross-origin request: nothing to add
         for hook in flask_cors_hooks:
             response = hook(response)
-        # A granted preflight has no body: 204, not Flask's automatic 200. A plain OPTIONS
+        # An OPTIONS from an allowed origin is answered as a preflight: 204 (no body, not
+        # Flask's automatic 200) with what may be sent, even when it names no
+        # Access-Control-Request-Method (curl -X OPTIONS -H 'Origin: …' expects the same
+        # answer; flask-cors adds the methods and headers only when asked). A plain OPTIONS
         # (no Origin, or an origin not allowed) keeps today's 200 and Allow.
-        if (
-            request.method == "OPTIONS"
-            and response.status_code == 200
-            and _ALLOW_METHODS in response.headers
-        ):
+        granted = _ALLOW_METHODS in response.headers or (
+            "HTTP_ACCESS_CONTROL_REQUEST_METHOD" not in environ
+            and _ALLOW_ORIGIN in response.headers
+        )
+        if request.method == "OPTIONS" and response.status_code == 200 and granted:
             response.status_code = 204
             response.headers.pop("Content-Type", None)  # nothing to type
+            response.headers.setdefault(_ALLOW_METHODS, ", ".join(METHODS))
+            response.headers.setdefault(_ALLOW_HEADERS, ", ".join(ALLOWED_HEADERS))
+            response.headers.setdefault(_MAX_AGE, str(MAX_AGE_S))
         return response
 
     app.after_request(cors)

@@ -1,8 +1,8 @@
 """CORS for real: gunicorn with two gevent workers on Redis and PostgreSQL, as in production.
 
-The issue's check, as a browser (or ``curl -H 'Origin: https://example.org' -X OPTIONS``)
-sends it: a preflight of ``/api/probboard/latest`` is answered 204 with the CORS headers,
-and the reads that follow, their 429 included, are readable by the page.
+The issue's check: a preflight of ``/api/probboard/latest`` as a browser sends it, and the
+issue's ``curl -H 'Origin: https://example.org' -X OPTIONS`` (an Origin alone), are answered
+204 with the CORS headers; the reads that follow, their 429 included, are readable by the page.
 """
 
 from __future__ import annotations
@@ -43,6 +43,12 @@ def test_a_preflight_is_204_with_the_cors_headers_and_reads_are_readable(
         assert headers["Access-Control-Allow-Headers"] == "authorization, x-api-key"
         assert headers["Access-Control-Max-Age"] == "600"
         assert "Access-Control-Allow-Credentials" not in headers
+
+    # The issue's curl: an Origin alone is answered as a preflight.
+    status, headers, body = service.get(LATEST, {"Origin": "https://example.org"}, method="OPTIONS")
+    assert (status, body) == (204, b"")
+    assert headers["Access-Control-Allow-Origin"] == "*"
+    assert "Access-Control-Allow-Methods" in headers, headers
 
     # A plain OPTIONS keeps Flask's answer, and gets no CORS headers.
     status, headers, _ = service.get(LATEST, method="OPTIONS")

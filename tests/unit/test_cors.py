@@ -175,6 +175,23 @@ def test_a_preflight_of_the_stream_allows_last_event_id(open_app: Flask) -> None
     assert response.headers["Access-Control-Allow-Headers"] == "last-event-id, x-api-key"
 
 
+def test_an_options_with_only_an_origin_is_answered_as_a_preflight(open_app: Flask) -> None:
+    """The issue's check: curl -H 'Origin: https://example.org' -X OPTIONS .../latest."""
+    response = open_app.test_client().options(LATEST, headers={"Origin": SITE})
+
+    assert response.status_code == 204, response.get_data()
+    assert response.get_data() == b""
+    assert response.headers[ALLOW_ORIGIN] == "*"
+    methods = {m.strip() for m in response.headers["Access-Control-Allow-Methods"].split(",")}
+    assert methods == {"GET", "HEAD", "OPTIONS"}
+    allowed = {
+        h.strip().lower() for h in response.headers["Access-Control-Allow-Headers"].split(",")
+    }
+    assert {"authorization", "x-api-key", "last-event-id", "x-request-id"} <= allowed
+    assert exposed(response) == EXPOSED
+    assert "Access-Control-Allow-Credentials" not in response.headers
+
+
 def test_a_preflight_for_a_method_that_is_not_read_is_not_granted(open_app: Flask) -> None:
     response = open_app.test_client().options(
         LATEST, headers={"Origin": SITE, "Access-Control-Request-Method": "DELETE"}
