@@ -57,6 +57,6 @@ def requested_market(served: tuple[Market, ...], request: Request) -> Market:
     names = _names(served, request)
     if names is None:
         return served[0]
-    if len(names) != 1:
+    if len(set(names)) != 1:  # a name given twice counts once, as on /latest
         raise _invalid(served, "one")
     return next(m for m in served if m.symbol == names[0])
