@@ -232,15 +232,55 @@ def test_a_price_to_beat_that_is_no_price_is_none(raw: str) -> None:
 
 
 def test_a_price_point_stamped_long_ago_is_old_news() -> None:
-    # Received now, but describing the price 20 s ago: its age is at least 10 s past its stamp.
+    # Received now, but describing the price 21 s ago: its information is 21 s old, less at
+    # most the 2 s a healthy Chainlink feed takes to arrive (issue 35: never 10 s).
     feed = _feed(T0 + 80.0)
     _history(feed, range(0, 60))
     spot = feed.series[SPOT_KEY]
     assert spot.received_at == T0 + 80.0  # received on our clock
     assert spot.latest() == ((T0 + 59) * 1000, BTC + 59 % 3)
-    from app.refresher.sources.polymarket.source import MAX_LAG_MS, PolymarketSource
+    assert spot.information_ms() == (T0 + 59) * 1000 + 2_000
 
-    assert PolymarketSource._price_ms(spot) == (T0 + 59) * 1000 + MAX_LAG_MS
+
+def _steady_feed(lag_s: float, seconds: int = 40) -> RtdsFeed:
+    """A spot point a second, each stamped ``lag_s`` before it arrives."""
+    clock = _Clock(T0 + lag_s)
+    feed = RtdsFeed("ws://127.0.0.1:9", threading.Event(), clock=clock)  # never started
+    _history(feed, range(0, 1))
+    for t in range(1, seconds):
+        clock.t = T0 + t + lag_s
+        feed.handle(FakeRtds.update(SPOT_TOPIC, (T0 + t) * 1000, Decimal(str(BTC + t % 3))))
+    return feed
+
+
+def test_a_feed_steadily_9_s_late_is_as_old_as_its_information() -> None:
+    # Issue 35's first row: stamped and sent 9 s late, steadily. Each point arrives "fresh",
+    # but the price it carries is 9 s old: at receipt the row's price is 7 s old at least (the
+    # 2 s of a healthy feed's lag forgiven), past the 3 s stale threshold.
+    feed = _steady_feed(9.0)
+    spot = feed.series[SPOT_KEY]
+    newest_stamp = (T0 + 39) * 1000
+    received_ms = int(spot.received_at * 1000)
+    assert received_ms == newest_stamp + 9_000
+    information = spot.information_ms()
+    assert information is not None
+    assert received_ms - information >= 7_000
+
+
+@pytest.mark.parametrize("lag_s", [0.0, 1.5])
+def test_a_healthy_feeds_lag_is_allowed_for(lag_s: float) -> None:
+    # Real Chainlink points arrive 1.3-1.6 s after their stamp: at receipt the price is fresh.
+    feed = _steady_feed(lag_s)
+    spot = feed.series[SPOT_KEY]
+    assert spot.information_ms() == int(spot.received_at * 1000)
+
+
+def test_a_point_stamped_ahead_is_no_fresher_than_its_receipt() -> None:
+    feed = _feed(T0 + 60.0)
+    _history(feed, range(0, 60))
+    feed.handle(FakeRtds.update(SPOT_TOPIC, (T0 + 61) * 1000, Decimal(str(BTC))))  # 1 s ahead
+    spot = feed.series[SPOT_KEY]
+    assert spot.information_ms() == (T0 + 60) * 1000
 
 
 def test_a_twap_report_is_judged_by_the_spot_until_it_has_points() -> None:

@@ -24,6 +24,7 @@ believed yet waits for ``CONFIRM_POINTS`` points that agree.
 from __future__ import annotations
 
 import bisect
+import collections
 import json
 import math
 import threading
@@ -57,6 +58,12 @@ MAX_POINTS = 20_000
 # A point stamped further ahead of our clock is not believed: real Chainlink points arrive
 # 1.3-1.6 s AFTER their stamp, never before; 2 s allows for our clock's own error.
 MAX_SKEW_MS = 2_000
+# A price's age counts from its own stamp plus the feed's normal arrival lag, measured live
+# (the median of the last LAG_SAMPLES newest points' lags) but never more than this: real
+# Chainlink points arrive 1.3-1.6 s after their stamp, p95 about 2 s. A feed later than this
+# is as old as its information: a steady 9 s lag makes the row stale at the stale threshold.
+MAX_NORMAL_LAG_MS = 2_000
+LAG_SAMPLES = 31
 # The largest move believed between two points dt seconds apart, in log terms:
 # JUMP_BASE + JUMP_PER_ROOT_S * sqrt(dt). Set from BTC's real 1 s data (docs/reliability.md):
 # about 3x its largest real second (34 bp), far below a stray price.
@@ -127,9 +134,10 @@ class PriceSeries:
         # Another series of the same asset (a TWAP's: the spot) that judges this one's points
         # while it has nothing believed of its own.
         self._anchor = anchor
-        # When (on ``clock``) the NEWEST point was received (-inf: none yet): a row's age
-        # comes from it, never from the point's own stamp.
+        # When (on ``clock``) the NEWEST point was received (-inf: none yet), and how late
+        # the recent newest points arrived after their stamps (ms): the feed's normal lag.
         self.received_at = -math.inf
+        self._lags_ms: collections.deque[int] = collections.deque(maxlen=LAG_SAMPLES)
         # Points not believed yet: a suspect run, or the first points of an empty series.
         self._run: list[tuple[int, float]] = []
         self._version = 0
@@ -246,11 +254,27 @@ class PriceSeries:
         self._values.insert(i, value)
         if newest:
             self.received_at = self._clock()
+            self._lags_ms.append(int(self.received_at * 1000) - ts_ms)
         self._version += 1
         cut = bisect.bisect_left(self._times, self._times[-1] - self._history_ms)
         cut = max(cut, len(self._times) - MAX_POINTS)
         if cut:
             del self._times[:cut], self._values[:cut]
+
+    def information_ms(self) -> int | None:
+        """When the newest point's information was true, for its age: its own stamp plus the
+        feed's normal arrival lag (the median of the recent newest points' lags, at most
+        ``MAX_NORMAL_LAG_MS``), never later than its receipt on our clock (a stamp from the
+        future cannot keep a row fresh). None before the first point.
+
+        A feed that stamps and sends its points 9 s late is 9 s old however freshly each point
+        arrives: only the lag a healthy feed shows is forgiven."""
+        with self._lock:
+            if not self._times:
+                return None
+            lags = sorted(self._lags_ms)
+            normal = min(max(0, lags[len(lags) // 2]), MAX_NORMAL_LAG_MS) if lags else 0
+            return min(int(self.received_at * 1000), self._times[-1] + normal)
 
     def latest(self) -> tuple[int, float] | None:
         """The newest (ts_ms, value)."""

@@ -70,9 +70,6 @@ MAX_GAP_MS = 3000  # consecutive Chainlink points (about 1 Hz) further apart: a 
 SPOT_MEAN = "mean"
 CLOSE_WAIT_S = 2.0  # closing a recording source: how long the sockets may take to close
 RESOLUTION_WAIT_S = 600  # a finished window's tokens stay watched this long at most
-# A price point describes the price at its own stamp: one stamped longer ago than this is old
-# news whenever it arrived (real Chainlink arrives 1.3-1.6 s late, p95 about 2 s).
-MAX_LAG_MS = 10_000
 # A price to beat from outside the settlement stream (the site, Gamma) must be within
 # PTB_BASE + PTB_PER_ROOT_S * sqrt(dt) of the believed spot nearest T0 (dt s away): a few bp
 # plus about 5 sigma of BTC's 1 s moves per root second. The settlement stream's own values
@@ -561,15 +558,6 @@ class PolymarketSource:
         up, down = percentages(p_up)
         return up, down, sigma, scale, p_up
 
-    @staticmethod
-    def _price_ms(spot: PriceSeries) -> int:
-        """When the price was true, for its age: when its newest point was RECEIVED (on our
-        clock: a stamp from the future cannot keep a row fresh), and never later than its
-        own stamp plus ``MAX_LAG_MS`` (a point describing the price long ago is old news)."""
-        latest = spot.latest()
-        received_ms = int(spot.received_at * 1000)
-        return received_ms if latest is None else min(received_ms, latest[0] + MAX_LAG_MS)
-
     def rows(self, now: float) -> list[BoardRow]:
         """One row per market at ``now``, in ``SYMBOLS`` order."""
         self.start()
@@ -617,10 +605,11 @@ class PolymarketSource:
 
         up_token = market.up_token_id if market else None
         down_token = market.down_token_id if market else None
+        price_ms = spot.information_ms()  # its stamp plus the feed's normal lag (rtds.py)
         input_times = {
             "upBook": quote_ms(up, up_token),
             "downBook": quote_ms(down, down_token),
-            "price": self._price_ms(spot) if latest else waiting(None),
+            "price": price_ms if price_ms is not None else waiting(None),
         }
         present = {"upBook": up is not None, "downBook": down is not None, "price": bool(latest)}
         rem = max(0.0, t0 + WINDOW_S - now)
