@@ -1240,6 +1240,9 @@ class FakeRtds(_WsFake):
         self.paused = False  # pushes go into the history but are not delivered (a gap)
         # A fault: live() sends what this returns instead of the true spot (kept in history).
         self.spot_glitch: Callable[[Decimal], Any] | None = None
+        # A fault: live() stamps and sends each spot point this many seconds late (the point
+        # of that earlier second, its true value), the history keeps the truth on time.
+        self.spot_lag_s = 0.0
         self.drops: list[float] = []  # monotonic time of each drop made by drop_after
         self._flood_per_s = 0.0
         self._flooding = False  # the flood's thread is running
@@ -1674,7 +1677,11 @@ class FakeRtds(_WsFake):
             ts = int(t * 1000)
             for topic, price in series:
                 glitch = self.spot_glitch if topic == SPOT_TOPIC else None
-                if glitch is None:
+                lag_s = self.spot_lag_s if topic == SPOT_TOPIC else 0.0
+                if lag_s > 0:  # the wire carries an earlier second's point; the history, now's
+                    self._record(topic, ts, price(t), symbol)
+                    self.send_point(topic, int((t - lag_s) * 1000), price(t - lag_s), symbol)
+                elif glitch is None:
                     self.push(topic, ts, price(t), symbol)
                 else:  # the wire says what the glitch makes of it; the history, the truth
                     value = price(t)

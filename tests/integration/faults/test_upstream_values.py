@@ -66,6 +66,23 @@ def test_a_spot_point_stamped_a_day_ahead_wipes_nothing() -> None:
         stage.recovers("RTDS good again (and reconnected)")
 
 
+def test_a_spot_stamped_and_sent_9_s_late_steadily_is_stale() -> None:
+    """Every spot point stamped and sent 9 s late, each carrying the true price of its stamp
+    (issue 35, first row).
+
+    The issue saw rows shown fresh (age at most 2.5 s) carrying the 9-s-old price: a price's
+    age counted from its receipt, up to its stamp plus 10 s."""
+    # For its first 9 s the late points are older than the last one on time (the row only
+    # ages); after that each is the newest, and each must count as 9 s old.
+    late_s = 9.0 + 6.0
+    with staged(budget(late_s)) as stage:
+        stage.warm_up()
+        stage.world.rtds.spot_lag_s = 9.0
+        stage.hold(late_s, "with the spot 9 s late")
+        stage.world.rtds.spot_lag_s = 0.0
+        stage.recovers("the spot on time again")
+
+
 # -- RTDS: values ---------------------------------------------------------------------------
 
 
