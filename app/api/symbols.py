@@ -1,7 +1,8 @@
 """The ``symbol`` query parameter: one parser for the board, the stream and the track record.
 
 A value is one or more served symbols (``SYMBOLS``), comma-separated, case-insensitive, with
-nothing else around them (``eth``, ``ETH,btc``); a name given twice counts once. Anything
+nothing else around them (``eth``, ``ETH,btc``); on the board and the stream a name given
+twice counts once, and the track record takes exactly one name. Anything
 else is a 400 ``invalid_symbol``: an empty value, an unknown or unserved name, spaces, or the
 parameter given more than once (``?symbol=eth&symbol=btc``: send ``?symbol=eth,btc``).
 ``app.schemas.openapi`` documents exactly this language (``symbol_parameter``).
@@ -57,6 +58,6 @@ def requested_market(served: tuple[Market, ...], request: Request) -> Market:
     names = _names(served, request)
     if names is None:
         return served[0]
-    if len(set(names)) != 1:  # a name given twice counts once, as on /latest
+    if len(names) != 1:  # exactly one name (the OpenAPI document's pattern says so)
         raise _invalid(served, "one")
     return next(m for m in served if m.symbol == names[0])

@@ -157,18 +157,11 @@ def test_credentials_are_judged_before_the_symbol(three: FlaskClient) -> None:
     assert json.loads(response.data)["code"] != "invalid_symbol"
 
 
-@pytest.mark.parametrize("query", ["symbol=btc,eth", "symbol=btc&symbol=btc", "symbol=XRP"])
+@pytest.mark.parametrize(
+    "query", ["symbol=btc,eth", "symbol=btc&symbol=btc", "symbol=btc,btc", "symbol=XRP"]
+)
 def test_the_track_record_takes_exactly_one_served_symbol(tmp_path: Path, query: str) -> None:
     client = make_app(tmp_path).test_client()
     response = client.get(f"{CALIBRATION}?{query}")
     assert response.status_code == 400, response.data
     assert validated("error", response.data)["code"] == "invalid_symbol"
-
-
-def test_the_track_record_counts_a_name_given_twice_once(tmp_path: Path) -> None:
-    """As on /latest: ``eth,ETH`` names one market (this app has no track record store, so
-    the symbol passing is a 503 ``calibration_unavailable``, not a 400)."""
-    client = make_app(tmp_path).test_client()
-    response = client.get(f"{CALIBRATION}?symbol=eth,ETH")
-    assert response.status_code == 503, response.data
-    assert validated("error", response.data)["code"] == "calibration_unavailable"
