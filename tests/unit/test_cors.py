@@ -270,7 +270,9 @@ def test_preflights_are_not_counted_and_never_429_and_the_429_is_readable(
     assert client.get(LATEST).status_code == 200
     for _ in range(10):
         assert preflight(client, headers="x-api-key").status_code == 204
-    assert client.get(LATEST).status_code == 200  # the third read: no preflight used a slot of the limit
+    assert (
+        client.get(LATEST).status_code == 200
+    )  # the third read: no preflight used a slot of the limit
 
     refused = client.get(LATEST, headers={"Origin": SITE})
     assert refused.status_code == 429
