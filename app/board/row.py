@@ -21,6 +21,9 @@ class LiveDetails:
     slug: str | None
     sources: dict[str, str | None]
     input_ages_ms: dict[str, int | None]
+    # Why the row is stale although its inputs are young: inputs that disagree with their
+    # witnesses (docs/reliability.md); empty when every input agrees.
+    suspect: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,4 +85,5 @@ class BoardRow:
             row["slug"] = live.slug
             row["sources"] = dict(live.sources)
             row["inputAgesMs"] = dict(live.input_ages_ms)
+            row["suspect"] = list(live.suspect)
         return row

@@ -98,6 +98,12 @@ class BoardItemSchema(Schema):
         values=StrictInteger(allow_none=True, validate=validate.Range(min=0)),
         allow_none=True,
     )
+    suspect = _extension(
+        fields.List,
+        "Live source: why the row is stale although its inputs are young (inputs that "
+        "disagree with their witnesses); empty when every input agrees.",
+        cls_or_instance=fields.String(),
+    )
 
     @validates_schema
     def _probabilities_add_up(self, data: dict[str, Any], **kwargs: Any) -> None:

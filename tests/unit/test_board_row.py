@@ -47,7 +47,7 @@ def test_live_details_add_their_fields_where_the_board_had_them() -> None:
     names = list(_live_row().as_json())
     assert names[names.index("sigma") + 1] == "sigmaScale"
     assert names[names.index("settlement") + 1] == "twapLookbackS"
-    assert names[-4:] == ["source", "slug", "sources", "inputAgesMs"]
+    assert names[-5:] == ["source", "slug", "sources", "inputAgesMs", "suspect"]
 
 
 def test_a_row_per_market_each_valid() -> None:

@@ -543,6 +543,7 @@ def test_row_carries_the_fake_markets_tokens_and_best_levels(
     # own stamp (which is 500 ms old).
     assert ages["price"] == 0
     assert row["ts"] == clock.ms - max(ages.values())  # as old as the oldest input
+    assert row["suspect"] == []  # every input agrees with its witnesses
 
     # The documented subscriptions.
     subscription = world.clob_ws.subscriptions[-1]

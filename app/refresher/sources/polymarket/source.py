@@ -112,6 +112,9 @@ class _Window:
     fetched_at_ms: int = 0
     errors: list[str] = field(default_factory=list)
     refused: set[tuple[float, str]] = field(default_factory=set)  # prices to beat not believed
+    # Inputs of this window that disagree with their witnesses: kind -> why. While any is
+    # here the row is stale, with the reasons in its ``suspect`` (docs/reliability.md).
+    doubts: dict[str, str] = field(default_factory=dict)
 
 
 class PolymarketSource:
@@ -491,6 +494,23 @@ class PolymarketSource:
             if book is not None:
                 self.books.snapshot(asset, book.get("bids"), book.get("asks"), REST, now)
 
+    # -- doubts: inputs that disagree --------------------------------------------------------
+    def _doubt(self, window: _Window, kind: str, reason: str, feed: str = "market") -> None:
+        """``window``'s row is stale for ``reason`` until ``_clear(window, kind)``; counted as a
+        ``disagrees`` suspect of ``feed`` (``market``, ``rtds`` or ``clob``; logged at most
+        once a minute) when new."""
+        if window.doubts.get(kind) != reason:
+            window.doubts[kind] = reason
+            suspects = {"market": self.suspects, "rtds": self.rtds.suspects}.get(
+                feed, self.books.suspects
+            )
+            suspects.note("disagrees", f"{window.coin.symbol} window {window.t0}: {reason}")
+
+    @staticmethod
+    def _clear(window: _Window, kind: str) -> None:
+        """The input of ``kind`` agrees with its witness again."""
+        window.doubts.pop(kind, None)
+
     # -- the row ----------------------------------------------------------------------
     def _unresolved(self, t0: int, now: float) -> list[WindowMarket]:
         """Finished windows still waiting for their ``market_resolved`` (at most
@@ -618,6 +638,9 @@ class PolymarketSource:
         # shows null there: no opinion rather than a wrong one; its books and price keep
         # their own ages (docs/reliability.md).
         ts = min(min(input_times.values()), now_ms)
+        suspect = tuple(window.doubts.values())
+        if suspect:
+            ts = min(ts, never_fresh)  # inputs that disagree: stale, never fresh and wrong
         live = LiveDetails(
             sigma_scale=scale,
             twap_lookback_s=market.lookback_s if market else None,
@@ -634,6 +657,7 @@ class PolymarketSource:
                 name: (max(0, now_ms - t) if present[name] else None)
                 for name, t in input_times.items()
             },
+            suspect=suspect,
         )
         return BoardRow(
             symbol=coin.symbol,
