@@ -31,6 +31,13 @@ class Market:
     jump_base: float
     start_price: float  # the simulated source's first price
     sigma_per_year: float  # the simulated source's volatility (annualised)
+    # The coin's exchange price on RTDS (topic ``crypto_prices``, Binance's pair in lower
+    # case): the spot's witness, never the settlement value (docs/reliability.md).
+    exchange: str
+    # The largest |log move| of its settlement price believed within one window (more over a
+    # longer gap: times the square root of the windows between the points). A level beyond it
+    # is never believed, whatever confirms it: another coin's price under this coin's name.
+    window_move: float
 
     @property
     def slug_prefix(self) -> str:
@@ -49,13 +56,15 @@ class Market:
 
 # Real largest 1 s moves, 2026-03-12..18 (docs/reliability.md): BTC 34 bp, ETH 49 bp, SOL
 # 79 bp, XRP 106 bp (146 bp to the farthest trade inside a second): each bound about 3x its own.
+# A window's move (a choice): 10 % for BTC up to 25 % for XRP, a violent crash's 5 minutes
+# several times over, and far inside the factor of 30 to 40,000 between two coins' prices.
 MARKETS: dict[str, Market] = {
     market.symbol: market
     for market in (
-        Market("BTC", "btc/usd", "btc-up-or-down-5m", 0.01, 95_000.0, 0.50),
-        Market("ETH", "eth/usd", "eth-up-or-down-5m", 0.015, 3_500.0, 0.65),
-        Market("SOL", "sol/usd", "sol-up-or-down-5m", 0.025, 180.0, 0.80),
-        Market("XRP", "xrp/usd", "xrp-up-or-down-5m", 0.03, 2.5, 0.80),
+        Market("BTC", "btc/usd", "btc-up-or-down-5m", 0.01, 95_000.0, 0.50, "btcusdt", 0.10),
+        Market("ETH", "eth/usd", "eth-up-or-down-5m", 0.015, 3_500.0, 0.65, "ethusdt", 0.15),
+        Market("SOL", "sol/usd", "sol-up-or-down-5m", 0.025, 180.0, 0.80, "solusdt", 0.20),
+        Market("XRP", "xrp/usd", "xrp-up-or-down-5m", 0.03, 2.5, 0.80, "xrpusdt", 0.25),
     )
 }
 DEFAULT_SYMBOLS = "BTC"  # the contract's board

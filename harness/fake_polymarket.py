@@ -122,7 +122,11 @@ SPOT_TOPIC = "crypto_prices_chainlink"
 TWAP_TOPIC = "crypto_prices_twap_sixty"  # the 60-second TWAP, today's settlement
 TWAP30_TOPIC = "crypto_prices_twap_thirty"
 SPOT_HISTORY_TOPIC = "crypto_prices"  # the spot's history snapshot arrives under this name
-RTDS_TOPICS = (SPOT_TOPIC, TWAP_TOPIC, TWAP30_TOPIC)  # the topics the fake serves
+RTDS_TOPICS = (SPOT_TOPIC, TWAP_TOPIC, TWAP30_TOPIC)  # the Chainlink topics the fake serves
+# The exchanges' prices (Binance's): ``filters`` is the pairs, comma-separated, lower case;
+# ``payload.symbol`` the pair. The same name as the spot's history, told apart by the symbol.
+EXCHANGE_TOPIC = "crypto_prices"
+EXCHANGE_BASIS = Decimal("0.9997")  # exchange / Chainlink: BTC's basis of about -$30 (a choice)
 TOPICS = {SPOT: SPOT_TOPIC, TWAP: TWAP_TOPIC}
 TWAP_TOPICS = {60: TWAP_TOPIC, 30: TWAP30_TOPIC}  # lookback seconds -> topic
 WINDOW_S_OF_TOPIC = {topic: lookback for lookback, topic in TWAP_TOPICS.items()}
@@ -145,6 +149,8 @@ def filters_of(chainlink: str) -> str:
 
 
 CHAINLINK_SYMBOLS = tuple(market.chainlink for market in MARKETS.values())
+CHAINLINK_OF_PAIR = {market.exchange: market.chainlink for market in MARKETS.values()}
+PAIR_OF_CHAINLINK = {chainlink: pair for pair, chainlink in CHAINLINK_OF_PAIR.items()}
 SERVED_FILTERS = {filters_of(chainlink): chainlink for chainlink in CHAINLINK_SYMBOLS}
 assert SERVED_FILTERS[SPOT_FILTERS] == DEFAULT_CHAINLINK
 
@@ -1243,6 +1249,11 @@ class FakeRtds(_WsFake):
         # A fault: live() stamps and sends each spot point this many seconds late (the point
         # of that earlier second, its true value), the history keeps the truth on time.
         self.spot_lag_s = 0.0
+        # The exchange price live() sends beside the spot (``EXCHANGE_TOPIC``): the true spot
+        # times ``exchange_basis``, rounded to the pair's tick; ``exchange_paused`` holds it.
+        self.exchange_basis = EXCHANGE_BASIS
+        self.exchange_paused = False
+        self.exchange_filters: list[str] = []  # the filters of every exchange subscription
         self.drops: list[float] = []  # monotonic time of each drop made by drop_after
         self._flood_per_s = 0.0
         self._flooding = False  # the flood's thread is running
@@ -1344,7 +1355,13 @@ class FakeRtds(_WsFake):
         for sub in subscriptions:
             topic = sub.get("topic")
             symbol = self.symbol_of(sub)
-            if not isinstance(topic, str) or topic not in RTDS_TOPICS:
+            if topic == EXCHANGE_TOPIC:
+                self.exchange_filters.append(sub["filters"])
+                pairs = sub["filters"].split(",")
+                streams += [
+                    (EXCHANGE_TOPIC, CHAINLINK_OF_PAIR[p]) for p in pairs if p in CHAINLINK_OF_PAIR
+                ]
+            elif not isinstance(topic, str) or topic not in RTDS_TOPICS:
                 if str(topic) not in invalid:
                     invalid.append(str(topic))
             elif symbol is not None:
@@ -1358,7 +1375,7 @@ class FakeRtds(_WsFake):
             self._error(client, 400, f"Invalid topic: {topic}")
         client.streams |= set(streams)
         for topic, symbol in streams:
-            if topic == SPOT_TOPIC or self.twap_history:
+            if topic == SPOT_TOPIC or (self.twap_history and topic in RTDS_TOPICS):
                 self._history_to(client, topic, symbol)
 
     @staticmethod
@@ -1499,6 +1516,23 @@ class FakeRtds(_WsFake):
         if self._held(symbol):
             return
         self._deliver(topic, symbol, json.dumps(message))
+
+    def send_exchange(self, ts_ms: int, spot: Decimal, symbol: str = DEFAULT_CHAINLINK) -> None:
+        """The exchange price of ``symbol``'s coin at ``ts_ms``, as RTDS relays Binance's:
+        ``spot`` times ``exchange_basis``, rounded to the pair's tick (a cent; XRP's 0.0001),
+        under ``crypto_prices`` with the pair as ``payload.symbol``. Not recorded."""
+        pair = PAIR_OF_CHAINLINK[symbol]
+        tick = Decimal("0.0001") if spot < 10 else Decimal("0.01")
+        value = (spot * self.exchange_basis).quantize(tick)
+        payload = {"symbol": pair, "timestamp": ts_ms, "value": float(value)}
+        message = {
+            "topic": EXCHANGE_TOPIC,
+            "type": "update",
+            "timestamp": now_ms(),
+            "payload": payload,
+        }
+        if not self._held(symbol):
+            self._deliver(EXCHANGE_TOPIC, symbol, json.dumps(message))
 
     def send_history(
         self,
@@ -1687,6 +1721,8 @@ class FakeRtds(_WsFake):
                     value = price(t)
                     self._record(topic, ts, value, symbol)
                     self.send_point(topic, ts, glitch(value), symbol)
+            if not self.exchange_paused:
+                self.send_exchange(ts, series[0][1](t), symbol)
 
         self.every(period_s, tick)
         return path

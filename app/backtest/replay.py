@@ -135,13 +135,24 @@ def markets_of(lines: list[dict[str, Any]]) -> tuple[Market, ...]:
             continue
         try:
             frame = json.loads(str(line.get("frame")))
-            filters = [json.loads(s["filters"])["symbol"] for s in frame["subscriptions"]]
+            subscriptions = list(frame["subscriptions"])
         except (ValueError, KeyError, TypeError):
             continue
+        filters = [_chainlink_symbol(s) for s in subscriptions]
         found = list(dict.fromkeys(by_chainlink[f] for f in filters if f in by_chainlink))
         if found:
             return tuple(found)
     return (MARKETS[DEFAULT_SYMBOLS],)
+
+
+def _chainlink_symbol(subscription: Any) -> str | None:
+    """The Chainlink symbol a subscription entry names (None for another kind: the exchange
+    prices' entry filters by pairs, not by a JSON symbol)."""
+    try:
+        symbol = json.loads(subscription["filters"])["symbol"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return symbol if isinstance(symbol, str) else None
 
 
 def _take(replay: Replay, line: dict[str, Any]) -> None:

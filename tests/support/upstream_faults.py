@@ -267,11 +267,13 @@ class Stage:
         return Sample(now, row, tuple(self.problems(row, now)))
 
     def warm_up(self) -> Sample:
-        """Until the row is fresh and right (before any fault); fail with the last row."""
+        """Until the row is fresh and right and the spot's witness (the exchange price) has
+        measured its basis (before any fault); fail with the last row."""
         deadline = time.monotonic() + WARM_UP_S
+        witnesses = self.source.rtds.witnesses.values()
         while True:
             sample = self.sample()
-            if sample.fresh_and_right:
+            if sample.fresh_and_right and all(w.learned for w in witnesses):
                 return sample
             if time.monotonic() > deadline:
                 pytest.fail(

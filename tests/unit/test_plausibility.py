@@ -332,9 +332,12 @@ def test_one_rtds_socket_serves_every_market_with_series_of_its_own() -> None:
     [message] = feed.subscription() or []
     filters = [(s["topic"], s["filters"]) for s in json.loads(message)["subscriptions"]]
     assert filters == [
-        (topic, f'{{"symbol":"{coin}"}}')
-        for coin in ("btc/usd", "eth/usd")
-        for topic in TOPICS.values()
+        *(
+            (topic, f'{{"symbol":"{coin}"}}')
+            for coin in ("btc/usd", "eth/usd")
+            for topic in TOPICS.values()
+        ),
+        ("crypto_prices", "btcusdt,ethusdt"),  # the exchange prices: the spots' witnesses
     ]
     for coin, price in (("btc/usd", BTC), ("eth/usd", 3_000.0)):
         points = [((T0 + t) * 1000, Decimal(str(price + t % 3))) for t in range(0, 60)]

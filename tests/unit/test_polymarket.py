@@ -551,8 +551,10 @@ def test_row_carries_the_fake_markets_tokens_and_best_levels(
     assert set(subscription["assets_ids"]) == set(market.tokens)
     assert world.rtds.subscribed_topics() == {SPOT_TOPIC, TWAP_TOPIC, TWAP30_TOPIC}
     assert world.rtds.bad_subscriptions == []
-    for sub in world.rtds.subscriptions[-1]["subscriptions"]:
+    *chainlink, exchange = world.rtds.subscriptions[-1]["subscriptions"]
+    for sub in chainlink:
         assert sub["type"] == "*" and json.loads(sub["filters"]) == {"symbol": "btc/usd"}
+    assert exchange == {"topic": "crypto_prices", "type": "update", "filters": "btcusdt"}
 
     # The refresher publishes it (the bus validates it as a worker would).
     bus = MemoryBoardBus()

@@ -628,7 +628,10 @@ def test_rtds_subscription_filter_is_compact_and_an_error_is_logged_once(
     assert world.rtds.subscribed_topics() == {SPOT_TOPIC, TWAP_TOPIC, TWAP30_TOPIC}
     for message in world.rtds.subscriptions:
         for sub in message["subscriptions"]:
-            assert sub["filters"] == '{"symbol":"btc/usd"}', sub
+            # The exchange prices' filter is the pairs, comma-separated (no JSON).
+            wanted = "btcusdt" if sub["topic"] == "crypto_prices" else '{"symbol":"btc/usd"}'
+            assert sub["filters"] == wanted, sub
+    assert world.rtds.exchange_filters == ["btcusdt"]
 
     for _ in range(3):
         world.rtds.send_error(400, "boom")

@@ -20,13 +20,14 @@ from __future__ import annotations
 import itertools
 import math
 import time
+from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
 from harness.fake_polymarket import SPOT_TOPIC
-from tests.support.upstream_faults import GAMMA, SITE, budget, staged
+from tests.support.upstream_faults import GAMMA, SITE, Stage, budget, staged
 
 FAULT_S = 3.0  # how long a fault lasts once the row was right
 FIRST_LOOKUP_FAULT_S = 4.0  # from the source's start: its lookups, the history, the books
@@ -81,6 +82,80 @@ def test_a_spot_stamped_and_sent_9_s_late_steadily_is_stale() -> None:
         stage.hold(late_s, "with the spot 9 s late")
         stage.world.rtds.spot_lag_s = 0.0
         stage.recovers("the spot on time again")
+
+
+# -- RTDS: a well-formed spot that is wrong (issue 35: the exchange price is its witness) -----
+
+
+Glitch = Callable[[Decimal], Any]
+
+
+def _spot_glitch(seconds: float, what: str, glitch: Callable[[Stage], Glitch]) -> None:
+    """From a fresh and right row (the spot's witness measured), the spot topic sends what
+    ``glitch(stage)`` makes of the true spot for ``seconds`` (the history keeps the truth),
+    then the truth again: never fresh and wrong; fresh and right within 5 s after."""
+    with staged(budget(seconds)) as stage:
+        stage.warm_up()
+        stage.world.rtds.spot_glitch = glitch(stage)
+        stage.hold(seconds, f"with the spot {what}")
+        stage.world.rtds.spot_glitch = None
+        stage.recovers("the spot true again")
+
+
+def test_a_spot_frozen_at_one_value_with_current_stamps() -> None:
+    """Every spot point carries the value of the fault's first second, stamped now, for 20 s
+    while the world moves on (issue 35, second row).
+
+    The issue saw the row fresh and wrong from about 16 s into the spell to its end."""
+
+    def frozen(stage: Stage) -> Glitch:
+        value = stage.spot_now()
+        return lambda _: value
+
+    _spot_glitch(20.0, "frozen", frozen)
+
+
+def test_a_real_looking_walk_half_a_percent_off() -> None:
+    """The spot moves exactly as the world does, 0.5 % above it, for 15 s (issue 35, third
+    row): each point is within a second's plausible move of the last.
+
+    The issue saw P(up) 95 % where the truth was 10 %, and the volatility inflated by the
+    step until a restart."""
+    _spot_glitch(15.0, "0.5 % high", lambda _: lambda value: value * Decimal("1.005"))
+
+
+def test_another_coins_price_under_btc_usd_for_40_s() -> None:
+    """btc/usd carries a walk near 3,000 (another coin's level, -97 %) for 40 s: longer
+    than the 30 s after which a steady run used to be believed (issue 35, fourth row).
+
+    The issue saw it believed after 30 s: P(up) 0.1 % against 38 %, for good."""
+    _spot_glitch(40.0, "at another coin's level", lambda _: lambda value: value * Decimal("0.03"))
+
+
+def test_a_spot_drifting_away_at_3_bp_a_second() -> None:
+    """The spot drifts away from the world at 0.03 % a second for 60 s (1.8 % in all), each
+    point a tiny step from the last (issue 35, fifth row).
+
+    The issue saw each point judged only against its neighbour: the price 5.5 % off, fresh."""
+
+    def drift(_: Stage) -> Glitch:
+        began = time.time()
+        return lambda value: value * Decimal(1 + 0.0003 * (time.time() - began))
+
+    _spot_glitch(60.0, "drifting 0.03 %/s", drift)
+
+
+def test_the_exchange_price_silent_leaves_the_spot_judged_alone() -> None:
+    """The exchange price (the spot's witness) stops for 15 s while the spot is true: the
+    spot's points wait for it, then (after 5 s of silence) are judged alone; the row is
+    never fresh and wrong, and fresh and right again within 10 s of the silence's start."""
+    with staged(budget(15.0)) as stage:
+        stage.warm_up()
+        stage.world.rtds.exchange_paused = True
+        stage.recovers("judged alone while the exchange price is silent", within_s=10.0)
+        stage.hold(5.0, "while the exchange price is silent")
+        stage.world.rtds.exchange_paused = False
+        stage.recovers("the exchange price back")
 
 
 # -- RTDS: values ---------------------------------------------------------------------------

@@ -37,6 +37,7 @@ from app.markets import DEFAULT_SYMBOLS, MARKETS, Market
 from app.refresher import clocks, volatility
 from app.refresher.sources.polymarket.feed import Feed, each
 from app.refresher.sources.polymarket.suspects import Suspects
+from app.refresher.sources.polymarket.witness import MAX_PENDING, ExchangeWitness, Verdict
 
 SPOT_KEY = "spot"
 # Series keys by TWAP lookback (seconds): the markets say which lookback settles them.
@@ -47,6 +48,9 @@ TOPICS = {
     "twap30": "crypto_prices_twap_thirty",
 }
 SPOT_HISTORY_TOPIC = "crypto_prices"  # where the spot's history snapshot has been seen
+# The exchanges' prices (Binance's, ``payload.symbol`` a pair: ``btcusdt``): the spot's
+# witness. The same name as the spot's history, told apart by the symbol's form.
+EXCHANGE_TOPIC = "crypto_prices"
 SPOT_HISTORY_S = 4 * 3600  # hours of spot: the volatility's horizon scale is measured on it
 TWAP_HISTORY_S = 1800
 SCALE_EVERY_S = 60.0  # the scale is about hours of data: recomputing it once a minute is plenty
@@ -70,8 +74,12 @@ LAG_SAMPLES = 31
 JUMP_BASE = 0.01
 JUMP_PER_ROOT_S = 0.002
 CONFIRM_POINTS = 2  # a series with nothing believed yet: this many points that agree
-RELEARN_S = 30.0  # a self-consistent suspect run this long (and RELEARN_POINTS) is believed
+# Without a witness only (a TWAP series; a spot whose exchange price is silent, or a tape
+# recorded without it): a self-consistent suspect run this long (and RELEARN_POINTS) is
+# believed. With a witness, persistence proves nothing: the witness decides.
+RELEARN_S = 30.0
 RELEARN_POINTS = 10
+WINDOW_MS = 300_000  # a window: the unit of ``Market.window_move``
 
 
 def _number(raw: Any) -> float | None:
@@ -125,8 +133,22 @@ class PriceSeries:
         clock: Callable[[], float] = time.time,
         anchor: PriceSeries | None = None,
         jump_base: float = JUMP_BASE,
+        witness: ExchangeWitness | None = None,
+        window_move: float | None = None,
     ) -> None:
         self._jump_base = jump_base
+        # The spot's: the exchange price that must agree with each point (``witness.py``),
+        # and the largest move believed within a window, whatever agrees with it.
+        self._witness = witness
+        self._window_move = window_move
+        self._pending: list[tuple[int, float]] = []  # waiting for the witness's verdict
+        # The newest point the witness contradicted (stamp, why), until a believed point at
+        # or after its stamp: the row is stale meanwhile (its price disagrees).
+        self._doubt: tuple[int, str] | None = None
+        # The stamp of the first believed point carrying the newest value, and whether the
+        # witness moved since: then the value is frozen, as old as that first point.
+        self._same_since = 0
+        self._frozen = False
         self._times: list[int] = []
         self._values: list[float] = []
         self._history_ms = history_s * 1000
@@ -157,12 +179,11 @@ class PriceSeries:
             if self._times:
                 self._gaps = [*self._gaps[-7:], (self._times[-1], None)]
 
-    def merge(self, points: list[tuple[int, float]]) -> int:
+    def merge(self, points: list[tuple[int, float]]) -> list[str]:
         """Merge a history snapshot, each point judged as by ``offer``; a gap it spans is
-        repaired. Returns how many points were held as suspect."""
-        suspect = 0
-        for ts_ms, value in sorted(points):
-            suspect += self.offer(ts_ms, value) is not None
+        repaired. Returns the suspect kinds of the points not believed."""
+        verdicts = [self.offer(ts_ms, value) for ts_ms, value in sorted(points)]
+        suspect = [kind for kind in verdicts if kind is not None]
         if points:
             first, last = min(t for t, _ in points), max(t for t, _ in points)
             with self._lock:
@@ -186,9 +207,78 @@ class PriceSeries:
         return self._version
 
     def offer(self, ts_ms: int, value: float) -> str | None:
-        """Take a point if it is believable: within ``allowed_move`` of the believed point
-        nearest in time. Returns None when taken (or, in a series with nothing believed yet,
-        waiting for ``CONFIRM_POINTS`` that agree), else the suspect kind (``jump``)."""
+        """Take a point if it is believable. Returns None when taken (or waiting: for the
+        witness's verdict, or in a series with nothing believed yet for ``CONFIRM_POINTS``
+        that agree), else the suspect kind: ``out_of_range`` (a level no window reaches),
+        ``disagrees`` (the witness contradicts it) or ``jump`` (judged alone: too far from
+        the believed point nearest in time, ``allowed_move``)."""
+        if not self._reachable(ts_ms, value):
+            return "out_of_range"
+        verdict, why = self._witness.judge(ts_ms, value) if self._witness else (Verdict.NONE, "")
+        if verdict is Verdict.WAIT:
+            with self._lock:
+                self._pending = [*self._pending[1 - MAX_PENDING :], (ts_ms, value)]
+            return None
+        if verdict is Verdict.DISAGREES:
+            with self._lock:
+                self._run = []  # never part of a run that persistence could make believed
+                if self._doubt is None or ts_ms >= self._doubt[0]:
+                    self._doubt = (ts_ms, why)
+            return "disagrees"
+        if verdict is Verdict.AGREES:
+            with self._lock:
+                self._run = []
+                self._add(ts_ms, value)
+                same_since, frozen = self._same_since, self._frozen
+            believed = [(ts_ms, value)]
+            suspect = None
+            if not frozen and self._witness is not None and self._witness.moved_since(same_since):
+                with self._lock:
+                    self._frozen = self._same_since == same_since
+        else:
+            suspect, believed = self._offer_alone(ts_ms, value)
+        if self._witness is not None:
+            for point in believed:
+                self._witness.learn(*point)
+        return suspect
+
+    def settle(self) -> list[str]:
+        """The witness has spoken for more seconds: judge the points waiting for it. Returns
+        the suspect kinds found."""
+        newest = self._witness.newest_ms() if self._witness else None
+        if newest is None:
+            return []
+        with self._lock:
+            ready = [p for p in self._pending if p[0] <= newest]
+            self._pending = [p for p in self._pending if p[0] > newest]
+        kinds = (self.offer(ts_ms, value) for ts_ms, value in ready)
+        return [kind for kind in kinds if kind is not None]
+
+    def doubt(self) -> str | None:
+        """Why the newest point offered is not believed, when the witness contradicted it
+        (None when a believed point has come since)."""
+        with self._lock:
+            return self._doubt[1] if self._doubt else None
+
+    def _reachable(self, ts_ms: int, value: float) -> bool:
+        """Within ``window_move`` (per square root of the windows between them, at least
+        one) of the believed point nearest in time: a level no window reaches is never
+        believed."""
+        if self._window_move is None:
+            return True
+        with self._lock:
+            nearest = self._nearest(ts_ms)
+        if nearest is None:
+            return True
+        reference_ms, reference = nearest
+        windows = max(1.0, abs(ts_ms - reference_ms) / WINDOW_MS)
+        return abs(math.log(value / reference)) <= self._window_move * math.sqrt(windows)
+
+    def _offer_alone(self, ts_ms: int, value: float) -> tuple[str | None, list[tuple[int, float]]]:
+        """``offer`` without a witness: within ``allowed_move`` of the believed point nearest
+        in time, else a suspect run believed after ``RELEARN_S`` (or, in a series with
+        nothing believed yet, ``CONFIRM_POINTS`` that agree). Returns (the suspect kind or
+        None, the points believed)."""
         point = (ts_ms, value)
         # The anchor (another series' lock, taken before ours: never nested) only matters
         # while this series has nothing believed of its own.
@@ -212,11 +302,11 @@ class PriceSeries:
                     RELEARN_S * 1000
                 )
                 if not (cold or relearn):
-                    return None if reference is None and not displaced else "jump"
+                    return (None if reference is None and not displaced else "jump"), []
                 believed, self._run = run, []
             for believed_point in believed:
                 self._add(*believed_point)
-        return None
+        return None, believed
 
     def nearest(self, ts_ms: int) -> tuple[int, float] | None:
         """The believed point nearest in time to ``ts_ms``."""
@@ -244,12 +334,16 @@ class PriceSeries:
         self._gaps = [
             (start, ts_ms if end is None and ts_ms > start else end) for start, end in self._gaps
         ]
+        if self._doubt is not None and ts_ms >= self._doubt[0]:
+            self._doubt = None  # a believed point as new as the contradicted one
         i = bisect.bisect_left(self._times, ts_ms)
         if i < len(self._times) and self._times[i] == ts_ms:
             return
         if self._times and ts_ms < self._times[-1] - self._history_ms:
             return  # older than the history kept
         newest = i == len(self._times)
+        if newest and not (self._values and self._values[-1] == value):
+            self._same_since, self._frozen = ts_ms, False  # a new value: not frozen
         self._times.insert(i, ts_ms)
         self._values.insert(i, value)
         if newest:
@@ -268,13 +362,15 @@ class PriceSeries:
         future cannot keep a row fresh). None before the first point.
 
         A feed that stamps and sends its points 9 s late is 9 s old however freshly each point
-        arrives: only the lag a healthy feed shows is forgiven."""
+        arrives: only the lag a healthy feed shows is forgiven. A value repeated while the
+        witness moved is frozen: as old as the first point that carried it."""
         with self._lock:
             if not self._times:
                 return None
             lags = sorted(self._lags_ms)
             normal = min(max(0, lags[len(lags) // 2]), MAX_NORMAL_LAG_MS) if lags else 0
-            return min(int(self.received_at * 1000), self._times[-1] + normal)
+            stamp = self._same_since if self._frozen else self._times[-1]
+            return min(int(self.received_at * 1000), stamp + normal)
 
     def latest(self) -> tuple[int, float] | None:
         """The newest (ts_ms, value)."""
@@ -358,14 +454,17 @@ class PriceSeries:
         return estimate
 
 
-def _series_of(market: Market, clock: Callable[[], float]) -> dict[str, PriceSeries]:
-    """A market's spot and TWAP series, judged by its own jump bound."""
-    base = market.jump_base
-    spot = PriceSeries(SPOT_HISTORY_S, clock, jump_base=base)
+def _series_of(
+    market: Market, clock: Callable[[], float], witness: ExchangeWitness
+) -> dict[str, PriceSeries]:
+    """A market's spot (witnessed by its exchange price) and TWAP series, judged by its own
+    jump bound and window move."""
+    base, move = market.jump_base, market.window_move
+    spot = PriceSeries(SPOT_HISTORY_S, clock, jump_base=base, witness=witness, window_move=move)
     return {
         key: spot
         if key == SPOT_KEY
-        else PriceSeries(TWAP_HISTORY_S, clock, anchor=spot, jump_base=base)
+        else PriceSeries(TWAP_HISTORY_S, clock, anchor=spot, jump_base=base, window_move=move)
         for key in TOPICS
     }
 
@@ -389,9 +488,19 @@ class RtdsFeed(Feed):
         self._clock = clock  # our wall clock: a point stamped ahead of it is not believed
         self.suspects = Suspects(self.name_for_logs)
         self._markets = markets
+        # Exchange pair (``btcusdt``) -> the witness of that coin's spot.
+        self.witnesses = {
+            market.exchange: ExchangeWitness(market.exchange, clock) for market in markets
+        }
         # Chainlink symbol -> key -> series; a TWAP report is judged by its own coin's spot
         # until its series has points.
-        self._by_symbol = {market.chainlink: _series_of(market, clock) for market in markets}
+        self._by_symbol = {
+            market.chainlink: _series_of(market, clock, self.witnesses[market.exchange])
+            for market in markets
+        }
+        self._spot_of_pair = {
+            market.exchange: self._by_symbol[market.chainlink][SPOT_KEY] for market in markets
+        }
         # The first market's series (what a one-market caller, and the tests, read).
         self.series = self._by_symbol[markets[0].chainlink]
         self._key_of_topic = {topic: key for key, topic in TOPICS.items()}
@@ -404,7 +513,8 @@ class RtdsFeed(Feed):
 
     def subscription(self) -> list[str] | None:
         """One subscribe message for every topic of every market, each with the documented
-        compact filter (no spaces) naming its Chainlink symbol."""
+        compact filter (no spaces) naming its Chainlink symbol, and the exchange prices of
+        every market's coin (``crypto_prices``: the filter is the pairs, comma-separated)."""
         subscriptions = [
             {
                 "topic": topic,
@@ -414,6 +524,8 @@ class RtdsFeed(Feed):
             for market in self._markets
             for topic in TOPICS.values()
         ]
+        pairs = ",".join(market.exchange for market in self._markets)
+        subscriptions.append({"topic": EXCHANGE_TOPIC, "type": "update", "filters": pairs})
         return [json.dumps({"action": "subscribe", "subscriptions": subscriptions})]
 
     def handle(self, message: Any) -> None:
@@ -437,6 +549,9 @@ class RtdsFeed(Feed):
             if key is None or not isinstance(payload, dict):
                 continue
             symbol = payload.get("symbol")
+            if isinstance(symbol, str) and symbol.lower() in self._spot_of_pair:
+                self._witnessed(symbol.lower(), payload)
+                continue
             # A payload without a symbol can only be the one market's.
             if isinstance(symbol, str):
                 table = self._by_symbol.get(symbol.lower())
@@ -448,11 +563,31 @@ class RtdsFeed(Feed):
             data = payload.get("data")
             points = self._believable(each(data if isinstance(data, list) else [payload]))
             if isinstance(data, list):
-                jumps = series.merge(points)
+                kinds = series.merge(points)
             else:
-                jumps = sum(series.offer(ts_ms, value) is not None for ts_ms, value in points)
-            if jumps:
-                self.suspects.note("jump", f"{jumps} point(s) too far from the series' own")
+                verdicts = (series.offer(ts_ms, value) for ts_ms, value in points)
+                kinds = [kind for kind in verdicts if kind is not None]
+            self._note_kinds(kinds, series)
+
+    def _witnessed(self, pair: str, payload: dict[str, Any]) -> None:
+        """Exchange prices of ``pair`` (an update, or a history's ``data``): the witness takes
+        them, and the spot points that waited for them are judged."""
+        data = payload.get("data")
+        witness = self.witnesses[pair]
+        for ts_ms, value in self._believable(each(data if isinstance(data, list) else [payload])):
+            witness.add(ts_ms, value)
+        spot = self._spot_of_pair[pair]
+        self._note_kinds(spot.settle(), spot)
+
+    def _note_kinds(self, kinds: list[str], series: PriceSeries) -> None:
+        """Count the points not believed, by kind (one log line per kind a minute at most)."""
+        why = {
+            "jump": "too far from the series' own",
+            "out_of_range": "at a level no window reaches",
+            "disagrees": f"contradicted by the exchange price: {series.doubt()}",
+        }
+        for kind in sorted(set(kinds)):
+            self.suspects.note(kind, f"{kinds.count(kind)} point(s) {why.get(kind, kind)}")
 
     def _believable(self, items: list[dict[str, Any]]) -> list[tuple[int, float]]:
         """(ts_ms, value) of the points that are numbers and not stamped in the future."""

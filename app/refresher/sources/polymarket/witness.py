@@ -1,0 +1,155 @@
+"""The spot's witness: the coin's exchange price, relayed by RTDS on the same socket.
+
+RTDS carries Binance's price of each coin (topic ``crypto_prices``, symbol ``btcusdt``...)
+beside the Chainlink stream that settles the market. It is never shown and never the
+settlement value; it only says whether a spot point is believable. The two differ by a basis
+(tens of dollars for BTC) that moves slowly, and by their own noise (Chainlink is an
+aggregate, smoothed, and may trail the exchange by a second). Both are measured on the feed:
+
+- the basis is the median of the log-ratios spot / exchange of the last ``BASIS_POINTS``
+  believed spot points, each against the exchange price in force at the spot point's stamp;
+- the bound is ``BOUND_SPREADS`` robust standard deviations of those ratios (1.4826 times
+  their median absolute deviation), never under ``BOUND_FLOOR``.
+
+A spot point whose ratio is further than the bound from the basis DISAGREES: it is not
+believed, however long it persists (a frozen value while the exchange moves, a walk that
+starts off the level, another coin's price, a drift). A value repeated while the exchange
+price moved further than the bound is frozen (``moved_since``): it is as old as the first
+point that carried it, even where the world comes back to it. A point stamped after the newest
+exchange price WAITS until the exchange has spoken for its second. While the witness is
+silent (nothing for ``SILENT_S``) or has not learned its basis yet (``MIN_POINTS`` ratios),
+it has no verdict (NONE) and the spot is judged by its own plausibility alone
+(``rtds.PriceSeries.offer``), as on a tape recorded without the exchange topic.
+"""
+
+from __future__ import annotations
+
+import bisect
+import collections
+import enum
+import math
+import threading
+import time
+from collections.abc import Callable
+
+BASIS_POINTS = 300  # the ratios the basis and the bound are measured on (5 min at 1 Hz)
+MIN_POINTS = 20  # ratios learned before the witness judges
+BOUND_SPREADS = 8.0
+# 0.02 bp, 2 cents on BTC: a price rounded to the cent is no finer (BTC's 1 s moves are
+# 0.35-0.67 bp); the bound measured on the real feed is many times this.
+BOUND_FLOOR = 2e-6
+MAX_BASIS = 0.02  # a ratio further from 1 than 2 % is no basis: never learned
+HISTORY_MS = 120_000  # exchange prices kept (the pending spot points are seconds old)
+SILENT_S = 5.0  # no exchange price received for this long: the witness is silent
+MAX_PENDING = 64  # spot points waiting for the exchange (the oldest go first)
+
+
+class Verdict(enum.Enum):
+    """What the witness says of one spot point."""
+
+    AGREES = "agrees"
+    DISAGREES = "disagrees"
+    WAIT = "wait"  # the exchange has not spoken for the point's second yet
+    NONE = "none"  # silent, or the basis not learned yet: no verdict
+
+
+class ExchangeWitness:
+    """One coin's exchange price and the basis of the spot to it; thread-safe."""
+
+    def __init__(self, pair: str, clock: Callable[[], float] = time.time) -> None:
+        self.pair = pair  # ``btcusdt``: shown in the reasons
+        self._clock = clock
+        self._times: list[int] = []
+        self._values: list[float] = []
+        self._ratios: collections.deque[float] = collections.deque(maxlen=BASIS_POINTS)
+        self._basis: tuple[float, float] | None = None  # (basis, bound), None: not learned
+        self._received_at = -math.inf
+        self._lock = threading.Lock()
+
+    def add(self, ts_ms: int, value: float) -> None:
+        """Take an exchange price (finite and positive, not stamped in the future: the feed
+        checked both)."""
+        with self._lock:
+            i = bisect.bisect_right(self._times, ts_ms)
+            self._times.insert(i, ts_ms)
+            self._values.insert(i, value)
+            cut = bisect.bisect_left(self._times, self._times[-1] - HISTORY_MS)
+            if cut:
+                del self._times[:cut], self._values[:cut]
+            self._received_at = self._clock()
+
+    @property
+    def learned(self) -> bool:
+        """Whether the basis is measured (the witness judges once it is, while it speaks)."""
+        with self._lock:
+            return self._basis is not None
+
+    def newest_ms(self) -> int | None:
+        """The stamp of the newest exchange price (None before the first)."""
+        with self._lock:
+            return self._times[-1] if self._times else None
+
+    def _silent(self) -> bool:
+        return self._clock() - self._received_at > SILENT_S
+
+    def _ratio(self, ts_ms: int, value: float) -> float | None:
+        """log(value / the exchange price in force at ``ts_ms``) (the caller holds the lock)."""
+        i = bisect.bisect_right(self._times, ts_ms)
+        if not i:
+            return None
+        return math.log(value / self._values[i - 1])
+
+    def judge(self, ts_ms: int, value: float) -> tuple[Verdict, str]:
+        """The verdict on a spot point, and why (for a disagreement: how far, the bound)."""
+        with self._lock:
+            if self._silent() or self._basis is None or not self._times:
+                return Verdict.NONE, ""
+            if self._times[-1] < ts_ms:
+                return Verdict.WAIT, ""
+            ratio = self._ratio(ts_ms, value)
+            if ratio is None:  # older than every exchange price kept: no verdict
+                return Verdict.NONE, ""
+            basis, bound = self._basis
+        off = ratio - basis
+        if abs(off) <= bound:
+            return Verdict.AGREES, ""
+        return Verdict.DISAGREES, (
+            f"the spot {value:.8g} is {off * 1e4:+.1f} bp from the exchange price "
+            f"({self.pair}) and its basis (bound {bound * 1e4:.1f} bp)"
+        )
+
+    def moved_since(self, ts_ms: int) -> bool:
+        """Whether the exchange price moved further than the bound since ``ts_ms`` (between
+        the price in force then and any since): a spot value repeated meanwhile is frozen."""
+        with self._lock:
+            if self._basis is None:
+                return False
+            i = max(0, bisect.bisect_right(self._times, ts_ms) - 1)
+            since = self._values[i:]
+            bound = self._basis[1]
+        return bool(since) and math.log(max(since) / min(since)) > bound
+
+    def learn(self, ts_ms: int, value: float) -> None:
+        """A believed spot point: its ratio to the exchange price measures the basis."""
+        with self._lock:
+            if self._silent():
+                return
+            ratio = self._ratio(ts_ms, value)
+            if ratio is None or abs(ratio) > MAX_BASIS:
+                return
+            self._ratios.append(ratio)
+            if len(self._ratios) >= MIN_POINTS:
+                self._basis = _basis_and_bound(sorted(self._ratios))
+
+
+def _basis_and_bound(ratios: list[float]) -> tuple[float, float]:
+    """(median, ``BOUND_SPREADS`` robust standard deviations, at least ``BOUND_FLOOR``) of
+    sorted ``ratios``."""
+    basis = _median(ratios)
+    spread = 1.4826 * _median(sorted(abs(r - basis) for r in ratios))
+    return basis, max(BOUND_FLOOR, BOUND_SPREADS * spread)
+
+
+def _median(values: list[float]) -> float:
+    n = len(values)
+    return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2

@@ -1,0 +1,181 @@
+"""The spot's witness (issue 35, point 2): the coin's exchange price decides which spot points
+are believed (``app/refresher/sources/polymarket/witness.py``).
+
+Each test feeds a spot series and its witness by hand on a fixed clock: the exchange price is
+the spot times a basis of -3 bp (BTC's tens of dollars), as the fakes send it. The bounds are
+stated as numbers: 20 ratios before the witness judges, a floor of 0.02 bp on the bound, 5 s
+of silence before the spot is judged alone, a window's move of 10 % for BTC.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from app.markets import MARKETS
+from app.refresher.sources.polymarket.rtds import SPOT_HISTORY_S, PriceSeries
+from app.refresher.sources.polymarket.witness import ExchangeWitness, Verdict
+
+T0 = 1_800_000_000
+BTC = 100_000.0
+BASIS = 0.9997  # exchange / spot
+LEARN = 20  # ratios the witness needs before it judges (the module's doc says 20)
+
+
+class _Clock:
+    def __init__(self, t: float) -> None:
+        self.t = t
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _ms(t: float) -> int:
+    return int((T0 + t) * 1000)
+
+
+def _walk(t: float) -> float:
+    """A spot that moves every second: +-$7 around BTC, never the same value twice in a row."""
+    return BTC + 7.0 * math.sin(t) + 0.01 * t
+
+
+def _witnessed() -> tuple[PriceSeries, ExchangeWitness, _Clock]:
+    """A BTC spot series whose witness has learned its basis from 30 seconds that agree."""
+    clock = _Clock(T0)
+    witness = ExchangeWitness("btcusdt", clock)
+    series = PriceSeries(
+        SPOT_HISTORY_S, clock, witness=witness, window_move=MARKETS["BTC"].window_move
+    )
+    for t in range(30):
+        _tick(series, witness, clock, t, _walk(t))
+    assert witness.learned
+    return series, witness, clock
+
+
+def _tick(
+    series: PriceSeries, witness: ExchangeWitness, clock: _Clock, t: float, spot: float
+) -> str | None:
+    """One second: the exchange price of the true spot, then the spot point (``spot``)."""
+    clock.t = T0 + t
+    witness.add(_ms(t), round(_walk(t) * BASIS, 2))
+    return series.offer(_ms(t), spot)
+
+
+def test_the_witness_judges_only_once_it_has_learned_the_basis() -> None:
+    clock = _Clock(T0)
+    witness = ExchangeWitness("btcusdt", clock)
+    series = PriceSeries(SPOT_HISTORY_S, clock, witness=witness)
+    for t in range(LEARN - 1):
+        assert _tick(series, witness, clock, t, _walk(t)) is None
+    assert not witness.learned
+    assert witness.judge(_ms(LEARN - 2), BTC * 1.004)[0] is Verdict.NONE
+    _tick(series, witness, clock, LEARN - 1, _walk(LEARN - 1))
+    assert witness.learned
+    assert witness.judge(_ms(LEARN - 1), _walk(LEARN - 1))[0] is Verdict.AGREES
+    assert witness.judge(_ms(LEARN - 1), _walk(LEARN - 1) * 1.004)[0] is Verdict.DISAGREES
+
+
+def test_a_true_point_agrees_and_a_point_half_a_basis_point_off_does_not() -> None:
+    series, witness, clock = _witnessed()
+    assert _tick(series, witness, clock, 30, _walk(30)) is None
+    assert series.latest() == (_ms(30), _walk(30))
+    # 0.5 bp off: ten times BTC's rounding to the cent, inside a second's real move.
+    assert _tick(series, witness, clock, 31, _walk(31) * 1.00005) == "disagrees"
+    assert series.latest() == (_ms(30), _walk(30))
+    doubt = series.doubt()
+    assert doubt is not None and "btcusdt" in doubt and "+0.5 bp" in doubt
+
+
+def test_a_walk_off_the_level_is_never_believed_however_long_it_persists() -> None:
+    """Judged alone, a steady run of 30 s was believed; with a witness, 10 minutes of it
+    are not, and a true point is believed at once after it."""
+    series, witness, clock = _witnessed()
+    for t in range(30, 630):
+        assert _tick(series, witness, clock, t, _walk(t) * 1.005) == "disagrees"
+    assert series.latest() == (_ms(29), _walk(29))
+    assert _tick(series, witness, clock, 630, _walk(630)) is None
+    assert series.latest() == (_ms(630), _walk(630)) and series.doubt() is None
+
+
+def test_a_real_jump_the_witness_confirms_is_believed_at_once() -> None:
+    """A 3 % move in one second (three times the 1 % a point judged alone may move) that
+    the exchange price makes too."""
+    series, witness, clock = _witnessed()
+    clock.t = T0 + 30
+    witness.add(_ms(30), round(_walk(30) * 1.03 * BASIS, 2))
+    assert series.offer(_ms(30), _walk(30) * 1.03) is None
+    assert series.latest() == (_ms(30), _walk(30) * 1.03)
+
+
+def test_a_level_no_window_reaches_is_never_believed_even_if_the_witness_says_so() -> None:
+    """Another coin's price under BTC's name (-97 %) with the exchange price saying the same:
+    more than BTC's 10 % in a window, so never believed."""
+    series, witness, clock = _witnessed()
+    for t in range(30, 100):
+        clock.t = T0 + t
+        witness.add(_ms(t), round(3_000.0 * BASIS, 2))
+        assert series.offer(_ms(t), 3_000.0) == "out_of_range"
+    assert series.latest() == (_ms(29), _walk(29))
+    # 9 % in a window is believable (the witness agreeing).
+    clock.t = T0 + 100
+    witness.add(_ms(100), round(_walk(29) * 1.09 * BASIS, 2))
+    assert series.offer(_ms(100), _walk(29) * 1.09) is None
+
+
+def test_a_point_ahead_of_the_witness_waits_for_it() -> None:
+    series, witness, clock = _witnessed()
+    clock.t = T0 + 30
+    assert series.offer(_ms(30), _walk(30)) is None  # the exchange has not spoken for it
+    assert series.latest() == (_ms(29), _walk(29))
+    witness.add(_ms(30), round(_walk(30) * BASIS, 2))
+    assert series.settle() == []
+    assert series.latest() == (_ms(30), _walk(30))
+    # A wrong one waits, then is judged wrong.
+    clock.t = T0 + 31
+    assert series.offer(_ms(31), _walk(31) * 1.01) is None
+    witness.add(_ms(31), round(_walk(31) * BASIS, 2))
+    assert series.settle() == ["disagrees"]
+    assert series.latest() == (_ms(30), _walk(30))
+
+
+def test_a_silent_witness_leaves_the_spot_judged_alone_after_5_s() -> None:
+    series, witness, clock = _witnessed()
+    clock.t = T0 + 34  # 5 s after the last exchange price: not silent yet
+    assert witness.judge(_ms(34), _walk(34))[0] is Verdict.WAIT
+    clock.t = T0 + 35.1
+    assert witness.judge(_ms(35), _walk(35))[0] is Verdict.NONE
+    assert series.offer(_ms(35), _walk(35)) is None
+    assert series.latest() == (_ms(35), _walk(35))
+
+
+def test_a_value_repeated_while_the_witness_moves_is_as_old_as_its_first_point() -> None:
+    series, witness, clock = _witnessed()
+    frozen = _walk(29)
+    # The exchange price moves by 1 cent (0.001 bp: under the bound): still believed as new.
+    clock.t = T0 + 30
+    witness.add(_ms(30), round(_walk(29) * BASIS, 2) + 0.01)
+    assert series.offer(_ms(30), frozen) is None
+    assert series.information_ms() == _ms(30)
+    # The world moves ($7, 0.7 bp: more than the bound) and comes back; the spot repeated
+    # its value all along: it agrees with the exchange price now, but it is frozen.
+    clock.t = T0 + 31
+    witness.add(_ms(31), round((BTC + 3) * BASIS, 2))
+    clock.t = T0 + 32
+    witness.add(_ms(32), round(_walk(29) * BASIS, 2))
+    assert series.offer(_ms(32), frozen) is None
+    assert series.latest() == (_ms(32), frozen)
+    assert series.information_ms() == _ms(29)  # as old as the first point with that value
+    # A new value ends it.
+    assert _tick(series, witness, clock, 33, _walk(33)) is None
+    assert series.information_ms() == _ms(33)
+
+
+@pytest.mark.parametrize("off", [1.0005, 0.9995, 1.002])
+def test_a_witness_never_learns_a_basis_from_points_it_refused(off: float) -> None:
+    """Ten minutes of refused points leave the basis where it was: a true point agrees."""
+    series, witness, clock = _witnessed()
+    for t in range(30, 630):
+        _tick(series, witness, clock, t, _walk(t) * off)
+    assert witness.judge(_ms(629), _walk(629))[0] is Verdict.AGREES
+    assert witness.judge(_ms(629), _walk(629) * off)[0] is Verdict.DISAGREES
