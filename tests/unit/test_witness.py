@@ -15,7 +15,7 @@ import pytest
 
 from app.markets import MARKETS
 from app.refresher.sources.polymarket.rtds import SPOT_HISTORY_S, PriceSeries
-from app.refresher.sources.polymarket.witness import ExchangeWitness, Verdict
+from app.refresher.sources.polymarket.witness import ExchangeWitness, TwapWitness, Verdict
 
 T0 = 1_800_000_000
 BTC = 100_000.0
@@ -179,3 +179,74 @@ def test_a_witness_never_learns_a_basis_from_points_it_refused(off: float) -> No
         _tick(series, witness, clock, t, _walk(t) * off)
     assert witness.judge(_ms(629), _walk(629))[0] is Verdict.AGREES
     assert witness.judge(_ms(629), _walk(629) * off)[0] is Verdict.DISAGREES
+
+
+# -- the TWAP reports: the row's witness while the exchange price has no verdict ------------
+
+
+def _twap_witnessed() -> tuple[PriceSeries, TwapWitness, _Clock]:
+    """A BTC spot at 1 Hz, judged alone (its exchange price never speaks), and the 60 s TWAP
+    reports of the true spot (the mean of its last 60 seconds, stamped with the newest),
+    100 seconds of both."""
+    clock = _Clock(T0)
+    twap = TwapWitness("crypto_prices_twap_sixty", 60, clock)
+    series = PriceSeries(
+        SPOT_HISTORY_S, clock, witness=ExchangeWitness("btcusdt", clock), twaps=(twap,)
+    )
+    for t in range(100):
+        _twap_tick(series, twap, clock, t, _walk(t))
+    assert twap.learned
+    return series, twap, clock
+
+
+def _twap_tick(
+    series: PriceSeries, twap: TwapWitness, clock: _Clock, t: int, spot: float
+) -> str | None:
+    """One second: the spot point, then the true TWAP report of that second (once there are
+    60 seconds), as the feed hands them over; the TWAP's doubt after it."""
+    clock.t = T0 + t
+    assert series.offer(_ms(t), spot) is None  # judged alone: a 0.5 % step is believable
+    if t >= 59:
+        twap.report(_ms(t), sum(_walk(k) for k in range(t - 59, t + 1)) / 60)
+        assert series.settle() == []
+        twap.learn(series.covered_mean, _ms(t))
+    assert t == 0 or series.latest() == (_ms(t), spot)  # the first waits for a second
+    return twap.doubt(series.covered_mean, _ms(t))
+
+
+def test_a_spot_point_waits_for_the_twap_report_of_its_second() -> None:
+    """While the exchange price is silent, no row shows a spot point before a TWAP report
+    can contradict the mean it makes."""
+    series, twap, clock = _twap_witnessed()
+    clock.t = T0 + 100
+    assert series.offer(_ms(100), _walk(100)) is None
+    assert series.latest() == (_ms(99), _walk(99))
+    twap.report(_ms(100), sum(_walk(k) for k in range(41, 101)) / 60)
+    assert series.settle() == []
+    assert series.latest() == (_ms(100), _walk(100))
+
+
+def test_the_twap_reports_doubt_a_spot_whose_mean_they_contradict() -> None:
+    series, twap, clock = _twap_witnessed()
+    assert _twap_tick(series, twap, clock, 100, _walk(100)) is None
+    # 0.5 % off, believed by the jump rule alone: the mean moves by 0.5 % / 60 at once (0.8 bp,
+    # far beyond the bound), and more as long as it lasts.
+    for t in range(101, 160):
+        doubt = _twap_tick(series, twap, clock, t, _walk(t) * 1.005)
+        assert doubt is not None and "crypto_prices_twap_sixty" in doubt, t
+    # True again: doubted until the wrong points have left the report's 60 s span.
+    for t in range(160, 219):
+        assert _twap_tick(series, twap, clock, t, _walk(t)) is not None, t
+    assert _twap_tick(series, twap, clock, 219, _walk(219)) is None
+
+
+def test_a_silent_twap_topic_or_an_uncovered_span_gives_no_doubt() -> None:
+    series, twap, clock = _twap_witnessed()
+    series.offer(_ms(100), _walk(100) * 1.005)
+    clock.t = T0 + 105.1  # 6 s after the last report: silent
+    assert twap.doubt(series.covered_mean, _ms(100)) is None
+    # A span the spot does not cover: no mean to judge by.
+    assert series.covered_mean(_ms(43), _ms(104)) is None
+    assert series.covered_mean(_ms(39), _ms(99)) == pytest.approx(
+        sum(_walk(k) for k in range(40, 100)) / 60, rel=1e-12
+    )

@@ -158,6 +158,23 @@ def test_the_exchange_price_silent_leaves_the_spot_judged_alone() -> None:
         stage.recovers("the exchange price back")
 
 
+def test_with_the_exchange_price_silent_the_twap_reports_catch_a_walk_half_a_percent_off() -> None:
+    """The exchange price is silent for the whole fault, and the spot runs 0.5 % high for
+    15 s (each step believable alone): the TWAP reports contradict the spot's mean, so the
+    row is never fresh and wrong; fresh and right within 5 s of both being true again."""
+    with staged(budget(20.0)) as stage:
+        stage.warm_up()
+        rtds = stage.world.rtds
+        rtds.exchange_paused = True
+        stage.hold(6.0, "while the exchange price is silent")  # then it is judged silent
+        rtds.spot_glitch = lambda value: value * Decimal("1.005")
+        samples = stage.hold(15.0, "with the spot 0.5 % high, the exchange price silent")
+        assert any("crypto_prices_twap" in " ".join(s.row.get("suspect", [])) for s in samples)
+        rtds.spot_glitch = None
+        rtds.exchange_paused = False
+        stage.recovers("the spot true and the exchange price back")
+
+
 # -- RTDS: values ---------------------------------------------------------------------------
 
 

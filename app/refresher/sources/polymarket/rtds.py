@@ -37,7 +37,12 @@ from app.markets import DEFAULT_SYMBOLS, MARKETS, Market
 from app.refresher import clocks, volatility
 from app.refresher.sources.polymarket.feed import Feed, each
 from app.refresher.sources.polymarket.suspects import Suspects
-from app.refresher.sources.polymarket.witness import MAX_PENDING, ExchangeWitness, Verdict
+from app.refresher.sources.polymarket.witness import (
+    MAX_PENDING,
+    ExchangeWitness,
+    TwapWitness,
+    Verdict,
+)
 
 SPOT_KEY = "spot"
 # Series keys by TWAP lookback (seconds): the markets say which lookback settles them.
@@ -80,6 +85,7 @@ CONFIRM_POINTS = 2  # a series with nothing believed yet: this many points that 
 RELEARN_S = 30.0
 RELEARN_POINTS = 10
 WINDOW_MS = 300_000  # a window: the unit of ``Market.window_move``
+MEAN_GAP_MS = 3_000  # a mean the TWAP witness compares covers its span with no longer gap
 
 
 def _number(raw: Any) -> float | None:
@@ -135,11 +141,15 @@ class PriceSeries:
         jump_base: float = JUMP_BASE,
         witness: ExchangeWitness | None = None,
         window_move: float | None = None,
+        twaps: tuple[TwapWitness, ...] = (),
     ) -> None:
         self._jump_base = jump_base
         # The spot's: the exchange price that must agree with each point (``witness.py``),
-        # and the largest move believed within a window, whatever agrees with it.
+        # the TWAP reports a point waits for while the exchange has no verdict (so no row
+        # shows it before they can contradict its mean), and the largest move believed
+        # within a window, whatever agrees with it.
         self._witness = witness
+        self._twaps = twaps
         self._window_move = window_move
         self._pending: list[tuple[int, float]] = []  # waiting for the witness's verdict
         # The newest point the witness contradicted (stamp, why), until a believed point at
@@ -214,7 +224,7 @@ class PriceSeries:
         the believed point nearest in time, ``allowed_move``)."""
         if not self._reachable(ts_ms, value):
             return "out_of_range"
-        verdict, why = self._witness.judge(ts_ms, value) if self._witness else (Verdict.NONE, "")
+        verdict, why = self._verdict(ts_ms, value)
         if verdict is Verdict.WAIT:
             with self._lock:
                 self._pending = [*self._pending[1 - MAX_PENDING :], (ts_ms, value)]
@@ -242,17 +252,48 @@ class PriceSeries:
                 self._witness.learn(*point)
         return suspect
 
+    def _verdict(self, ts_ms: int, value: float) -> tuple[Verdict, str]:
+        """The exchange price's verdict; without one, WAIT while every TWAP topic that speaks
+        has no report for the point's second yet (then NONE: judged alone)."""
+        verdict, why = self._witness.judge(ts_ms, value) if self._witness else (Verdict.NONE, "")
+        if verdict is Verdict.NONE:
+            reports = [t.newest_ms() for t in self._twaps if t.speaking]
+            if reports and all(r is None or r < ts_ms for r in reports):
+                return Verdict.WAIT, ""
+        return verdict, why
+
     def settle(self) -> list[str]:
-        """The witness has spoken for more seconds: judge the points waiting for it. Returns
-        the suspect kinds found."""
-        newest = self._witness.newest_ms() if self._witness else None
-        if newest is None:
-            return []
+        """A witness has spoken for more seconds: judge the points waiting for one (those
+        still ahead of it wait on). Returns the suspect kinds found."""
         with self._lock:
-            ready = [p for p in self._pending if p[0] <= newest]
-            self._pending = [p for p in self._pending if p[0] > newest]
-        kinds = (self.offer(ts_ms, value) for ts_ms, value in ready)
+            waiting, self._pending = self._pending, []
+        kinds = (self.offer(ts_ms, value) for ts_ms, value in waiting)
         return [kind for kind in kinds if kind is not None]
+
+    def covered_mean(self, after_ms: int, until_ms: int) -> float | None:
+        """The mean over the whole seconds of (after, until] of each second's price (its last
+        believed point at or before ``until``, a second without one carrying the last
+        before, as the settlement's own average does); None when a second has no point
+        within ``MEAN_GAP_MS`` before it."""
+        first_s, last_s = after_ms // 1000 + 1, until_ms // 1000
+        if last_s < first_s:
+            return None
+        with self._lock:
+            i = bisect.bisect_left(self._times, first_s * 1000 - MEAN_GAP_MS)
+            j = bisect.bisect_right(self._times, until_ms)
+            points = list(zip(self._times[i:j], self._values[i:j], strict=True))
+        by_second: dict[int, tuple[int, float]] = {}
+        for ts_ms, value in points:  # in time order: the last of each second stays
+            by_second[ts_ms // 1000] = (ts_ms, value)
+        before = [p for p in points if p[0] < first_s * 1000]
+        carried = before[-1] if before else None
+        total = 0.0
+        for second in range(first_s, last_s + 1):
+            carried = by_second.get(second, carried)
+            if carried is None or second * 1000 - carried[0] > MEAN_GAP_MS:
+                return None
+            total += carried[1]
+        return total / (last_s - first_s + 1)
 
     def doubt(self) -> str | None:
         """Why the newest point offered is not believed, when the witness contradicted it
@@ -455,12 +496,17 @@ class PriceSeries:
 
 
 def _series_of(
-    market: Market, clock: Callable[[], float], witness: ExchangeWitness
+    market: Market,
+    clock: Callable[[], float],
+    witness: ExchangeWitness,
+    twaps: tuple[TwapWitness, ...],
 ) -> dict[str, PriceSeries]:
-    """A market's spot (witnessed by its exchange price) and TWAP series, judged by its own
-    jump bound and window move."""
+    """A market's spot (witnessed by its exchange price and its TWAP reports) and TWAP
+    series, judged by its own jump bound and window move."""
     base, move = market.jump_base, market.window_move
-    spot = PriceSeries(SPOT_HISTORY_S, clock, jump_base=base, witness=witness, window_move=move)
+    spot = PriceSeries(
+        SPOT_HISTORY_S, clock, jump_base=base, witness=witness, window_move=move, twaps=twaps
+    )
     return {
         key: spot
         if key == SPOT_KEY
@@ -494,8 +540,19 @@ class RtdsFeed(Feed):
         }
         # Chainlink symbol -> key -> series; a TWAP report is judged by its own coin's spot
         # until its series has points.
+        # (Chainlink symbol, TWAP key) -> that topic's reports as the spot's second witness.
+        self._twap_witnesses = {
+            (market.chainlink, key): TwapWitness(TOPICS[key], lookback, clock)
+            for market in markets
+            for lookback, key in TWAP_KEYS.items()
+        }
         self._by_symbol = {
-            market.chainlink: _series_of(market, clock, self.witnesses[market.exchange])
+            market.chainlink: _series_of(
+                market,
+                clock,
+                self.witnesses[market.exchange],
+                tuple(self._twap_witnesses[market.chainlink, key] for key in TWAP_KEYS.values()),
+            )
             for market in markets
         }
         self._spot_of_pair = {
@@ -554,9 +611,12 @@ class RtdsFeed(Feed):
                 continue
             # A payload without a symbol can only be the one market's.
             if isinstance(symbol, str):
-                table = self._by_symbol.get(symbol.lower())
+                chainlink = symbol.lower()
+            elif len(self._markets) == 1:
+                chainlink = self._markets[0].chainlink
             else:
-                table = self.series if len(self._markets) == 1 else None
+                continue
+            table = self._by_symbol.get(chainlink)
             if table is None:
                 continue
             series = table[key]
@@ -565,9 +625,24 @@ class RtdsFeed(Feed):
             if isinstance(data, list):
                 kinds = series.merge(points)
             else:
-                verdicts = (series.offer(ts_ms, value) for ts_ms, value in points)
-                kinds = [kind for kind in verdicts if kind is not None]
+                verdicts = [(point, series.offer(*point)) for point in points]
+                kinds = [kind for _, kind in verdicts if kind is not None]
+                twap = self._twap_witnesses.get((chainlink, key))
+                if twap is not None:
+                    self._reported(twap, table[SPOT_KEY], [p for p, k in verdicts if k is None])
             self._note_kinds(kinds, series)
+
+    def _reported(
+        self, twap: TwapWitness, spot: PriceSeries, reports: list[tuple[int, float]]
+    ) -> None:
+        """TWAP reports its series took: the spot points that waited for them are judged, and
+        the spot's second witness learns from them."""
+        for report in reports:
+            twap.report(*report)
+        self._note_kinds(spot.settle(), spot)
+        newest = spot.latest()
+        if newest is not None:
+            twap.learn(spot.covered_mean, newest[0])
 
     def _witnessed(self, pair: str, payload: dict[str, Any]) -> None:
         """Exchange prices of ``pair`` (an update, or a history's ``data``): the witness takes
@@ -578,6 +653,22 @@ class RtdsFeed(Feed):
             witness.add(ts_ms, value)
         spot = self._spot_of_pair[pair]
         self._note_kinds(spot.settle(), spot)
+
+    def twap_doubt(self, market: Market) -> str | None:
+        """Why ``market``'s spot is not believed by its TWAP reports (the newest whose span
+        the spot covers, against its mean there), while its exchange price has no verdict;
+        None when they agree, or cannot tell."""
+        if self.witnesses[market.exchange].judging:
+            return None  # the exchange price judges every point: a TWAP at odds is the suspect
+        spot = self.of(market)[SPOT_KEY]
+        newest = spot.latest()
+        if newest is None:
+            return None
+        for key in TWAP_KEYS.values():
+            doubt = self._twap_witnesses[market.chainlink, key].doubt(spot.covered_mean, newest[0])
+            if doubt is not None:
+                return doubt
+        return None
 
     def _note_kinds(self, kinds: list[str], series: PriceSeries) -> None:
         """Count the points not believed, by kind (one log line per kind a minute at most)."""

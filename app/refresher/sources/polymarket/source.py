@@ -638,8 +638,8 @@ class PolymarketSource:
         # shows null there: no opinion rather than a wrong one; its books and price keep
         # their own ages (docs/reliability.md).
         ts = min(min(input_times.values()), now_ms)
-        spot_doubt = spot.doubt()
-        suspect = (*window.doubts.values(), *([f"price: {spot_doubt}"] if spot_doubt else []))
+        spot_doubts = [f"price: {why}" for why in (spot.doubt(), self.rtds.twap_doubt(coin)) if why]
+        suspect = (*window.doubts.values(), *spot_doubts)
         if suspect:
             ts = min(ts, never_fresh)  # inputs that disagree: stale, never fresh and wrong
         live = LiveDetails(

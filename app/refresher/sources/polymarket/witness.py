@@ -53,6 +53,33 @@ class Verdict(enum.Enum):
     NONE = "none"  # silent, or the basis not learned yet: no verdict
 
 
+class _Ratios:
+    """The last ``BASIS_POINTS`` log-ratios of a witness: their median (the basis) and the
+    bound around it, once ``MIN_POINTS`` are known (not thread-safe: its owner locks)."""
+
+    def __init__(self) -> None:
+        self._ratios: collections.deque[float] = collections.deque(maxlen=BASIS_POINTS)
+        self.basis: tuple[float, float] | None = None  # (basis, bound), None: not learned
+
+    def learn(self, ratio: float) -> None:
+        """One more ratio of a believed point (further than ``MAX_BASIS`` from 0: ignored)."""
+        if abs(ratio) > MAX_BASIS:
+            return
+        self._ratios.append(ratio)
+        if len(self._ratios) >= MIN_POINTS:
+            self.basis = _basis_and_bound(sorted(self._ratios))
+
+    def verdict(self, ratio: float, what: str) -> tuple[Verdict, str]:
+        """AGREES when ``ratio`` is within the bound of the basis, else DISAGREES and why
+        (``what``: the witness, as the reason names it)."""
+        assert self.basis is not None
+        basis, bound = self.basis
+        off = ratio - basis
+        if abs(off) <= bound:
+            return Verdict.AGREES, ""
+        return Verdict.DISAGREES, f"{off * 1e4:+.1f} bp from {what} (bound {bound * 1e4:.2f} bp)"
+
+
 class ExchangeWitness:
     """One coin's exchange price and the basis of the spot to it; thread-safe."""
 
@@ -61,8 +88,7 @@ class ExchangeWitness:
         self._clock = clock
         self._times: list[int] = []
         self._values: list[float] = []
-        self._ratios: collections.deque[float] = collections.deque(maxlen=BASIS_POINTS)
-        self._basis: tuple[float, float] | None = None  # (basis, bound), None: not learned
+        self._ratios = _Ratios()
         self._received_at = -math.inf
         self._lock = threading.Lock()
 
@@ -82,7 +108,13 @@ class ExchangeWitness:
     def learned(self) -> bool:
         """Whether the basis is measured (the witness judges once it is, while it speaks)."""
         with self._lock:
-            return self._basis is not None
+            return self._ratios.basis is not None
+
+    @property
+    def judging(self) -> bool:
+        """Whether it judges spot points now: its basis learned and not silent."""
+        with self._lock:
+            return self._ratios.basis is not None and not self._silent()
 
     def newest_ms(self) -> int | None:
         """The stamp of the newest exchange price (None before the first)."""
@@ -102,31 +134,25 @@ class ExchangeWitness:
     def judge(self, ts_ms: int, value: float) -> tuple[Verdict, str]:
         """The verdict on a spot point, and why (for a disagreement: how far, the bound)."""
         with self._lock:
-            if self._silent() or self._basis is None or not self._times:
+            if self._silent() or self._ratios.basis is None or not self._times:
                 return Verdict.NONE, ""
             if self._times[-1] < ts_ms:
                 return Verdict.WAIT, ""
             ratio = self._ratio(ts_ms, value)
             if ratio is None:  # older than every exchange price kept: no verdict
                 return Verdict.NONE, ""
-            basis, bound = self._basis
-        off = ratio - basis
-        if abs(off) <= bound:
-            return Verdict.AGREES, ""
-        return Verdict.DISAGREES, (
-            f"the spot {value:.8g} is {off * 1e4:+.1f} bp from the exchange price "
-            f"({self.pair}) and its basis (bound {bound * 1e4:.1f} bp)"
-        )
+            verdict, why = self._ratios.verdict(ratio, f"the exchange price ({self.pair})")
+        return verdict, (f"the spot {value:.8g} is {why}" if why else "")
 
     def moved_since(self, ts_ms: int) -> bool:
         """Whether the exchange price moved further than the bound since ``ts_ms`` (between
         the price in force then and any since): a spot value repeated meanwhile is frozen."""
         with self._lock:
-            if self._basis is None:
+            if self._ratios.basis is None:
                 return False
             i = max(0, bisect.bisect_right(self._times, ts_ms) - 1)
             since = self._values[i:]
-            bound = self._basis[1]
+            bound = self._ratios.basis[1]
         return bool(since) and math.log(max(since) / min(since)) > bound
 
     def learn(self, ts_ms: int, value: float) -> None:
@@ -135,11 +161,8 @@ class ExchangeWitness:
             if self._silent():
                 return
             ratio = self._ratio(ts_ms, value)
-            if ratio is None or abs(ratio) > MAX_BASIS:
-                return
-            self._ratios.append(ratio)
-            if len(self._ratios) >= MIN_POINTS:
-                self._basis = _basis_and_bound(sorted(self._ratios))
+            if ratio is not None:
+                self._ratios.learn(ratio)
 
 
 def _basis_and_bound(ratios: list[float]) -> tuple[float, float]:
@@ -153,3 +176,109 @@ def _basis_and_bound(ratios: list[float]) -> tuple[float, float]:
 def _median(values: list[float]) -> float:
     n = len(values)
     return values[n // 2] if n % 2 else (values[n // 2 - 1] + values[n // 2]) / 2
+
+
+# (after_ms, until_ms) -> the believed spot's mean over (after, until], None when its points
+# do not cover the span.
+SpotMean = Callable[[int, int], "float | None"]
+
+
+class TwapWitness:
+    """The spot's second witness: the settlement stream's own TWAP reports of one lookback.
+
+    A report stamped ``r`` is Chainlink's mean of the spot over about (r - L, r]; its exact
+    window is not published (public replays say it stops averaging about 3 s before its stamp),
+    so the offset is part of the basis, measured like the exchange's: the log-ratio of each
+    report to our mean of the believed spot over (r - L, r]. It judges the spot's MEAN, so it
+    is a row's witness, not a point's: while the exchange price has no verdict, a row whose
+    spot's mean the newest report contradicts is stale (``RtdsFeed.twap_doubt``). A point
+    moves the mean by 1/N of its error (N the points in the lookback): a level is seen at
+    once, a drift or a freeze once it shows in the mean. Thread-safe.
+    """
+
+    def __init__(self, topic: str, lookback_s: int, clock: Callable[[], float] = time.time) -> None:
+        self.topic = topic  # shown in the reasons
+        self._lookback_ms = lookback_s * 1000
+        self._clock = clock
+        self._times: list[int] = []
+        self._values: list[float] = []
+        self._unlearned: list[tuple[int, float]] = []  # reports the spot did not cover yet
+        self._ratios = _Ratios()
+        self._received_at = -math.inf
+        # The last report judged: (its stamp, the spot's newest stamp then, the verdict's why).
+        self._judged: tuple[int, int, str | None] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def learned(self) -> bool:
+        """Whether the basis is measured."""
+        with self._lock:
+            return self._ratios.basis is not None
+
+    def report(self, ts_ms: int, value: float) -> None:
+        """A believed TWAP report."""
+        with self._lock:
+            i = bisect.bisect_right(self._times, ts_ms)
+            self._times.insert(i, ts_ms)
+            self._values.insert(i, value)
+            cut = bisect.bisect_left(self._times, self._times[-1] - HISTORY_MS)
+            if cut:
+                del self._times[:cut], self._values[:cut]
+            self._unlearned = [*self._unlearned[1 - MAX_PENDING :], (ts_ms, value)]
+            self._received_at = self._clock()
+
+    @property
+    def speaking(self) -> bool:
+        """Whether it can doubt the spot now: its basis learned and not silent."""
+        with self._lock:
+            return self._ratios.basis is not None and not self._silent()
+
+    def _silent(self) -> bool:
+        return self._clock() - self._received_at > SILENT_S
+
+    def newest_ms(self) -> int | None:
+        """The stamp of the newest report (None before the first)."""
+        with self._lock:
+            return self._times[-1] if self._times else None
+
+    def learn(self, mean: SpotMean, newest_spot_ms: int) -> None:
+        """Measure the basis on the reports whose span the believed spot now covers."""
+        with self._lock:
+            ready = [p for p in self._unlearned if p[0] <= newest_spot_ms]
+            self._unlearned = [p for p in self._unlearned if p[0] > newest_spot_ms]
+        for ts_ms, value in ready:
+            spot_mean = mean(ts_ms - self._lookback_ms, ts_ms)
+            if spot_mean is None:
+                continue
+            ratio = math.log(value / spot_mean)
+            with self._lock:
+                unknown = self._ratios.basis is None
+                if unknown or self._ratios.verdict(ratio, "")[0] is Verdict.AGREES:
+                    self._ratios.learn(ratio)
+
+    def doubt(self, mean: SpotMean, newest_spot_ms: int) -> str | None:
+        """Why the newest report whose span the spot reaches disagrees with the spot's mean
+        there (None: it agrees, or there is none to judge by: silent, not learned, a span
+        not covered). Judged once per report and newest spot point."""
+        with self._lock:
+            if self._silent() or self._ratios.basis is None:
+                return None
+            i = bisect.bisect_right(self._times, newest_spot_ms)
+            if not i:
+                return None
+            report_ms, report = self._times[i - 1], self._values[i - 1]
+            judged = self._judged
+        if judged is not None and judged[:2] == (report_ms, newest_spot_ms):
+            return judged[2]
+        spot_mean = mean(report_ms - self._lookback_ms, report_ms)
+        why = None
+        if spot_mean is not None:
+            with self._lock:
+                verdict, off = self._ratios.verdict(
+                    math.log(report / spot_mean), f"the {self.topic} report"
+                )
+            if verdict is Verdict.DISAGREES:
+                why = f"the spot's mean {spot_mean:.8g} over the report's span is {off}"
+        with self._lock:
+            self._judged = (report_ms, newest_spot_ms, why)
+        return why
