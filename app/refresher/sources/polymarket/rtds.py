@@ -257,7 +257,7 @@ class PriceSeries:
         has no report for the point's second yet (then NONE: judged alone)."""
         verdict, why = self._witness.judge(ts_ms, value) if self._witness else (Verdict.NONE, "")
         if verdict is Verdict.NONE:
-            reports = [t.newest_ms() for t in self._twaps if t.speaking]
+            reports = [t.newest_ms() for t in self._twaps if t.judging]
             if reports and all(r is None or r < ts_ms for r in reports):
                 return Verdict.WAIT, ""
         return verdict, why

@@ -80,11 +80,11 @@ class _Ratios:
         return Verdict.DISAGREES, f"{off * 1e4:+.1f} bp from {what} (bound {bound * 1e4:.2f} bp)"
 
 
-class ExchangeWitness:
-    """One coin's exchange price and the basis of the spot to it; thread-safe."""
+class _Witness:
+    """What both witnesses share: their recent prices in time order, when the newest was
+    received, and the ratios their basis is measured on; thread-safe."""
 
-    def __init__(self, pair: str, clock: Callable[[], float] = time.time) -> None:
-        self.pair = pair  # ``btcusdt``: shown in the reasons
+    def __init__(self, clock: Callable[[], float]) -> None:
         self._clock = clock
         self._times: list[int] = []
         self._values: list[float] = []
@@ -92,37 +92,49 @@ class ExchangeWitness:
         self._received_at = -math.inf
         self._lock = threading.Lock()
 
-    def add(self, ts_ms: int, value: float) -> None:
-        """Take an exchange price (finite and positive, not stamped in the future: the feed
-        checked both)."""
-        with self._lock:
-            i = bisect.bisect_right(self._times, ts_ms)
-            self._times.insert(i, ts_ms)
-            self._values.insert(i, value)
-            cut = bisect.bisect_left(self._times, self._times[-1] - HISTORY_MS)
-            if cut:
-                del self._times[:cut], self._values[:cut]
-            self._received_at = self._clock()
+    def _insert(self, ts_ms: int, value: float) -> None:
+        """Keep a price of the last ``HISTORY_MS`` (the caller holds the lock)."""
+        i = bisect.bisect_right(self._times, ts_ms)
+        self._times.insert(i, ts_ms)
+        self._values.insert(i, value)
+        cut = bisect.bisect_left(self._times, self._times[-1] - HISTORY_MS)
+        if cut:
+            del self._times[:cut], self._values[:cut]
+        self._received_at = self._clock()
 
     @property
     def learned(self) -> bool:
-        """Whether the basis is measured (the witness judges once it is, while it speaks)."""
+        """Whether the basis is measured."""
         with self._lock:
             return self._ratios.basis is not None
 
     @property
     def judging(self) -> bool:
-        """Whether it judges spot points now: its basis learned and not silent."""
+        """Whether it judges now: its basis learned and not silent."""
         with self._lock:
             return self._ratios.basis is not None and not self._silent()
 
     def newest_ms(self) -> int | None:
-        """The stamp of the newest exchange price (None before the first)."""
+        """The stamp of the newest price (None before the first)."""
         with self._lock:
             return self._times[-1] if self._times else None
 
     def _silent(self) -> bool:
         return self._clock() - self._received_at > SILENT_S
+
+
+class ExchangeWitness(_Witness):
+    """One coin's exchange price and the basis of the spot to it; thread-safe."""
+
+    def __init__(self, pair: str, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(clock)
+        self.pair = pair  # ``btcusdt``: shown in the reasons
+
+    def add(self, ts_ms: int, value: float) -> None:
+        """Take an exchange price (finite and positive, not stamped in the future: the feed
+        checked both)."""
+        with self._lock:
+            self._insert(ts_ms, value)
 
     def _ratio(self, ts_ms: int, value: float) -> float | None:
         """log(value / the exchange price in force at ``ts_ms``) (the caller holds the lock)."""
@@ -183,7 +195,7 @@ def _median(values: list[float]) -> float:
 SpotMean = Callable[[int, int], "float | None"]
 
 
-class TwapWitness:
+class TwapWitness(_Witness):
     """The spot's second witness: the settlement stream's own TWAP reports of one lookback.
 
     A report stamped ``r`` is Chainlink's mean of the spot over about (r - L, r]; its exact
@@ -197,49 +209,18 @@ class TwapWitness:
     """
 
     def __init__(self, topic: str, lookback_s: int, clock: Callable[[], float] = time.time) -> None:
+        super().__init__(clock)
         self.topic = topic  # shown in the reasons
         self._lookback_ms = lookback_s * 1000
-        self._clock = clock
-        self._times: list[int] = []
-        self._values: list[float] = []
         self._unlearned: list[tuple[int, float]] = []  # reports the spot did not cover yet
-        self._ratios = _Ratios()
-        self._received_at = -math.inf
         # The last report judged: (its stamp, the spot's newest stamp then, the verdict's why).
         self._judged: tuple[int, int, str | None] | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def learned(self) -> bool:
-        """Whether the basis is measured."""
-        with self._lock:
-            return self._ratios.basis is not None
 
     def report(self, ts_ms: int, value: float) -> None:
         """A believed TWAP report."""
         with self._lock:
-            i = bisect.bisect_right(self._times, ts_ms)
-            self._times.insert(i, ts_ms)
-            self._values.insert(i, value)
-            cut = bisect.bisect_left(self._times, self._times[-1] - HISTORY_MS)
-            if cut:
-                del self._times[:cut], self._values[:cut]
+            self._insert(ts_ms, value)
             self._unlearned = [*self._unlearned[1 - MAX_PENDING :], (ts_ms, value)]
-            self._received_at = self._clock()
-
-    @property
-    def speaking(self) -> bool:
-        """Whether it can doubt the spot now: its basis learned and not silent."""
-        with self._lock:
-            return self._ratios.basis is not None and not self._silent()
-
-    def _silent(self) -> bool:
-        return self._clock() - self._received_at > SILENT_S
-
-    def newest_ms(self) -> int | None:
-        """The stamp of the newest report (None before the first)."""
-        with self._lock:
-            return self._times[-1] if self._times else None
 
     def learn(self, mean: SpotMean, newest_spot_ms: int) -> None:
         """Measure the basis on the reports whose span the believed spot now covers."""
