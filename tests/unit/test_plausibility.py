@@ -24,7 +24,6 @@ from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.gamma import WrongMarketError, parse_event
 from app.refresher.sources.polymarket.rtds import (
     MAX_POINTS,
-    RELEARN_S,
     SPOT_HISTORY_S,
     SPOT_KEY,
     TOPICS,
@@ -78,16 +77,31 @@ def test_plus_50_percent_for_10_s_is_never_believed_and_the_feed_recovers() -> N
     assert series.latest() == _second(20, BTC + 3)
 
 
-def test_a_new_level_held_for_the_relearn_time_is_believed() -> None:
-    # The believed level was the wrong one (or the world really moved): after RELEARN_S of
-    # points that agree with each other, the new level is the price.
+# docs/reliability.md ("How an input is judged", "A new level"): a suspect run that agrees with
+# itself for 30 s, with at least 10 points, is believed; the row is stale for those 30 s. For
+# a series with no witness (as constructed here, like a TWAP series or a replayed tape's spot).
+def test_a_new_level_held_for_30_s_is_believed_and_not_sooner() -> None:
+    # The believed level was the wrong one (or the world really moved).
     series = _series([_second(t, BTC) for t in range(10)])
     new = BTC * 1.2
-    seconds = range(10, 10 + int(RELEARN_S) + 1)
-    verdicts = [series.offer(*_second(t, new)) for t in seconds]
-    assert verdicts[:-1] == ["jump"] * (len(verdicts) - 1) and verdicts[-1] is None
-    assert series.latest() == _second(seconds[-1], new)
+    for t in range(10, 40):  # a point a second: at t=39 the run spans 29 s (30 points)
+        assert series.offer(*_second(t, new)) == "jump", f"believed after {t - 10} s"
+    assert series.latest() == _second(9, BTC)
+    assert series.offer(*_second(40, new)) is None  # the run spans 30 s: believed
+    assert series.latest() == _second(40, new)
+    assert series.at((T0 + 10) * 1000, 0) == new  # the whole run, from its first point
     assert series.at((T0 + 5) * 1000, 0) == BTC  # the old points stay in the history
+
+
+def test_a_new_level_needs_10_points_as_well_as_30_s() -> None:
+    series = _series([_second(t, BTC) for t in range(10)])
+    new = BTC * 1.2
+    # A point every 5 s: the run spans 30 s at its 7th point (t=40), has 10 points at t=55.
+    for t in range(10, 55, 5):
+        assert series.offer(*_second(t, new)) == "jump", f"believed at point {(t - 5) // 5}"
+    assert series.latest() == _second(9, BTC)
+    assert series.offer(*_second(55, new)) is None  # the 10th point, 45 s: believed
+    assert series.latest() == _second(55, new)
 
 
 def test_an_empty_series_waits_for_two_points_that_agree() -> None:
