@@ -23,7 +23,6 @@ from app.markets import parse_symbols
 from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.gamma import WrongMarketError, parse_event
 from app.refresher.sources.polymarket.rtds import (
-    MAX_POINTS,
     SPOT_HISTORY_S,
     SPOT_KEY,
     TOPICS,
@@ -114,13 +113,23 @@ def test_an_empty_series_waits_for_two_points_that_agree() -> None:
     assert series.latest() == _second(2, BTC + 1) and series.at((T0 + 1) * 1000, 0) == BTC
 
 
-def test_a_flood_of_points_is_capped() -> None:
+# docs/reliability.md ("Bounded by design"): a price series holds at most 20,000 points (4 h
+# of the spot at 1 Hz is 14,400); a flood drops the oldest.
+def test_a_flood_of_points_is_capped_at_20_000() -> None:
     series = PriceSeries(SPOT_HISTORY_S)
-    series.merge([(T0 * 1000 + i * 10, BTC + (i % 7)) for i in range(3 * MAX_POINTS)])
-    newest = T0 * 1000 + (3 * MAX_POINTS - 1) * 10
-    assert series.latest() == (newest, BTC + (3 * MAX_POINTS - 1) % 7)
-    assert series.at(newest - (MAX_POINTS - 1) * 10, 0) is not None
-    assert series.at(newest - MAX_POINTS * 10, 0) is None  # the oldest went
+    series.merge([(T0 * 1000 + i * 10, BTC + (i % 7)) for i in range(60_000)])
+    newest = T0 * 1000 + 59_999 * 10
+    assert series.latest() == (newest, BTC + 59_999 % 7)
+    assert series.at(newest - 19_999 * 10, 0) is not None  # the 20,000th newest is kept
+    assert series.at(newest - 20_000 * 10, 0) is None  # the 20,001st newest went
+
+
+def test_four_hours_of_the_spot_at_1_hz_are_all_kept() -> None:
+    # The cap is above what the spot's history needs: 14,401 points, a second apart, 4 h.
+    series = PriceSeries(SPOT_HISTORY_S)
+    series.merge([((T0 + t) * 1000, BTC + (t % 7)) for t in range(14_401)])
+    assert series.at(T0 * 1000, 0) == BTC  # the oldest is still there
+    assert series.latest() == ((T0 + 14_400) * 1000, BTC + 14_400 % 7)
 
 
 # -- the RTDS feed ----------------------------------------------------------------------------
