@@ -13,6 +13,7 @@ from __future__ import annotations
 import copy
 import json
 import logging
+import math
 import threading
 from decimal import Decimal
 from typing import Any
@@ -28,7 +29,6 @@ from app.refresher.sources.polymarket.rtds import (
     TOPICS,
     PriceSeries,
     RtdsFeed,
-    allowed_move,
 )
 from harness.fake_polymarket import FakeMarket, FakeRtds
 
@@ -53,8 +53,49 @@ def test_a_real_42_dollar_second_is_believed() -> None:
     series = _series([_second(t, BTC) for t in range(10)])
     assert series.offer(*_second(10, BTC - 42)) is None
     assert series.latest() == _second(10, BTC - 42)
-    # A bound an order of magnitude wider than that move still.
-    assert allowed_move(1000) > 10 * abs(42 / BTC)
+
+
+def _moved(value: float, bp: float) -> float:
+    """``value`` moved by ``bp`` basis points in log terms."""
+    return value * math.exp(bp / 10_000)
+
+
+# docs/reliability.md ("How an input is judged"): a point is believed within
+# 1 % + 0.2 % x sqrt(dt) of the believed point nearest in time (dt in seconds, at least 1):
+# 120 bp a second away, 300 bp 100 s away ("Where the bounds come from": 3.5x BTC's largest
+# real moves). Each case sits 5 or 10 bp inside or outside.
+@pytest.mark.parametrize(
+    ("dt_s", "bp", "believed"),
+    [
+        (1, 115, True),
+        (1, -115, True),
+        (1, 125, False),
+        (1, -125, False),
+        (100, 290, True),
+        (100, 310, False),
+    ],
+)
+def test_a_move_is_believed_within_1_percent_plus_0_2_percent_per_root_second(
+    dt_s: int, bp: float, believed: bool
+) -> None:
+    series = _series([_second(t, BTC) for t in range(10)])  # as constructed today: no witness
+    point = _second(9 + dt_s, _moved(BTC, bp))
+    assert series.offer(*point) == (None if believed else "jump")
+    assert series.latest() == (point if believed else _second(9, BTC))
+
+
+@pytest.mark.parametrize(("bp", "believed"), [(115, True), (-115, True), (125, False)])
+def test_the_live_btc_spot_is_judged_by_the_same_120_bp_a_second(bp: float, believed: bool) -> None:
+    # The live feed's series take their base from the market (app/markets.py, BTC: 1 %), not
+    # from the PriceSeries default: the same documented 120 bp one second away.
+    feed = _feed(T0 + 60.0)
+    _history(feed, range(0, 60))
+    before = feed.series[SPOT_KEY].latest()
+    assert before is not None
+    value = _moved(before[1], bp)
+    feed.handle(FakeRtds.update(SPOT_TOPIC, (T0 + 60) * 1000, Decimal(repr(value))))
+    expected = ((T0 + 60) * 1000, value) if believed else before
+    assert feed.series[SPOT_KEY].latest() == expected
 
 
 @pytest.mark.parametrize("stray", [1.5, 2.0, 1e308, BTC * 1.5, BTC / 2, BTC * 1.015])
