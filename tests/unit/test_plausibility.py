@@ -372,12 +372,26 @@ def test_a_twap_report_is_judged_by_the_spot_until_it_has_points() -> None:
 # -- the price to beat ------------------------------------------------------------------------
 
 
+# docs/reliability.md ("How an input is judged"): a price to beat from outside the settlement
+# stream is taken within 0.1 % + 0.06 % x sqrt(dt) of the believed spot nearest T0 (dt s away,
+# at least 1): 16 bp when the spot has a point at T0, 70 bp when its nearest is 100 s away.
 @pytest.mark.parametrize(
-    ("value", "believed"),
-    [(BTC + 5, True), (BTC * 1.005, False), (BTC * 0.97, False), (45_000.0, False)],
+    ("value", "away_s", "believed"),
+    [
+        (BTC + 5, 0, True),
+        (_moved(BTC, 15), 0, True),
+        (_moved(BTC, -15), 0, True),
+        (_moved(BTC, 17), 0, False),
+        (_moved(BTC, -17), 0, False),
+        (BTC * 1.005, 0, False),
+        (BTC * 0.97, 0, False),
+        (45_000.0, 0, False),
+        (_moved(BTC, 65), 100, True),
+        (_moved(BTC, 75), 100, False),
+    ],
 )
 def test_a_price_to_beat_from_outside_the_stream_must_sit_by_the_spot(
-    value: float, believed: bool
+    value: float, away_s: int, believed: bool
 ) -> None:
     from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
 
@@ -391,8 +405,8 @@ def test_a_price_to_beat_from_outside_the_stream_must_sit_by_the_spot(
         window = source._window(source.markets[0], T0)
         source._set_price_to_beat(window, value, "site:crypto-price", False)
         assert window.price_to_beat is None  # no spot to judge it by: not yet
-        for t in range(-5, 10):
-            source.rtds.series[SPOT_KEY].add((T0 + t) * 1000, BTC)
+        for t in range(-5, 1):  # the spot's newest point away_s before T0
+            source.rtds.series[SPOT_KEY].add((T0 - away_s + t) * 1000, BTC)
         source._set_price_to_beat(window, value, "site:crypto-price", False)
         assert (window.price_to_beat == value) is believed
     finally:
