@@ -30,6 +30,7 @@ from app.refresher.sources.polymarket.rtds import (
     PriceSeries,
     RtdsFeed,
 )
+from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
 from harness.fake_polymarket import FakeMarket, FakeRtds
 
 T0 = 1_800_000_000
@@ -372,6 +373,36 @@ def test_a_twap_report_is_judged_by_the_spot_until_it_has_points() -> None:
 # -- the price to beat ------------------------------------------------------------------------
 
 
+def _offline_source() -> PolymarketSource:
+    """A live source whose upstreams are nowhere and never started, at T0 + 10 s."""
+    nowhere = "http://127.0.0.1:9"
+    return PolymarketSource(
+        Upstreams(nowhere, nowhere, "ws://127.0.0.1:9", "ws://127.0.0.1:9", nowhere),
+        clock=lambda: T0 + 10.0,
+        background=False,
+    )
+
+
+# docs/live-source.md ("Price to beat"): a spot market's price to beat is the spot in force at
+# T0 once the points around T0 have arrived with no hole (> 3 s) between them: a point at T0
+# may have been missed in a longer one.
+@pytest.mark.parametrize(("after_ms", "latched"), [(1_500, True), (1_501, False), (2_500, False)])
+def test_the_spot_at_t0_is_latched_only_without_a_hole_over_3_s_around_it(
+    after_ms: int, latched: bool
+) -> None:
+    source = _offline_source()
+    try:
+        market = parse_event(_event(), T0)  # a spot market
+        window = source._window(source.markets[0], T0)
+        spot = source.rtds.series[SPOT_KEY]
+        spot.add(T0 * 1000 - 1_500, BTC)  # the last point before T0
+        spot.add(T0 * 1000 + after_ms, BTC + 1)  # the first after it
+        source._latch(window, T0, market, T0 + 10.0)
+        assert window.price_to_beat == (BTC if latched else None)
+    finally:
+        source.close()
+
+
 # docs/reliability.md ("How an input is judged"): a price to beat from outside the settlement
 # stream is taken within 0.1 % + 0.06 % x sqrt(dt) of the believed spot nearest T0 (dt s away,
 # at least 1): 16 bp when the spot has a point at T0, 70 bp when its nearest is 100 s away.
@@ -393,14 +424,7 @@ def test_a_twap_report_is_judged_by_the_spot_until_it_has_points() -> None:
 def test_a_price_to_beat_from_outside_the_stream_must_sit_by_the_spot(
     value: float, away_s: int, believed: bool
 ) -> None:
-    from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
-
-    nowhere = "http://127.0.0.1:9"
-    source = PolymarketSource(
-        Upstreams(nowhere, nowhere, "ws://127.0.0.1:9", "ws://127.0.0.1:9", nowhere),
-        clock=lambda: T0 + 10.0,
-        background=False,
-    )
+    source = _offline_source()
     try:
         window = source._window(source.markets[0], T0)
         source._set_price_to_beat(window, value, "site:crypto-price", False)
