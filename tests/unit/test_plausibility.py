@@ -29,6 +29,7 @@ from app.refresher.sources.polymarket.rtds import (
     TOPICS,
     PriceSeries,
     RtdsFeed,
+    point_value,
 )
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
 from harness.fake_polymarket import FakeMarket, FakeRtds
@@ -223,6 +224,20 @@ def test_a_point_up_to_2_s_ahead_of_our_clock_is_taken_and_later_ones_dropped(
     stamp = (T0 + 60) * 1000 + ahead_ms  # the upstream's clock ahead of ours
     feed.handle(FakeRtds.update(SPOT_TOPIC, stamp, Decimal(str(BTC))))
     assert feed.series[SPOT_KEY].latest() == ((stamp, BTC) if taken else before)
+
+
+# docs/live-source.md ("Price"): a TWAP full_accuracy_value, scaled by 1e18 or plain, that
+# disagrees with its value by more than 1 % is rejected (never a price).
+@pytest.mark.parametrize(
+    ("exact", "price"),
+    [("100900", 100_900.0), ("99100", 99_100.0), ("101100", None), ("98900", None)],
+)
+@pytest.mark.parametrize("scaled", [True, False])
+def test_an_exact_value_is_the_price_only_within_1_percent_of_its_value(
+    exact: str, price: float | None, scaled: bool
+) -> None:
+    raw = str(int(exact) * 10**18) if scaled else exact
+    assert point_value({"value": 100_000, "full_accuracy_value": raw}) == price
 
 
 @pytest.mark.parametrize("value", ["1.5", 2, "1e308"])
