@@ -367,6 +367,28 @@ def test_a_healthy_feeds_lag_is_allowed_for(lag_s: float) -> None:
     assert spot.information_ms() == int(spot.received_at * 1000)
 
 
+def test_the_normal_lag_is_the_median_of_the_last_31_points() -> None:
+    # docs/reliability.md ("A price is as old as its information"): the feed's normal lag is
+    # the median lag of the last 31 newest points. 40 points 1 s late, then 15 at 1.5 s: 15
+    # of the last 31 are not the median; the 16th is.
+    clock = _Clock(T0 + 1.0)
+    feed = RtdsFeed("ws://127.0.0.1:9", threading.Event(), clock=clock)  # never started
+    _history(feed, range(0, 1))
+    spot = feed.series[SPOT_KEY]
+
+    def arrive(t: int, lag_s: float) -> None:
+        clock.t = T0 + t + lag_s
+        feed.handle(FakeRtds.update(SPOT_TOPIC, (T0 + t) * 1000, Decimal(str(BTC + t % 3))))
+
+    for t in range(1, 40):
+        arrive(t, 1.0)
+    for t in range(40, 55):
+        arrive(t, 1.5)
+    assert spot.information_ms() == (T0 + 54) * 1000 + 1_000
+    arrive(55, 1.5)
+    assert spot.information_ms() == (T0 + 55) * 1000 + 1_500
+
+
 def test_a_point_stamped_ahead_is_no_fresher_than_its_receipt() -> None:
     feed = _feed(T0 + 60.0)
     _history(feed, range(0, 60))
