@@ -24,6 +24,7 @@ from flask import Flask
 import app.api.latest as latest_view
 from app.bus import BoardBus
 from app.bus.memory import MemoryBoardBus
+from app.refresher import clocks
 from app.refresher.loop import Refresher
 from app.refresher.model import SPOT, TWAP
 from app.refresher.sources.polymarket import feed as feed_module
@@ -852,6 +853,26 @@ def test_gamma_failing_gives_null_tokens_and_the_source_recovers(
     row = poll(source, clock, lambda r: from_socket(r) and r["p_up_pct"] is not None, "recovery")
     assert_books_are_the_fakes(row, world, market)
     assert_adds_up(row)
+
+
+# docs/live-source.md ("Books"): REST also fills in when a quote has not been confirmed for
+# 2 s. Stated as the number, not read from source.BOOK_FRESH_S (issue 35, point 6).
+@pytest.mark.parametrize(("unconfirmed_s", "asked"), [(1.5, False), (2.5, True)])
+def test_rest_reads_the_books_of_a_quote_unconfirmed_for_over_2_s(
+    world: FakePolymarket, unconfirmed_s: float, asked: bool
+) -> None:
+    market = world.list_market(FakeMarket(T0))
+    with sources_on(world, background=False) as make:
+        source = make(Clock(T0 + 10))  # never started: nothing else reads or writes books
+        # The books' own monotonic clock, 10 s in: neither the 30 s cross-check nor the 1 s
+        # between two REST reads stands in the way.
+        bids, asks = [{"price": "0.45", "size": "10"}], [{"price": "0.55", "size": "5"}]
+        with clocks.use(lambda: 10.0):
+            for token in market.tokens:  # the socket's books, confirmed at 10 s
+                source.books.snapshot(token, bids, asks, "clob-ws")
+        with clocks.use(lambda: 10.0 + unconfirmed_s):
+            source._refresh_books(list(market.tokens))
+    assert bool(world.clob.requests_to("/books")) is asked
 
 
 def test_clob_rest_failing_does_not_stop_the_socket_books(
