@@ -241,3 +241,22 @@ def test_with_rest_failing_the_sockets_top_is_believed_alone() -> None:
     assert books.dispute("7") is None
     books.rest_reachable(True)
     assert books.dispute("7") is not None
+
+
+def test_a_rest_book_answered_before_the_next_lying_top_still_contradicts_it() -> None:
+    """REST answers between two tops: its newer book is shown, and the next top that says
+    the same as before is a disagreement at once."""
+    now = [10.0]
+    with clocks.use(lambda: now[0]):
+        books = Books()
+        books.snapshot("7", _levels("0.53"), _levels("0.55"), "clob-rest", 9.0)
+        books.top("7", "0.30", "0.32", "clob-ws")
+        now[0] = 10.5
+        books.snapshot("7", _levels("0.53"), _levels("0.55"), "clob-rest", 10.5)
+        assert books.dispute("7") is None  # the REST book is what the board shows now
+        quote = books.quote("7")
+        assert quote is not None and (quote.bid, quote.ask) == (0.53, 0.55)
+        now[0] = 10.6
+        books.top("7", "0.30", "0.32", "clob-ws")
+        dispute = books.dispute("7")
+        assert dispute is not None and dispute.contradicted

@@ -18,6 +18,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from prometheus_client import REGISTRY
 
 from tests.support.upstream_faults import Stage, budget, staged
 
@@ -53,15 +54,27 @@ def test_the_next_windows_top_told_under_this_windows_tokens() -> None:
         stage.recovers("the socket's top true again")
 
 
-def test_a_socket_top_contradicted_by_rest_is_named_in_the_row() -> None:
-    """The same fault held long enough for REST to answer: the row is stale and says why
-    (its ``suspect`` names the book), and says nothing once the top is true again."""
+def _disagreements(feed: str) -> float:
+    """``probboard_upstream_suspect_total{feed, kind="disagrees"}`` in this process."""
+    found = REGISTRY.get_sample_value(
+        "probboard_upstream_suspect_total", {"feed": feed, "kind": "disagrees"}
+    )
+    return 0.0 if found is None else found
+
+
+def test_a_socket_top_contradicted_by_rest_is_named_in_the_row_and_counted() -> None:
+    """The same fault held long enough for REST to answer (it is asked again every second
+    while the top and the book disagree): the row is stale and says why (its ``suspect``
+    names the REST book), the disagreement is counted, and the row says nothing once the
+    top is true again."""
     with staged(budget(FAULT_S)) as stage:
         stage.warm_up()
+        before = _disagreements("clob")
         stage.world.clob_ws.top_offset = 1
         samples = stage.hold(FAULT_S, "while the socket tells the next window's top")
         reasons = [r for s in samples for r in s.row.get("suspect") or []]
-        assert any("top" in r and "UP" in r for r in reasons), reasons[:3]
+        assert any("UP" in r and "contradicts the REST book" in r for r in reasons), reasons[:3]
+        assert _disagreements("clob") >= before + 1
         stage.world.clob_ws.top_offset = 0
         row = stage.recovers("the socket's top true again").row
         assert not row.get("suspect"), row.get("suspect")
@@ -95,7 +108,11 @@ def test_gamma_outcomes_reversed_beside_the_token_ids() -> None:
     The issue saw UP and DOWN swapped on the board, fresh, for the window."""
     with staged(budget(FIRST_LOOKUP_FAULT_S)) as stage:
         stage.world.gamma.swapped_outcomes = True
-        stage.hold(FIRST_LOOKUP_FAULT_S, "while Gamma's outcomes are reversed")
+        before = _disagreements("market")
+        samples = stage.hold(FIRST_LOOKUP_FAULT_S, "while Gamma's outcomes are reversed")
+        reasons = [r for s in samples for r in s.row.get("suspect") or []]
+        assert any("labels it 'down'" in r for r in reasons), reasons[:3]
+        assert _disagreements("market") >= before + 1
         stage.world.gamma.swapped_outcomes = False
         stage.recovers("Gamma's outcomes true again")
 

@@ -161,14 +161,14 @@ class Books:
             if newer_top and quote is not None:
                 self._check(asset, (quote.bid, quote.ask))
                 return
-            if (
-                requested_at is not None
-                and quote is not None
-                and (quote.bid, quote.ask) == (level_top)
-            ):
+            confirms = quote is not None and (quote.bid, quote.ask) == level_top
+            if requested_at is not None and quote is not None and confirms:
                 via = quote.via  # REST confirms what the socket said: the origin stays
             self._set(asset, level_top, via)
-            self._unconfirmed_since.pop(asset, None)
+            if requested_at is None or confirms:
+                self._unconfirmed_since.pop(asset, None)
+            # else: REST says otherwise than the socket's last top; the newer REST book is
+            # shown, and the disagreement stands until a socket top agrees with the book.
             self._wanted.discard(asset)
             if self._quotes[asset].crossed:
                 self._wanted.add(asset)
@@ -244,9 +244,11 @@ class Books:
             quote = self._quotes.get(asset)
             if since is None or quote is None or not self._rest_ok:
                 return None
+            top, book = (quote.bid, quote.ask), self._level_top(asset)
+            if top == book:
+                return None  # the REST book is shown: nothing disputed on the board now
             rest = self._rest_asked_at.get(asset)
-            contradicted = rest is not None and rest >= since
-            return Dispute((quote.bid, quote.ask), self._level_top(asset), contradicted)
+            return Dispute(top, book, contradicted=rest is not None and rest >= since)
 
     def wanted_snapshots(self) -> set[str]:
         """Tokens whose level book disagrees with the upstream's top, or whose top is crossed."""
