@@ -1165,8 +1165,9 @@ class FakeClobWs(_WsFake):
         self.send_price_changes([(asset, side, price, size)])
 
     def send_price_changes(self, changes: Sequence[PriceChange]) -> None:
-        """ONE ``price_change`` message with an entry per (asset, side, price, size) the world
-        has just applied; each entry carries its asset's best bid/ask after all of them.
+        """ONE ``price_change`` message per market with an entry per (asset, side, price,
+        size) the world has just applied; each entry carries its asset's best bid/ask after
+        all of them.
 
         A connection gets the entries of the assets it watches (the message is not sent to
         a connection that watches none of them).
@@ -1191,20 +1192,25 @@ class FakeClobWs(_WsFake):
                     "best_ask": best_ask,
                 }
             )
-        market = self.world.condition_of(changes[0][0])
+        # One message per market, as the real channel sends them: its ``market`` is the
+        # condition of every asset in it (the source checks it, identity.py).
+        by_market: dict[str, list[dict[str, str]]] = {}
+        for entry in entries:
+            by_market.setdefault(self.world.condition_of(entry["asset_id"]), []).append(entry)
         timestamp = str(now_ms())
         with self._send_lock:
             for client in self.clients:
-                mine = [e for e in entries if e["asset_id"] in client.assets]
-                if not mine or not self.deliverable(client):
-                    continue
-                message = {
-                    "event_type": "price_change",
-                    "market": market,
-                    "timestamp": timestamp,
-                    "price_changes": mine,
-                }
-                client.send(json.dumps(message))
+                for market, market_entries in by_market.items():
+                    mine = [e for e in market_entries if e["asset_id"] in client.assets]
+                    if not mine or not self.deliverable(client):
+                        continue
+                    message = {
+                        "event_type": "price_change",
+                        "market": market,
+                        "timestamp": timestamp,
+                        "price_changes": mine,
+                    }
+                    client.send(json.dumps(message))
 
     def send_best_bid_ask(self, asset: str | None = None) -> None:
         """A ``best_bid_ask`` message per subscribed asset (confirms the books unchanged);
