@@ -19,7 +19,9 @@ from app.refresher.sources.polymarket.identity import (
     parse_clob_market,
     top_verdicts,
 )
+from app.refresher.sources.polymarket.source import PolymarketSource
 from harness.fake_polymarket import FakeMarket, FakePolymarket, running
+from tests.support.live_source import upstreams
 
 T0 = 1_800_000_000 - 1_800_000_000 % 300
 
@@ -260,3 +262,59 @@ def test_a_rest_book_answered_before_the_next_lying_top_still_contradicts_it() -
         books.top("7", "0.30", "0.32", "clob-ws")
         dispute = books.dispute("7")
         assert dispute is not None and dispute.contradicted
+
+
+# -- in the source --------------------------------------------------------------------------
+
+
+def _threadless(world: FakePolymarket, now: float) -> PolymarketSource:
+    """A live source on the fakes without its threads: ``upkeep`` is called by the test."""
+    return PolymarketSource(upstreams(world), clock=lambda: now, background=False)
+
+
+def test_the_clobs_market_is_asked_in_upkeep_never_while_rows_are_built(
+    world: FakePolymarket,
+) -> None:
+    """50 s before the roll: one upkeep asks the CLOB about this window's market and the
+    next one's (the prefetch); rows ask nothing, and a confirmed market is not asked again."""
+    now = T0 + 250.0
+    source = _threadless(world, now)
+    try:
+        source.rows(now)
+        assert world.clob.requests_to("/markets/") == []
+        source.upkeep(now)
+        this, upcoming = world.market(T0), world.market(T0 + 300)
+        assert this is not None and upcoming is not None
+        asked = [hit.path for hit in world.clob.requests_to("/markets/")]
+        assert asked == [f"/markets/{this.condition}", f"/markets/{upcoming.condition}"]
+        for _ in range(5):
+            row = source.rows(now)[0]
+            assert row.live is not None and not any("market" in r for r in row.live.suspect)
+        source.upkeep(now + 0.5)
+        assert len(world.clob.requests_to("/markets/")) == 2
+    finally:
+        source.close()
+
+
+def test_a_contradicted_market_is_replaced_by_gammas_next_answer(world: FakePolymarket) -> None:
+    """Gamma's first answer has its outcomes reversed: the row says why; once Gamma answers
+    right, the next lookup (2 s later) takes the new answer and the CLOB confirms it."""
+    world.gamma.swapped_outcomes = True
+    now, mono = T0 + 30.0, [1000.0]
+    this = world.market(T0)
+    assert this is not None
+    with clocks.use(lambda: mono[0]):
+        source = _threadless(world, now)
+        try:
+            source.upkeep(now)
+            row = source.rows(now)[0]
+            assert row.up_token_id == this.down_token  # Gamma's word, shown stale
+            assert row.live is not None and any("labels it" in r for r in row.live.suspect)
+            world.gamma.swapped_outcomes = False
+            mono[0] += 2.5
+            source.upkeep(now)
+            row = source.rows(now)[0]
+            assert (row.up_token_id, row.down_token_id) == this.tokens
+            assert row.live is not None and not any("labels" in r for r in row.live.suspect)
+        finally:
+            source.close()
