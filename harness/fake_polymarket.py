@@ -72,11 +72,19 @@ on the wire.
   slug; ``same_tokens = True`` writes ``clobTokenIds`` as ``[UP, UP]``;
   ``price_to_beat_override`` is put as ``eventMetadata.priceToBeat`` whatever its type (the
   string ``"1e400"``...); ``trickle_windows`` limits ``trickle_bps`` to those windows' slugs.
+- ``gamma``, identities (issue 35): ``tokens_offset`` / ``condition_offset`` take the
+  event's ``clobTokenIds`` / ``conditionId`` from the window that many away (slug and times
+  stay right); ``swapped_outcomes`` reverses ``outcomes`` beside token ids left in place.
+- ``clob``: ``GET /markets/{condition_id}`` answers the CLOB's own market (``condition_id``,
+  ``tokens: [{token_id, outcome, price, winner}]``, ``market_slug``...);
+  ``market_lookups_fail = True`` answers 500 there only.
 - ``site``: ``open_price_override`` is every answer's ``openPrice`` (``45000.0``, ``1e308``,
   ``math.inf``, which JSON writes as the token ``Infinity``).
 - ``clob_ws``: ``junk_books = True`` makes every ``book`` snapshot's levels unreadable (the
   subscription replies and ``send_books()``); ``top_override = (bid, ask)`` puts those raw
-  strings (``"-0"``, ``"1e-400"``) in every ``best_bid_ask``; ``quiet = True`` pauses
+  strings (``"-0"``, ``"1e-400"``) in every ``best_bid_ask``; ``top_offset = 1`` tells in
+  every ``best_bid_ask`` and ``price_change`` entry the top of the same outcome's token of
+  the next window, under the token's own id; ``quiet = True`` pauses
   ``keep_alive`` (a quiet market).
 - ``rtds``: ``send_point`` sends one update with any stamp and any raw value (a point from
   the future, ``"1.5"``, ``2``, ``"1e308"``), never recorded in the history;
@@ -281,6 +289,31 @@ class FakeMarket:
     def tokens(self) -> tuple[str, str]:
         """(UP, DOWN)."""
         return self.up_token, self.down_token
+
+    def clob_market(self) -> dict[str, Any]:
+        """The CLOB's own market object (``GET /markets/{condition_id}``): its tokens each
+        with the outcome label the CLOB gives it, in the market's outcome order."""
+        by_label = {"Up": self.up_token, "Down": self.down_token}
+        t0 = self.window_start
+        return {
+            "condition_id": self.condition,
+            "question_id": "0x" + hashlib.sha256(f"question:{self.condition}".encode()).hexdigest(),
+            "tokens": [
+                {"token_id": by_label[o], "outcome": o, "price": 0.5, "winner": False}
+                for o in self.outcomes
+                if o in by_label
+            ],
+            "market_slug": self.slug,
+            "question": f"{COIN_NAMES.get(self.symbol, self.symbol)} Up or Down",
+            "end_date_iso": iso(t0 + WINDOW_S),
+            "game_start_time": iso(t0),
+            "active": True,
+            "closed": False,
+            "accepting_orders": True,
+            "minimum_order_size": 5,
+            "minimum_tick_size": 0.01,
+            "neg_risk": False,
+        }
 
     def event(self) -> dict[str, Any]:
         """The Gamma event object."""
@@ -608,12 +641,21 @@ class FakeGamma(_HttpFake):
     raw JSON value of ``eventMetadata.priceToBeat``; ``trickle_windows`` (with
     ``trickle_bps``) trickles only the answers about those windows, of any market (empty:
     every answer). Each applies to every market.
+
+    Faults of identity (issue 35): the event is the right window's (slug and times), but
+    ``tokens_offset`` windows away are its ``clobTokenIds`` taken from (in the same outcome
+    order), ``condition_offset`` windows away its ``conditionId``; ``swapped_outcomes``
+    writes the outcomes reversed beside token ids left in place (``[UP, DOWN]`` with
+    ``["Down", "Up"]``).
     """
 
     def __init__(self, world: FakePolymarket) -> None:
         super().__init__()
         self.world = world
         self.window_offset = 0
+        self.tokens_offset = 0
+        self.condition_offset = 0
+        self.swapped_outcomes = False
         self.same_tokens = False
         self.price_to_beat_override: object | None = None
         self.trickle_windows: set[int] = set()
@@ -646,12 +688,26 @@ class FakeGamma(_HttpFake):
         if market is None:
             return None
         event = market.event()
+        self._misidentify(event, symbol, window)
         if self.same_tokens:
             raw = event["markets"][0]
             raw["clobTokenIds"] = json.dumps([market.up_token for _ in market.outcomes])
         if self.price_to_beat_override is not None:
             event.setdefault("eventMetadata", {})["priceToBeat"] = self.price_to_beat_override
         return event
+
+    def _misidentify(self, event: dict[str, Any], symbol: str, window: int) -> None:
+        """Apply the identity faults to ``event`` (the event of ``symbol``'s ``window``)."""
+        raw = event["markets"][0]
+        other = self.world.market_of(symbol, window + self.tokens_offset * WINDOW_S)
+        if self.tokens_offset and other is not None:
+            other_ids = json.loads(other.event()["markets"][0]["clobTokenIds"])
+            raw["clobTokenIds"] = json.dumps(other_ids)
+        other = self.world.market_of(symbol, window + self.condition_offset * WINDOW_S)
+        if self.condition_offset and other is not None:
+            raw["conditionId"] = other.condition
+        if self.swapped_outcomes:
+            raw["outcomes"] = json.dumps(list(reversed(json.loads(raw["outcomes"]))))
 
     def route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
         """The Gamma routes; 404 for an unknown or unlisted slug."""
@@ -677,11 +733,16 @@ class FakeGamma(_HttpFake):
 
 
 class FakeClobRest(_HttpFake):
-    """``POST /books`` and ``GET /book``."""
+    """``POST /books``, ``GET /book`` and ``GET /markets/{condition_id}`` (the CLOB's own
+    market: its tokens and their outcome labels; 404 for an unknown condition).
+
+    ``market_lookups_fail = True`` answers 500 to ``/markets/`` only (the books still work).
+    """
 
     def __init__(self, world: FakePolymarket) -> None:
         super().__init__()
         self.world = world
+        self.market_lookups_fail = False
 
     def route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
         """The book routes (and ``/time``); 404 with the CLOB's message when there is no book."""
@@ -696,6 +757,11 @@ class FakeClobRest(_HttpFake):
             if book is None:
                 return 404, {"error": "No orderbook exists for the requested token id"}
             return 200, book
+        if method == "GET" and path.startswith("/markets/"):
+            if self.market_lookups_fail:
+                return 500, {"error": "internal server error"}
+            market = self.world.market_by_condition(path.removeprefix("/markets/"))
+            return (200, market.clob_market()) if market else (404, {"error": "market not found"})
         if method == "GET" and path == "/time":
             return 200, int(time.time())
         return 404, {"error": "not found"}
@@ -980,6 +1046,9 @@ class FakeClobWs(_WsFake):
         # A fault: the raw (best_bid, best_ask) strings of every best_bid_ask ("-0", "1e-400").
         self.top_override: tuple[str, str] | None = None
         self.quiet = False  # keep_alive sends nothing while set (a quiet market)
+        # A fault: every top told (best_bid_ask, price_change entries) is that of the token of
+        # the same outcome this many windows away, sent under the token's own id and market.
+        self.top_offset = 0
         # Held while a connection's assets change and while anything is sent, so a message
         # about an asset never overtakes the snapshot that brings the asset in.
         self._send_lock = threading.RLock()
@@ -1102,8 +1171,9 @@ class FakeClobWs(_WsFake):
         self.send_price_changes([(asset, side, price, size)])
 
     def send_price_changes(self, changes: Sequence[PriceChange]) -> None:
-        """ONE ``price_change`` message with an entry per (asset, side, price, size) the world
-        has just applied; each entry carries its asset's best bid/ask after all of them.
+        """ONE ``price_change`` message per market with an entry per (asset, side, price,
+        size) the world has just applied; each entry carries its asset's best bid/ask after
+        all of them.
 
         A connection gets the entries of the assets it watches (the message is not sent to
         a connection that watches none of them).
@@ -1113,7 +1183,7 @@ class FakeClobWs(_WsFake):
         quotes: dict[str, tuple[str, str, str]] = {}
         for asset, _, _, _ in changes:
             if asset not in quotes:
-                quotes[asset] = self.world.quote_texts(asset)
+                quotes[asset] = self.world.quote_texts(self._top_source(asset))
         entries = []
         for asset, side, price, size in changes:
             best_bid, best_ask, book_hash = quotes[asset]
@@ -1128,20 +1198,25 @@ class FakeClobWs(_WsFake):
                     "best_ask": best_ask,
                 }
             )
-        market = self.world.condition_of(changes[0][0])
+        # One message per market, as the real channel sends them: its ``market`` is the
+        # condition of every asset in it (the source checks it, identity.py).
+        by_market: dict[str, list[dict[str, str]]] = {}
+        for entry in entries:
+            by_market.setdefault(self.world.condition_of(entry["asset_id"]), []).append(entry)
         timestamp = str(now_ms())
         with self._send_lock:
             for client in self.clients:
-                mine = [e for e in entries if e["asset_id"] in client.assets]
-                if not mine or not self.deliverable(client):
-                    continue
-                message = {
-                    "event_type": "price_change",
-                    "market": market,
-                    "timestamp": timestamp,
-                    "price_changes": mine,
-                }
-                client.send(json.dumps(message))
+                for market, market_entries in by_market.items():
+                    mine = [e for e in market_entries if e["asset_id"] in client.assets]
+                    if not mine or not self.deliverable(client):
+                        continue
+                    message = {
+                        "event_type": "price_change",
+                        "market": market,
+                        "timestamp": timestamp,
+                        "price_changes": mine,
+                    }
+                    client.send(json.dumps(message))
 
     def send_best_bid_ask(self, asset: str | None = None) -> None:
         """A ``best_bid_ask`` message per subscribed asset (confirms the books unchanged);
@@ -1154,7 +1229,7 @@ class FakeClobWs(_WsFake):
                     book = self.world.books.get(watched)
                     if book is None or not self.deliverable(client):
                         continue
-                    best_bid, best_ask, _ = self.world.quote_texts(watched)
+                    best_bid, best_ask, _ = self.world.quote_texts(self._top_source(watched))
                     if self.top_override is not None:
                         best_bid, best_ask = self.top_override
                     message = {
@@ -1167,6 +1242,12 @@ class FakeClobWs(_WsFake):
                         "timestamp": str(now_ms()),
                     }
                     client.send(json.dumps(message))
+
+    def _top_source(self, asset: str) -> str:
+        """The token whose top is told for ``asset``: itself, unless ``top_offset``."""
+        if not self.top_offset:
+            return asset
+        return self.world.counterpart(asset, self.top_offset) or asset
 
     def send_market_resolved(self, market: FakeMarket, winner: str) -> None:
         """``market_resolved`` to the connections watching either token; ``winner`` is
@@ -1954,6 +2035,21 @@ class FakePolymarket:
             if asset in market.tokens:
                 return market.condition
         return "0x" + "0" * 64
+
+    def market_by_condition(self, condition: str) -> FakeMarket | None:
+        """The listed market whose condition id is ``condition``."""
+        return next((m for m in self.all_markets() if m.condition == condition), None)
+
+    def counterpart(self, asset: str, offset: int) -> str | None:
+        """The token of the same outcome as ``asset`` in the window ``offset`` windows away
+        (of the same market), if listed."""
+        for market in self.all_markets():
+            if asset in market.tokens:
+                other = self.market_of(market.symbol, market.window_start + offset * WINDOW_S)
+                if other is None:
+                    return None
+                return other.tokens[market.tokens.index(asset)]
+        return None
 
     def book_json(self, asset: str) -> dict[str, Any] | None:
         """The CLOB book object of a token, or None when there is no book."""

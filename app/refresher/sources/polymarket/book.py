@@ -7,6 +7,15 @@ level book wrong until the next snapshot. The level book (from ``book`` snapshot
 ``price_change`` levels) is kept to check the top: when the two disagree, or the top is
 crossed, the asset is marked for a fresh REST snapshot (``wanted_snapshots``).
 
+While REST answers, a top that contradicts the level book is shown but not believed
+(``dispute``) until the two agree again: the top moves back to the book, or a snapshot
+brings the book to the top. The upstream's top wins over a lost ``price_change``, never over
+what the CLOB's REST says: a REST book read after the disagreement began that still
+contradicts the top makes it a disagreement (``Dispute.contradicted``), not a repair
+(issue 35: another window's top sent under this window's token ids). While REST fails
+(``rest_reachable(False)``) there is no REST book to contradict the socket: its top is
+believed alone, as the only word there is.
+
 Prices and sizes are decimal strings; the arrays' order is not to be trusted: best bid = max
 bid price, best ask = min ask price. An empty side is None, never 0 or 1 (the top's
 ``best_bid`` "0" and ``best_ask`` "1" mean empty, and so does an absent field).
@@ -98,6 +107,16 @@ class Quote:
         return self.bid is not None and self.ask is not None and self.bid >= self.ask
 
 
+@dataclass(frozen=True)
+class Dispute:
+    """A token's top that contradicts its level book: ``contradicted`` once a REST book read
+    after the disagreement began still does."""
+
+    top: tuple[float | None, float | None]
+    book: tuple[float | None, float | None]
+    contradicted: bool
+
+
 class Books:
     """Tops and level books of the tokens being watched; thread-safe."""
 
@@ -111,6 +130,9 @@ class Books:
         self._quotes: dict[str, Quote] = {}
         self._top_at: dict[str, float] = {}  # when the upstream last told its own top
         self._wanted: set[str] = set()
+        self._unconfirmed_since: dict[str, float] = {}  # top != level book since (monotonic)
+        self._rest_asked_at: dict[str, float] = {}  # the request time of the last REST book
+        self._rest_ok = True  # the last REST request was answered
         self._lock = threading.Lock()
 
     # -- writers (the socket's thread and the upkeep thread) ------------------------------
@@ -129,6 +151,8 @@ class Books:
         with self._lock:
             self._bids[asset] = bid_levels
             self._asks[asset] = ask_levels
+            if requested_at is not None:
+                self._rest_asked_at[asset] = requested_at
             level_top = self._level_top(asset)
             quote = self._quotes.get(asset)
             newer_top = requested_at is not None and self._top_at.get(asset, -math.inf) > (
@@ -137,13 +161,14 @@ class Books:
             if newer_top and quote is not None:
                 self._check(asset, (quote.bid, quote.ask))
                 return
-            if (
-                requested_at is not None
-                and quote is not None
-                and (quote.bid, quote.ask) == (level_top)
-            ):
+            confirms = quote is not None and (quote.bid, quote.ask) == level_top
+            if requested_at is not None and quote is not None and confirms:
                 via = quote.via  # REST confirms what the socket said: the origin stays
             self._set(asset, level_top, via)
+            if requested_at is None or confirms:
+                self._unconfirmed_since.pop(asset, None)
+            # else: REST says otherwise than the socket's last top; the newer REST book is
+            # shown, and the disagreement stands until a socket top agrees with the book.
             self._wanted.discard(asset)
             if self._quotes[asset].crossed:
                 self._wanted.add(asset)
@@ -175,6 +200,7 @@ class Books:
                 return
             if has_levels:
                 self._set(asset, self._level_top(asset), via)
+                self._unconfirmed_since.pop(asset, None)
                 if self._quotes[asset].crossed:
                     self._wanted.add(asset)
 
@@ -185,10 +211,23 @@ class Books:
         if not taken and (best_bid, best_ask) != (None, None):
             self.suspects.note("out_of_range", f"{via} top of {asset[:12]}...: unreadable")
 
+    def rest_reachable(self, answered: bool) -> None:
+        """Whether the last REST request for books was answered: while not, the socket's
+        top is believed alone (nothing can confirm or contradict it)."""
+        self._rest_ok = answered
+
     def forget(self, keep: set[str]) -> None:
         """Drop the books of tokens no longer watched."""
         with self._lock:
-            for table in (self._bids, self._asks, self._quotes, self._top_at):
+            tables = (
+                self._bids,
+                self._asks,
+                self._quotes,
+                self._top_at,
+                self._unconfirmed_since,
+                self._rest_asked_at,
+            )
+            for table in tables:
                 for asset in [a for a in table if a not in keep]:
                     del table[asset]
             self._wanted &= keep
@@ -197,6 +236,19 @@ class Books:
     def quote(self, asset: str) -> Quote | None:
         """The newest best bid/ask of ``asset``."""
         return self._quotes.get(asset)
+
+    def dispute(self, asset: str) -> Dispute | None:
+        """How ``asset``'s top contradicts its level book, or None when they agree."""
+        with self._lock:
+            since = self._unconfirmed_since.get(asset)
+            quote = self._quotes.get(asset)
+            if since is None or quote is None or not self._rest_ok:
+                return None
+            top, book = (quote.bid, quote.ask), self._level_top(asset)
+            if top == book:
+                return None  # the REST book is shown: nothing disputed on the board now
+            rest = self._rest_asked_at.get(asset)
+            return Dispute(top, book, contradicted=rest is not None and rest >= since)
 
     def wanted_snapshots(self) -> set[str]:
         """Tokens whose level book disagrees with the upstream's top, or whose top is crossed."""
@@ -216,7 +268,12 @@ class Books:
 
     def _check(self, asset: str, top: tuple[float | None, float | None]) -> None:
         crossed = top[0] is not None and top[1] is not None and top[0] >= top[1]
-        if crossed or asset not in self._bids or self._level_top(asset) != top:
+        differs = asset in self._bids and self._level_top(asset) != top
+        if differs:
+            self._unconfirmed_since.setdefault(asset, clocks.monotonic())
+        else:
+            self._unconfirmed_since.pop(asset, None)
+        if crossed or asset not in self._bids or differs:
             self._wanted.add(asset)
         else:
             self._wanted.discard(asset)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import logging
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpx
@@ -44,6 +44,10 @@ class ClobFeed(Feed):
         self._ops_refused = False
         self._swap_tried_at = -SWAP_RETRY_S
         self.resolutions: list[dict[str, Any]] = []  # market_resolved messages (newest last)
+        # Told (asset, the message's ``market``) for every message about a watched asset
+        # (``book``, ``price_change``, ``best_bid_ask``): the CLOB's own word on which market
+        # a token belongs to (identity.py).
+        self.on_book: Callable[[str, Any], None] | None = None
 
     def watch(self, assets: tuple[str, ...]) -> None:
         """Watch exactly ``assets``; the feed's thread applies a change on the open socket."""
@@ -113,6 +117,7 @@ class ClobFeed(Feed):
             if kind == "book":
                 asset = str(item.get("asset_id", ""))
                 if asset in watched:
+                    self._note_market(asset, item)
                     self.books.snapshot(asset, item.get("bids"), item.get("asks"), WS)
             elif kind == "price_change":
                 for change in item.get("price_changes") or []:
@@ -121,6 +126,7 @@ class ClobFeed(Feed):
                     asset = str(change.get("asset_id", ""))
                     if asset not in watched:
                         continue
+                    self._note_market(asset, item)
                     has_top = "best_bid" in change or "best_ask" in change
                     self.books.change(
                         asset,
@@ -133,9 +139,15 @@ class ClobFeed(Feed):
             elif kind == "best_bid_ask":
                 asset = str(item.get("asset_id", ""))
                 if asset in watched:
+                    self._note_market(asset, item)
                     self.books.top(asset, item.get("best_bid"), item.get("best_ask"), WS)
             elif kind == "market_resolved":
                 self.resolutions = [*self.resolutions[-49:], item]
+
+    def _note_market(self, asset: str, item: dict[str, Any]) -> None:
+        """Tell ``on_book`` which market the message about ``asset`` says it is in."""
+        if self.on_book is not None:
+            self.on_book(asset, item.get("market"))
 
 
 def winners_of(resolutions: Iterable[Any]) -> dict[str, bool]:

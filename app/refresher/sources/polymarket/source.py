@@ -10,7 +10,8 @@ so the row goes stale when any of them goes silent. A missing input leaves its f
 and the row stale: its age counts from when it was first asked for, and is never under the
 stale threshold. A probability without a believable price to beat is null, never made up.
 A crossed book is shown but stale. Nothing is invented. Every input is judged before it is
-believed (docs/reliability.md).
+believed (docs/reliability.md); which market the numbers belong to is believed only when the
+CLOB confirms Gamma's word (``identity.py``).
 
 The model follows each market's settlement rule (``app.refresher.model``): the centre is the
 Chainlink SPOT (never the TWAP, which trails it), the volatility is the spot's, and the time
@@ -44,6 +45,13 @@ from app.refresher.sources.polymarket.gamma import (
     UpstreamError,
     WindowMarket,
     WrongMarketError,
+)
+from app.refresher.sources.polymarket.identity import (
+    IDENTITY,
+    TOP_KINDS,
+    Identities,
+    Verdict,
+    top_verdicts,
 )
 from app.refresher.sources.polymarket.recording import RecordingTransport
 from app.refresher.sources.polymarket.rtds import (
@@ -156,6 +164,9 @@ class PolymarketSource:
         self.books = Books(on_change=self.changes.notify)
         self.stop = threading.Event()
         self.clob = ClobFeed(upstreams.clob_ws, self.books, self.stop)
+        # Gamma's market checked against the CLOB's own (identity.py).
+        self.identity = Identities(self.http, upstreams.clob)
+        self.clob.on_book = self.identity.note_book
         self.rtds = RtdsFeed(upstreams.rtds, self.stop, clock=clock, markets=markets)
         self.suspects = Suspects("market")  # Gamma's and the site's answers
         self.clob.tape = self.rtds.tape = tape
@@ -250,10 +261,11 @@ class PolymarketSource:
                     self._note_finished(self._windows.pop(key))
             return window
 
-    def _lookup(self, coin: Market, t0: int, again: bool = False) -> None:
+    def _lookup(self, coin: Market, t0: int, again: bool = False, replace: bool = False) -> None:
         """Look up the window's market on Gamma (every ``DISCOVERY_RETRY_S`` until found);
         ``again``: once found, look again (for a price to beat Gamma did not have yet), and
-        take the answer only when it names the same tokens."""
+        take the answer only when it names the same tokens; ``replace``: look again and take
+        any answer (the CLOB contradicts the one we have)."""
         window = self._window(coin, t0)
         if (window.market is None or again) and (
             clocks.monotonic() - window.looked_up_at >= DISCOVERY_RETRY_S
@@ -262,7 +274,7 @@ class PolymarketSource:
             known = window.market
             try:
                 market = self.gamma[coin.symbol].window(t0)
-                if known is not None:
+                if known is not None and (market is None or not replace or market == known):
                     same = market is not None and (market.up_token_id, market.down_token_id) == (
                         known.up_token_id,
                         known.down_token_id,
@@ -308,18 +320,27 @@ class PolymarketSource:
 
     def _discover_one(self, coin: Market, now: float) -> None:
         t0 = window_start(now)
-        window = self._window(coin, t0)
-        # A spot market still without a price to beat once the fallbacks are due: Gamma's
-        # ``priceToBeat`` comes late (or came unusable), so ask again.
-        again = (
+        starts = [t0, t0 + WINDOW_S] if t0 + WINDOW_S - now <= PREFETCH_S else [t0]
+        for start in starts:
+            window = self._window(coin, start)
+            # A market the CLOB contradicts: ask Gamma again and take a new answer.
+            replace = window.market is not None and self.identity.contradicted(window.market)
+            again = replace or self._wants_price_to_beat(window, now)
+            self._lookup(coin, start, again, replace)
+            if window.market is not None:
+                self.identity.upkeep(window.market)  # the CLOB's own market, when due
+        self.identity.forget_before(t0 - WINDOW_S)
+
+    @staticmethod
+    def _wants_price_to_beat(window: _Window, now: float) -> bool:
+        """A spot market still without a price to beat once the fallbacks are due: Gamma's
+        ``priceToBeat`` comes late (or came unusable), so ask again."""
+        return (
             window.market is not None
             and window.market.rule != TWAP
             and window.price_to_beat is None
-            and now - t0 > FALLBACK_AFTER_S
+            and now - window.t0 > FALLBACK_AFTER_S
         )
-        self._lookup(coin, t0, again)
-        if t0 + WINDOW_S - now <= PREFETCH_S:
-            self._lookup(coin, t0 + WINDOW_S)
 
     def _books_upkeep(self, now: float) -> None:
         """REST books of every market's window's (and prefetched next window's) tokens, in
@@ -486,21 +507,29 @@ class PolymarketSource:
         except (httpx.HTTPError, UpstreamError) as exc:
             UPSTREAM_ERRORS.labels("clob_rest").inc()
             log.warning("clob /books failed: %s", exc)
+            self.books.rest_reachable(False)  # the socket's top is the only word (book.py)
             return
+        self.books.rest_reachable(True)
         if cross_check:
             self._checked_at = now
         for asset in assets:
             book = books.get(asset)
             if book is not None:
+                self.identity.note_book(asset, book.get("market"))
                 self.books.snapshot(asset, book.get("bids"), book.get("asks"), REST, now)
 
     # -- doubts: inputs that disagree --------------------------------------------------------
-    def _doubt(self, window: _Window, kind: str, reason: str, feed: str = "market") -> None:
+    def _doubt(
+        self, window: _Window, kind: str, reason: str, feed: str = "market", counted: bool = True
+    ) -> None:
         """``window``'s row is stale for ``reason`` until ``_clear(window, kind)``; counted as a
         ``disagrees`` suspect of ``feed`` (``market``, ``rtds`` or ``clob``; logged at most
-        once a minute) when new."""
+        once a minute) when new, unless not ``counted`` (an input not confirmed yet, which
+        nothing contradicts)."""
         if window.doubts.get(kind) != reason:
             window.doubts[kind] = reason
+            if not counted:
+                return
             suspects = {"market": self.suspects, "rtds": self.rtds.suspects}.get(
                 feed, self.books.suspects
             )
@@ -510,6 +539,19 @@ class PolymarketSource:
     def _clear(window: _Window, kind: str) -> None:
         """The input of ``kind`` agrees with its witness again."""
         window.doubts.pop(kind, None)
+
+    def _judge_identity(self, window: _Window, market: WindowMarket | None) -> None:
+        """Doubt the row while Gamma's market or a socket top is not confirmed by the CLOB
+        (identity.py); clear each doubt once it is."""
+        verdicts: dict[str, Verdict | None] = dict.fromkeys((IDENTITY, *TOP_KINDS.values()))
+        if market is not None:
+            verdicts[IDENTITY] = self.identity.verdict(market)
+            verdicts.update(top_verdicts(self.books, market))
+        for kind, verdict in verdicts.items():
+            if verdict is None:
+                self._clear(window, kind)
+            else:
+                self._doubt(window, kind, verdict.reason, verdict.feed, verdict.disagrees)
 
     # -- the row ----------------------------------------------------------------------
     def _unresolved(self, t0: int, now: float) -> list[WindowMarket]:
@@ -603,6 +645,7 @@ class PolymarketSource:
             up = self.books.quote(market.up_token_id)
             down = self.books.quote(market.down_token_id)
             self._latch(window, t0, market, now)
+        self._judge_identity(window, market)
         spot = self._spot(coin)
         latest = spot.latest()
         price = latest[1] if latest else None
