@@ -293,7 +293,14 @@
     document.body.classList.toggle("stale", level === "warn");
     document.body.classList.toggle("danger", level === "danger");
     const single = state.cards.size === 1;
+    // Why rows are stale although their inputs are young (inputs their witnesses contradict).
+    badge.title = (board.items || []).flatMap((row) => suspects(row, single)).join("\n");
     for (const card of state.cards.values()) tickCard(card, board, elapsed, level, single);
+  }
+
+  function suspects(row, single) {
+    const why = Array.isArray(row && row.suspect) ? row.suspect : [];
+    return single ? why : why.map((text) => row.symbol + ": " + text);
   }
 
   function tickCard(card, board, elapsed, boardLevel, single) {
@@ -314,6 +321,7 @@
     f["row-badge"].hidden = single || level === "ok";
     f["row-badge"].className = "badge row-badge " + level;
     f["row-badge"].textContent = level === "ok" ? "" : LEVEL_TEXT[level];
+    f["row-badge"].title = suspects(row, true).join("\n");
   }
 
   // The server judged the data when it answered; locally, data turns stale only when an

@@ -106,6 +106,7 @@ const out = {};
 for (const id of arguments[0]) out[id] = document.getElementById(id).textContent;
 out["notice.hidden"] = document.getElementById("notice").hidden;
 out["badge.class"] = document.getElementById("badge").className;
+out["badge.title"] = document.getElementById("badge").title;
 out["body.class"] = document.body.className;
 out.now = Date.now();
 const markets = document.getElementById("markets");
@@ -117,6 +118,7 @@ out.cards = Array.from(document.querySelectorAll("#markets > .market")).map((car
     fields[name] = el ? el.textContent : null;
   }
   fields["row-badge.hidden"] = card.querySelector('[data-field="row-badge"]').hidden;
+  fields["row-badge.title"] = card.querySelector('[data-field="row-badge"]').title;
   return fields;
 });
 for (const name of arguments[1]) out[name] = out.cards.length ? out.cards[0][name] : null;
@@ -881,9 +883,13 @@ def test_every_served_row_has_its_own_card(
     assert widths == [390, 390], f"four cards are wider than a 390 px phone: {widths}"
 
 
+SUSPECT = "price: the spot 101234.5 is +50.0 bp from the exchange price (btcusdt)"
+
+
 def publish_board(redis_url: str, symbols: str, left_behind: str | None = None) -> None:
     """Publish a simulated board of ``symbols`` built now; the row of ``left_behind`` is
-    as its silent feed left it: two minutes old, of the previous window."""
+    as its silent feed left it: two minutes old, of the previous window, with a reason in
+    its ``suspect`` (as the live source gives one)."""
     bus = RedisBoardBus(redis_url)
     try:
         source = SimulatedSource(seed=1, markets=parse_symbols(symbols))
@@ -894,6 +900,7 @@ def publish_board(redis_url: str, symbols: str, left_behind: str | None = None) 
                 for name in ("slot", "windowStart", "windowEnd"):
                     item[name] -= WINDOW_S
                 item["rem_secs"] = round(max(0.0, item["windowEnd"] - item["ts"] / 1000), 3)
+                item["suspect"] = [SUSPECT]
         bus.publish(dumps(board))
     finally:
         bus.close()
@@ -922,10 +929,12 @@ def test_cards_follow_the_served_rows_each_with_its_own_staleness(
     eth = cards.pop("ETH")
     assert "danger" in eth["class"].split(), eth
     assert eth["row-badge.hidden"] is False and "stale" in eth["row-badge"].lower(), eth
+    assert eth["row-badge.title"] == SUSPECT, eth  # why, on hovering its badge
+    assert page["badge.title"] == f"ETH: {SUSPECT}", page
     assert clock_seconds(eth["countdown"]) == 0, eth  # its window has ended
     for fresh in cards.values():
         assert not {"stale", "danger"} & set(fresh["class"].split()), fresh
-        assert fresh["row-badge.hidden"] is True, fresh
+        assert fresh["row-badge.hidden"] is True and fresh["row-badge.title"] == "", fresh
         assert clock_seconds(fresh["countdown"]) > 0, fresh
     outline = "return getComputedStyle(arguments[0]).outlineStyle;"
     assert browser.execute_script(outline, card(browser, "ETH")) != "none"
