@@ -45,6 +45,12 @@ from app.refresher.sources.polymarket.gamma import (
     WindowMarket,
     WrongMarketError,
 )
+from app.refresher.sources.polymarket.price_to_beat import (
+    Witness,
+    sigma_of,
+    spot_witness,
+    twap_witness,
+)
 from app.refresher.sources.polymarket.recording import RecordingTransport
 from app.refresher.sources.polymarket.rtds import (
     SPOT_KEY,
@@ -70,12 +76,7 @@ MAX_GAP_MS = 3000  # consecutive Chainlink points (about 1 Hz) further apart: a 
 SPOT_MEAN = "mean"
 CLOSE_WAIT_S = 2.0  # closing a recording source: how long the sockets may take to close
 RESOLUTION_WAIT_S = 600  # a finished window's tokens stay watched this long at most
-# A price to beat from outside the settlement stream (the site, Gamma) must be within
-# PTB_BASE + PTB_PER_ROOT_S * sqrt(dt) of the believed spot nearest T0 (dt s away): a few bp
-# plus about 5 sigma of BTC's 1 s moves per root second. The settlement stream's own values
-# (the report, our mean of its believed points) were judged as points already.
-PTB_BASE = 0.001
-PTB_PER_ROOT_S = 0.0006
+PRICE_TO_BEAT = "price_to_beat"  # the kind of a window's doubt about its price to beat
 
 
 def _bracketed(
@@ -364,37 +365,89 @@ class PolymarketSource:
         if series is not None:
             before, after = series.around(t0_ms - 1)  # after: the first report at or after T0
             if after is not None and (after[0] == t0_ms or _bracketed(series, before, after)):
-                key = TWAP_KEYS[lookback]
-                self._set_price_to_beat(window, after[1], f"rtds:{TOPICS[key]}", True)
+                self._latch_twap_report(window, series, after, lookback, now)
                 return
         # The TWAP topic is silent (or has a hole at T0): the same average from the spot.
         if window.price_to_beat is None and now - t0 >= FALLBACK_AFTER_S:
-            start_ms = t0_ms - lookback * 1000
-            if spot.covered(start_ms, t0_ms, MAX_GAP_MS):
-                mean = spot.mean(start_ms, t0_ms)
-                if mean is not None:
-                    via = f"rtds:{TOPICS[SPOT_KEY]}:{SPOT_MEAN}{lookback}s"
-                    self._set_price_to_beat(window, mean, via, False)
+            self._set_spot_mean(window, lookback, False)
 
-    def _plausible_price_to_beat(
-        self, value: float, coin: Market, t0: int, via: str
-    ) -> bool | None:
+    def _set_spot_mean(self, window: _Window, lookback: int, final: bool) -> None:
+        """The price to beat from our own mean of the spot over [T0 - L, T0], when the spot
+        has no hole there."""
+        t0_ms = window.t0 * 1000
+        start_ms = t0_ms - lookback * 1000
+        spot = self._spot(window.coin)
+        if spot.covered(start_ms, t0_ms, MAX_GAP_MS):
+            mean = spot.mean(start_ms, t0_ms)
+            if mean is not None:
+                via = f"rtds:{TOPICS[SPOT_KEY]}:{SPOT_MEAN}{lookback}s"
+                self._set_price_to_beat(window, mean, via, final)
+
+    def _latch_twap_report(
+        self,
+        window: _Window,
+        series: PriceSeries,
+        report: tuple[int, float],
+        lookback: int,
+        now: float,
+    ) -> None:
+        """The TWAP report at T0 is the price to beat when the spot's own mean over the
+        lookback witnesses it. One that disagrees is refused and the row is stale with the
+        reason, until the topic's latest report agrees with the spot again: then the report
+        at T0 was the topic's passing error and the spot's mean is the price to beat (the
+        settlement stream's own points, which the model rests on anyway)."""
+        via = f"rtds:{TOPICS[TWAP_KEYS[lookback]]}"
+        if (report[1], via) not in window.refused:
+            witness = self._twap_witness(window.coin, window.t0 * 1000, lookback)
+            if witness is None:
+                latest = self._spot(window.coin).latest()
+                arriving = latest is None or latest[0] < (window.t0 * 1000 - MAX_GAP_MS)
+                if arriving and now - window.t0 < FALLBACK_AFTER_S:
+                    return  # the spot's points up to T0 are still on their way
+                # A hole in the spot's lookback: no witness; the report was judged as a
+                # point (docs/price-to-beat.md, what is left).
+                self._set_price_to_beat(window, report[1], via, True)
+                return
+            if witness.admits(report[1]):
+                self._set_price_to_beat(window, report[1], via, True)
+                return
+            window.refused.add((report[1], via))
+            self._doubt(window, PRICE_TO_BEAT, witness.reason(report[1], via), feed="rtds")
+        if self._twap_topic_agrees_now(window, series, lookback):
+            self._set_spot_mean(window, lookback, True)
+
+    def _twap_witness(self, coin: Market, end_ms: int, lookback: int) -> Witness | None:
+        """The spot's own mean over the ``lookback`` seconds up to ``end_ms``, as a witness."""
+        spot = self._spot(coin)
+        return twap_witness(spot, end_ms, lookback, sigma_of(spot.volatility()), MAX_GAP_MS)
+
+    def _twap_topic_agrees_now(self, window: _Window, series: PriceSeries, lookback: int) -> bool:
+        """Whether the topic's latest report after T0 (up to the spot's newest point, so the
+        spot covers its lookback) agrees with the spot's own mean."""
+        latest = self._spot(window.coin).latest()
+        report = series.around(latest[0])[0] if latest is not None else None
+        if report is None or report[0] <= window.t0 * 1000:
+            return False
+        witness = self._twap_witness(window.coin, report[0], lookback)
+        return witness is not None and witness.admits(report[1])
+
+    def _plausible_price_to_beat(self, window: _Window, value: float, via: str) -> bool | None:
         """A price to beat from outside the settlement stream is believed only when it is a
-        finite price close to the believed spot nearest T0 (``PTB_BASE``...); None while
-        there is no spot to judge it by."""
+        finite price the spot's own points around T0 witness (``price_to_beat.py``); None
+        while they cannot (no point near T0 yet). A refused one
+        makes the row stale with the reason until a believable one comes."""
         if not (math.isfinite(value) and value > 0):
             self.suspects.note("out_of_range", f"price to beat {value!r} from {via}")
+            # Counted as out_of_range just above, not again as disagrees: no ``_doubt``.
+            window.doubts[PRICE_TO_BEAT] = f"price to beat {value!r} from {via} is no price"
             return False
-        nearest = self._spot(coin).nearest(t0 * 1000)
-        if nearest is None:
+        spot = self._spot(window.coin)
+        witness = spot_witness(spot, window.t0 * 1000, sigma_of(spot.volatility()))
+        if witness is None:
             return None
-        ts_ms, reference = nearest
-        dt_s = max(1.0, abs(ts_ms - t0 * 1000) / 1000)
-        if abs(math.log(value / reference)) <= PTB_BASE + PTB_PER_ROOT_S * math.sqrt(dt_s):
+        if witness.admits(value):
             return True
-        self.suspects.note(
-            "disagrees", f"price to beat {value:.6g} from {via}, the spot near T0 {reference:.6g}"
-        )
+        self._doubt(window, PRICE_TO_BEAT, witness.reason(value, via))
         return False
 
     def _set_price_to_beat(self, window: _Window, value: float, via: str, final: bool) -> None:
@@ -405,7 +458,7 @@ class PolymarketSource:
             return
         known = (window.price_to_beat, window.price_to_beat_via)
         if candidate != known and not via.startswith("rtds:"):
-            verdict = self._plausible_price_to_beat(value, window.coin, window.t0, via)
+            verdict = self._plausible_price_to_beat(window, value, via)
             if verdict is False:
                 window.refused.add(candidate)  # judged once: not counted again on every tick
             if not verdict:
@@ -413,6 +466,7 @@ class PolymarketSource:
         if window.price_to_beat_via != via:
             log.info("price to beat %.2f from %s", value, via)
         window.price_to_beat, window.price_to_beat_via, window.final = value, via, final
+        self._clear(window, PRICE_TO_BEAT)  # a believed price to beat ends a refusal's doubt
 
     def _fallback_price_to_beat(
         self, window: _Window, t0: int, market: WindowMarket, now: float
