@@ -20,7 +20,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from app.refresher.model import TWAP
-from tests.support.upstream_faults import GAMMA, budget, staged
+from tests.support.upstream_faults import GAMMA, Sample, budget, staged
 
 FIRST_LOOKUP_FAULT_S = 4.0  # from the source's start: its lookups, the history, the books
 TWAP_FAULT_S = 6.0
@@ -28,6 +28,13 @@ TWAP_HIGH = Decimal("1.01")  # both TWAP topics 1 % high
 GAMMA_HIGH = 1.005  # Gamma's priceToBeat 0.5 % high
 HOLE_S = 60  # the spot's hole on each side of T0
 GLITCH_BEFORE_T0_MS = 10_000  # the TWAP reports go wrong this long before T0
+
+
+def said_why(samples: list[Sample], reason: str) -> bool:
+    """Whether some sample's row was stale with ``reason`` in its ``suspect``."""
+    return any(
+        not s.fresh and any(reason in why for why in s.row.get("suspect", ())) for s in samples
+    )
 
 
 def test_both_twap_topics_1_percent_high_across_t0_are_not_the_price_to_beat() -> None:
@@ -40,9 +47,10 @@ def test_both_twap_topics_1_percent_high_across_t0_are_not_the_price_to_beat() -
         rtds = stage.world.rtds
         rtds.twap_glitch = lambda value: value * TWAP_HIGH
         rtds.twap_glitch_span = (stage.t0 * 1000 - GLITCH_BEFORE_T0_MS, 2**62)
-        stage.hold(
+        samples = stage.hold(
             FIRST_LOOKUP_FAULT_S + TWAP_FAULT_S, "while both TWAP topics are 1 % high across T0"
         )
+        assert said_why(samples, "from rtds:crypto_prices_twap_sixty is +1.000 %")
         rtds.twap_glitch = None
         stage.recovers("the TWAP topics true again (the report at T0 stays wrong)")
 
@@ -59,6 +67,8 @@ def test_gamma_half_a_percent_high_across_a_hole_at_t0_is_refused_and_asked_agai
         gamma = stage.world.gamma
         truth = stage.prices_to_beat[stage.t0]
         gamma.price_to_beat_override = truth * GAMMA_HIGH
-        stage.hold(FIRST_LOOKUP_FAULT_S, "while Gamma's priceToBeat is 0.5 % high")
+        samples = stage.hold(FIRST_LOOKUP_FAULT_S, "while Gamma's priceToBeat is 0.5 % high")
+        assert said_why(samples, "from gamma is +0.")
         gamma.price_to_beat_override = None
         stage.recovers("Gamma's priceToBeat true again")
+        assert gamma.lookups().count(stage.t0) >= 2  # asked again after the refusal

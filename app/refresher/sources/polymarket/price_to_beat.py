@@ -139,3 +139,22 @@ def twap_witness(
         return None
     spread = sigma * TWAP_SHIFT_S / math.sqrt(lookback_s)
     return Witness(mean, BASE + SIGMAS * spread, f"the spot's mean over its {lookback_s} s")
+
+
+def topic_agrees_now(
+    spot: PriceSeries,
+    twap: PriceSeries,
+    t0_ms: int,
+    lookback_s: int,
+    sigma: float,
+    max_gap_ms: int,
+) -> bool:
+    """Whether the TWAP topic's latest report after T0 (up to the spot's newest point, so
+    the spot can cover its lookback) agrees with the spot's own mean: the topic and the spot
+    are on one scale now."""
+    latest = spot.latest()
+    report = twap.around(latest[0])[0] if latest is not None else None
+    if report is None or report[0] <= t0_ms:
+        return False
+    witness = twap_witness(spot, report[0], lookback_s, sigma, max_gap_ms)
+    return witness is not None and witness.admits(report[1])

@@ -46,9 +46,9 @@ from app.refresher.sources.polymarket.gamma import (
     WrongMarketError,
 )
 from app.refresher.sources.polymarket.price_to_beat import (
-    Witness,
     sigma_of,
     spot_witness,
+    topic_agrees_now,
     twap_witness,
 )
 from app.refresher.sources.polymarket.recording import RecordingTransport
@@ -397,11 +397,13 @@ class PolymarketSource:
         at T0 was the topic's passing error and the spot's mean is the price to beat (the
         settlement stream's own points, which the model rests on anyway)."""
         via = f"rtds:{TOPICS[TWAP_KEYS[lookback]]}"
+        spot, t0_ms = self._spot(window.coin), window.t0 * 1000
+        sigma = sigma_of(spot.volatility())
         if (report[1], via) not in window.refused:
-            witness = self._twap_witness(window.coin, window.t0 * 1000, lookback)
+            witness = twap_witness(spot, t0_ms, lookback, sigma, MAX_GAP_MS)
             if witness is None:
-                latest = self._spot(window.coin).latest()
-                arriving = latest is None or latest[0] < (window.t0 * 1000 - MAX_GAP_MS)
+                latest = spot.latest()
+                arriving = latest is None or latest[0] < t0_ms - MAX_GAP_MS
                 if arriving and now - window.t0 < FALLBACK_AFTER_S:
                     return  # the spot's points up to T0 are still on their way
                 # A hole in the spot's lookback: no witness; the report was judged as a
@@ -413,23 +415,8 @@ class PolymarketSource:
                 return
             window.refused.add((report[1], via))
             self._doubt(window, PRICE_TO_BEAT, witness.reason(report[1], via), feed="rtds")
-        if self._twap_topic_agrees_now(window, series, lookback):
+        if topic_agrees_now(spot, series, t0_ms, lookback, sigma, MAX_GAP_MS):
             self._set_spot_mean(window, lookback, True)
-
-    def _twap_witness(self, coin: Market, end_ms: int, lookback: int) -> Witness | None:
-        """The spot's own mean over the ``lookback`` seconds up to ``end_ms``, as a witness."""
-        spot = self._spot(coin)
-        return twap_witness(spot, end_ms, lookback, sigma_of(spot.volatility()), MAX_GAP_MS)
-
-    def _twap_topic_agrees_now(self, window: _Window, series: PriceSeries, lookback: int) -> bool:
-        """Whether the topic's latest report after T0 (up to the spot's newest point, so the
-        spot covers its lookback) agrees with the spot's own mean."""
-        latest = self._spot(window.coin).latest()
-        report = series.around(latest[0])[0] if latest is not None else None
-        if report is None or report[0] <= window.t0 * 1000:
-            return False
-        witness = self._twap_witness(window.coin, report[0], lookback)
-        return witness is not None and witness.admits(report[1])
 
     def _plausible_price_to_beat(self, window: _Window, value: float, via: str) -> bool | None:
         """A price to beat from outside the settlement stream is believed only when it is a
