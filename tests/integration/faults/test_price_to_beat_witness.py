@@ -17,9 +17,11 @@ The bounds these tests guard, as numbers (docs/reliability.md, docs/price-to-bea
 
 from __future__ import annotations
 
+import math
 from decimal import Decimal
 
 from app.refresher.model import TWAP
+from harness.fake_polymarket import SPOT_TOPIC, FakePolymarket
 from tests.support.upstream_faults import GAMMA, Sample, budget, staged
 
 FIRST_LOOKUP_FAULT_S = 4.0  # from the source's start: its lookups, the history, the books
@@ -28,6 +30,17 @@ TWAP_HIGH = Decimal("1.01")  # both TWAP topics 1 % high
 GAMMA_HIGH = 1.005  # Gamma's priceToBeat 0.5 % high
 HOLE_S = 60  # the spot's hole on each side of T0
 GLITCH_BEFORE_T0_MS = 10_000  # the TWAP reports go wrong this long before T0
+
+
+def across_the_hole(world: FakePolymarket, t0: int) -> float:
+    """What the spot's two sides of its hole at T0 say the price was at T0: their log-linear
+    interpolation. A fault 0.5 % above it is 0.5 % high give or take the path's own move in
+    the hole (0.07 % sd over 2 x 61 s), and no witness of the stream can do better."""
+    points = world.rtds.history[SPOT_TOPIC]
+    a_ms, a = max((p for p in points if p[0] < t0 * 1000), key=lambda p: p[0])
+    b_ms, b = min((p for p in points if p[0] > t0 * 1000), key=lambda p: p[0])
+    weight = (t0 * 1000 - a_ms) / (b_ms - a_ms)
+    return math.exp((1 - weight) * math.log(a) + weight * math.log(b))
 
 
 def said_why(samples: list[Sample], reason: str) -> bool:
@@ -57,7 +70,8 @@ def test_both_twap_topics_1_percent_high_across_t0_are_not_the_price_to_beat() -
 
 def test_gamma_half_a_percent_high_across_a_hole_at_t0_is_refused_and_asked_again() -> None:
     """A spot window whose stream has a hole of 60 s on each side of T0, the site knowing
-    nothing: Gamma's ``priceToBeat`` is 0.5 % high from the first lookup, then the truth.
+    nothing: Gamma's ``priceToBeat`` is 0.5 % high (above what the stream's two sides say)
+    from the first lookup, then the truth.
 
     The issue saw it accepted (the bound grew with the hole, here to 0.57 %) and Gamma never
     asked again: P(up) fresh and wrong for the rest of the window."""
@@ -65,8 +79,7 @@ def test_gamma_half_a_percent_high_across_a_hole_at_t0_is_refused_and_asked_agai
         budget(FIRST_LOOKUP_FAULT_S), price_to_beat_from=GAMMA, hole_ms=HOLE_S * 1000
     ) as stage:
         gamma = stage.world.gamma
-        truth = stage.prices_to_beat[stage.t0]
-        gamma.price_to_beat_override = truth * GAMMA_HIGH
+        gamma.price_to_beat_override = across_the_hole(stage.world, stage.t0) * GAMMA_HIGH
         samples = stage.hold(FIRST_LOOKUP_FAULT_S, "while Gamma's priceToBeat is 0.5 % high")
         assert said_why(samples, "from gamma is +0.")
         gamma.price_to_beat_override = None

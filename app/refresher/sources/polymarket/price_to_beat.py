@@ -31,17 +31,20 @@ from app.refresher.sources.polymarket.rtds import PriceSeries
 from app.refresher.volatility import Volatility
 
 # A floor for rounding and for a neighbouring second's value (BTC's 1 s moves are 0.35-0.67
-# bp sd; Gamma's and the site's values may be rounded to the cent): 5 bp.
-BASE = 0.0005
-# How many sds of the Brownian spread a value may be off: 5 (about 1 in 3.5 million for a
-# Gaussian; the spot's fat tails enter through sigma, which counts its jumps).
-SIGMAS = 5.0
+# bp sd; Gamma's and the site's values may be rounded, or taken a second off T0): 10 bp, as
+# the bound before it had.
+BASE = 0.001
+# How many sds of the Brownian spread a value may be off: 4 (about 1 in 16,000 for a
+# Gaussian, two-sided; the spot's fat tails enter through sigma, which counts its jumps,
+# and fade over the tens of seconds judged here). A refused honest value costs the window
+# its P(up) (stale); a believed wrong one would be fresh and wrong: the tighter side wins.
+SIGMAS = 4.0
 # How many seconds apart the TWAP report's averaging window and ours may be (the report is
 # said to stop averaging about 3 s before its stamp; our points arrive per second, 2 % of
 # the seconds missing): 10 s.
 TWAP_SHIFT_S = 10.0
 # With points on one side of T0 only: the nearest within this many seconds witnesses it
-# (the bound then reaches what a bridge over a 120 s hole allows, 0.38 % at sigma 1.2e-4).
+# (the bound then reaches what a bridge over a 120 s hole allows, 0.36 % at sigma 1.2e-4).
 ONE_SIDED_MAX_S = 30.0
 # The spot's sigma per root second while it has too little history for an estimate: BTC's
 # 1.2e-4 of the issue (the real feed's 1 s moves are 0.35-0.67 bp sd: this is wider).
