@@ -206,3 +206,35 @@ def test_a_twap_report_the_spot_does_not_witness_is_refused_until_the_topic_agre
         assert window.price_to_beat_via == "rtds:crypto_prices_chainlink:mean60s"
     finally:
         source.close()
+
+
+def test_a_twap_report_waits_for_the_spots_history() -> None:
+    """The TWAP topic's history came first (the spot's history may come after its live
+    points): with no spot before the lookback, the report waits for its witness."""
+    from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
+
+    nowhere = "http://127.0.0.1:9"
+    source = PolymarketSource(
+        Upstreams(nowhere, nowhere, "ws://127.0.0.1:9", "ws://127.0.0.1:9", nowhere),
+        clock=lambda: T0 + 30.0,
+        background=False,
+    )
+    try:
+        coin = MARKETS[DEFAULT_SYMBOLS]
+        series = source.rtds.of(coin)
+        for t in range(20, 30):  # live spot points only
+            series[SPOT_KEY].add((T0 + t) * 1000, BTC)
+        for t in range(-3, 30):
+            series["twap60"].add((T0 + t) * 1000, BTC * 1.01)
+        market = WindowMarket(T0, "btc-updown-5m", "up", "down", "twap", 60, None, None)
+        window = source._window(coin, T0)
+        window.market = market
+        source._latch(window, T0, market, T0 + 30.0)
+        assert window.price_to_beat is None and window.doubts == {}
+
+        for t in range(-900, 20):  # the spot's history: the report is judged, and refused
+            series[SPOT_KEY].add((T0 + t) * 1000, BTC)
+        source._latch(window, T0, market, T0 + 30.0)
+        assert window.price_to_beat is None and "+1.000 %" in window.doubts["price_to_beat"]
+    finally:
+        source.close()

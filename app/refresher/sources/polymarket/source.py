@@ -402,10 +402,14 @@ class PolymarketSource:
         if (report[1], via) not in window.refused:
             witness = twap_witness(spot, t0_ms, lookback, sigma, MAX_GAP_MS)
             if witness is None:
+                # The spot's history may come after its live points (and after the TWAP's):
+                # nothing before the lookback yet, wait for it; nor are the points up to T0
+                # all in during the first seconds.
+                unheard = spot.around(t0_ms - lookback * 1000)[0] is None
                 latest = spot.latest()
-                arriving = latest is None or latest[0] < t0_ms - MAX_GAP_MS
-                if arriving and now - window.t0 < FALLBACK_AFTER_S:
-                    return  # the spot's points up to T0 are still on their way
+                behind = latest is None or latest[0] < t0_ms - MAX_GAP_MS
+                if unheard or (behind and now - window.t0 < FALLBACK_AFTER_S):
+                    return
                 # A hole in the spot's lookback: no witness; the report was judged as a
                 # point (docs/price-to-beat.md, what is left).
                 self._set_price_to_beat(window, report[1], via, True)
