@@ -14,8 +14,9 @@ is its witness (docs/price-to-beat.md):
 - A TWAP window: the report at T0 against the spot's own mean over [T0 - L, T0]. Two means
   of one path over windows ``d`` seconds apart differ by about ``d / L`` of the path's move
   over L, so by ``sigma * d / sqrt(L)`` (one sd); ``d`` is ``TWAP_SHIFT_S``, more than the
-  few seconds the report is said to stop averaging before its stamp. Only when the spot
-  covers the lookback (its last ``max_gap`` may still be on their way: inside that ``d``).
+  few seconds the report is said to stop averaging before its stamp, when the spot covers
+  the lookback (its last ``max_gap`` may still be on their way: inside that ``d``). With a
+  hole in it, the mean of the seconds the spot has, within ``sigma * sqrt(L)`` (coarse).
 
 A value is believed within ``BASE + SIGMAS * spread`` (in log terms) of its witness;
 ``sigma`` is the spot's own measured volatility per root second, jumps included
@@ -130,18 +131,31 @@ def second_mean(spot: PriceSeries, end_ms: int, lookback_s: int, max_gap_ms: int
 
 
 def twap_witness(
-    spot: PriceSeries, end_ms: int, lookback_s: int, sigma: float, max_gap_ms: int
+    spot: PriceSeries,
+    end_ms: int,
+    lookback_s: int,
+    sigma: float,
+    max_gap_ms: int,
+    *,
+    partial: bool = False,
 ) -> Witness | None:
     """The spot's own mean over the ``lookback_s`` seconds up to ``end_ms``: the witness of
     a TWAP report stamped ``end_ms``; None unless the spot covers them (to ``max_gap_ms``
-    before the end)."""
-    if not spot.covered(end_ms - lookback_s * 1000, end_ms - max_gap_ms, max_gap_ms):
+    before the end). ``partial``: with a hole in them, the mean of the seconds the spot has,
+    off the whole mean by at most the spot's move over the lookback, ``sigma * sqrt(L)``
+    (a coarse witness: it catches a report far off, not one a little off)."""
+    covered = spot.covered(end_ms - lookback_s * 1000, end_ms - max_gap_ms, max_gap_ms)
+    if not (covered or partial):
         return None
     mean = second_mean(spot, end_ms, lookback_s, max_gap_ms)
     if mean is None:
         return None
-    spread = sigma * TWAP_SHIFT_S / math.sqrt(lookback_s)
-    return Witness(mean, BASE + SIGMAS * spread, f"the spot's mean over its {lookback_s} s")
+    if covered:
+        spread = sigma * TWAP_SHIFT_S / math.sqrt(lookback_s)
+        return Witness(mean, BASE + SIGMAS * spread, f"the spot's mean over its {lookback_s} s")
+    spread = sigma * math.sqrt(lookback_s)
+    what = f"the spot's mean of the seconds it has of its {lookback_s} s"
+    return Witness(mean, BASE + SIGMAS * spread, what)
 
 
 def topic_agrees_now(

@@ -410,11 +410,10 @@ class PolymarketSource:
                 behind = latest is None or latest[0] < t0_ms - MAX_GAP_MS
                 if unheard or (behind and now - window.t0 < FALLBACK_AFTER_S):
                     return
-                # A hole in the spot's lookback: no witness; the report was judged as a
-                # point (docs/price-to-beat.md, what is left).
-                self._set_price_to_beat(window, report[1], via, True)
-                return
-            if witness.admits(report[1]):
+                # A hole in the spot's lookback: the seconds it has, a coarse witness; with
+                # none, the report was judged as a point only (docs/price-to-beat.md).
+                witness = twap_witness(spot, t0_ms, lookback, sigma, MAX_GAP_MS, partial=True)
+            if witness is None or witness.admits(report[1]):
                 self._set_price_to_beat(window, report[1], via, True)
                 return
             window.refused.add((report[1], via))
