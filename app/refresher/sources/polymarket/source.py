@@ -424,8 +424,8 @@ class PolymarketSource:
     def _plausible_price_to_beat(self, window: _Window, value: float, via: str) -> bool | None:
         """A price to beat from outside the settlement stream is believed only when it is a
         finite price the spot's own points around T0 witness (``price_to_beat.py``); None
-        while they cannot (no point near T0 yet). A refused one
-        makes the row stale with the reason until a believable one comes."""
+        while they cannot (no point near T0 yet). A refused one makes the row stale with the
+        reason until a believable one comes."""
         if not (math.isfinite(value) and value > 0):
             self.suspects.note("out_of_range", f"price to beat {value!r} from {via}")
             # Counted as out_of_range just above, not again as disagrees: no ``_doubt``.
@@ -682,7 +682,8 @@ class PolymarketSource:
         # shows null there: no opinion rather than a wrong one; its books and price keep
         # their own ages (docs/reliability.md).
         ts = min(min(input_times.values()), now_ms)
-        suspect = tuple(window.doubts.values())
+        # A copy (atomic): the upkeep thread may doubt or clear while this tick reads.
+        suspect = tuple(window.doubts.copy().values())
         if suspect:
             ts = min(ts, never_fresh)  # inputs that disagree: stale, never fresh and wrong
         live = LiveDetails(
