@@ -93,7 +93,9 @@ on the wire.
   frames a second, each different (0 stops); ``send_history`` sends any history snapshot
   (several MB of points); ``drop_after(healthy_s, times)`` drops the connections each time
   one has been up ``healthy_s`` (``drops``, ``accepted_at`` give the reconnect delays);
-  ``hole`` removes points from the history, ``value_at`` reads the one in force at a time.
+  ``hole`` removes points from the history, ``value_at`` reads the one in force at a time;
+  ``twap_glitch`` (within ``twap_glitch_span``) replaces what both TWAP topics send, live
+  and in their history snapshots (``+1 %``), while the history keeps the truth.
 """
 
 from __future__ import annotations
@@ -1335,6 +1337,11 @@ class FakeRtds(_WsFake):
         self.exchange_basis = EXCHANGE_BASIS
         self.exchange_paused = False
         self.exchange_filters: list[str] = []  # the filters of every exchange subscription
+        # A fault: every TWAP point sent on the wire (live updates and history snapshots, of
+        # both TWAP topics) stamped within ``twap_glitch_span`` (ms; None: any) carries what
+        # this returns instead of the true TWAP; the history keeps the truth.
+        self.twap_glitch: Callable[[Decimal], Decimal] | None = None
+        self.twap_glitch_span: tuple[int, int] | None = None
         self.drops: list[float] = []  # monotonic time of each drop made by drop_after
         self._flood_per_s = 0.0
         self._flooding = False  # the flood's thread is running
@@ -1479,6 +1486,7 @@ class FakeRtds(_WsFake):
                 return
             with self._lock:
                 points = list(self._series(topic, symbol))  # taken when sent: later ones too
+            points = [(ts, self._on_wire(topic, ts, value)) for ts, value in points]
             if points:
                 wire = SPOT_HISTORY_TOPIC if topic == SPOT_TOPIC else None
                 snapshot = self.first_message(topic, points, wire_topic=wire, symbol=symbol)
@@ -1567,10 +1575,21 @@ class FakeRtds(_WsFake):
         self._record(topic, ts_ms, amount, symbol)
         if self._held(symbol):
             return
+        sent = self._on_wire(topic, ts_ms, amount)
         message = self.update(
-            topic, ts_ms, amount, plain_full_accuracy=self.plain_full_accuracy, symbol=symbol
+            topic, ts_ms, sent, plain_full_accuracy=self.plain_full_accuracy, symbol=symbol
         )
         self._deliver(topic, symbol, json.dumps(message))
+
+    def _on_wire(self, topic: str, ts_ms: int, value: Decimal) -> Decimal:
+        """What the wire carries for a recorded point: ``twap_glitch`` of it for a TWAP point
+        inside ``twap_glitch_span``, else the point itself."""
+        glitch, span = self.twap_glitch, self.twap_glitch_span
+        if glitch is None or topic not in WINDOW_S_OF_TOPIC:
+            return value
+        if span is not None and not span[0] <= ts_ms <= span[1]:
+            return value
+        return glitch(value)
 
     def send_error(self, status: int, message: str) -> None:
         """An error frame ``{statusCode, body: {message}}`` to every connection."""

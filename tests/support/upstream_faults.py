@@ -17,7 +17,9 @@ wrong.
   own market (slug, rule, UP and DOWN tokens, distinct), each token's book exactly as the CLOB
   fake holds it, the price a true spot of the last ``STALE_AFTER_MS`` (a fresh row may be that
   old by the board's own promise; one second more for the point's own second), the price to
-  beat the Chainlink point in force at T0, the volatility and P(up) as below. A field that is
+  beat the Chainlink point in force at T0 (on a TWAP stage, ``staged(rule=TWAP)``: the
+  TWAP at T0, the mean of the spot's seconds T0 - 59 .. T0, to rounding), the volatility
+  and P(up) as below. A field that is
   None on a fresh row is wrong, with one exception: while no believable price to beat is
   known, the price to beat and P(up) may both be None on a fresh row (the board's choice,
   docs/reliability.md: no opinion rather than a wrong one; the books and the price shown
@@ -29,7 +31,7 @@ wrong.
   much). The row's ``sigma`` must lie within ``SIGMA_BAND`` of ``SIGMA`` (a quarter off at
   most): many times those errors, and orders of magnitude inside what a poisoned estimate
   shows (x157 in the issue).
-- P(up): the exact zero-drift model (``app.refresher.model.probability_up``, spot rule) on
+- P(up): the exact zero-drift model (``app.refresher.model.probability_up``, the stage's rule) on
   the row's own price (once it is a true spot), the true price to beat and the time left from
   that price's second, at every sigma of ``SIGMA_BAND``: the row's P(up) must lie within that
   range widened by ``P_SLACK_PCT`` percentage points (the source's jump part, measured on a
@@ -49,7 +51,7 @@ from typing import Any
 
 import pytest
 
-from app.refresher.model import SPOT, probability_up
+from app.refresher.model import SPOT, TWAP, probability_up
 from app.refresher.sources.base import WINDOW_S, window_start
 from app.refresher.sources.polymarket.source import PolymarketSource
 from harness.fake_polymarket import BrownianPath, FakeBook, FakeMarket, FakePolymarket, running
@@ -72,6 +74,11 @@ MIN_ELAPSED_S = 6.0  # into the window: T0 +- HOLE_MS is history, the site's fal
 ROLL_MARGIN_S = 5.0
 WARM_S = 5.0  # the budget of a warm-up on an idle machine (a window is chosen with room)
 HOLE_MS = 2500  # a hole this wide on each side of T0: the latch cannot bracket T0
+HOLE_MARGIN_S = 3.0  # a longer hole: the window starts after it by this much (all history)
+LOOKBACK_S = 60  # a TWAP stage's markets: twapLookbackSeconds
+# A TWAP price to beat is a mean: the source's mean of the float points and the fake's exact
+# Decimal mean agree to rounding (a few 1e-16), never to less.
+TWAP_PRICE_TO_BEAT_REL_TOL = 1e-12
 
 
 def _books(up: tuple[str, str], down: tuple[str, str]) -> tuple[FakeBook, FakeBook]:
@@ -87,15 +94,15 @@ def budget(*phases_s: float) -> float:
     return WARM_S + sum(phases_s) + RECOVERY_S
 
 
-def settle_window(budget_s: float) -> int:
-    """The start of a window with at least ``MIN_ELAPSED_S`` behind and ``budget_s`` (plus a
+def settle_window(budget_s: float, min_elapsed_s: float = MIN_ELAPSED_S) -> int:
+    """The start of a window with at least ``min_elapsed_s`` behind and ``budget_s`` (plus a
     margin) ahead, sleeping until one begins if needed: a test never crosses a roll."""
     now = time.time()
     t0 = window_start(now)
-    if now - t0 >= MIN_ELAPSED_S and t0 + WINDOW_S - now >= budget_s + ROLL_MARGIN_S:
+    if now - t0 >= min_elapsed_s and t0 + WINDOW_S - now >= budget_s + ROLL_MARGIN_S:
         return t0
-    start = t0 if now - t0 < MIN_ELAPSED_S else t0 + WINDOW_S
-    time.sleep(max(0.0, start + MIN_ELAPSED_S - time.time()))
+    start = t0 if now - t0 < min_elapsed_s else t0 + WINDOW_S
+    time.sleep(max(0.0, start + min_elapsed_s - time.time()))
     return start
 
 
@@ -175,6 +182,7 @@ class Stage:
     # A fresh row may say nothing of P(up) when it has no price to beat (never a wrong one);
     # ``recovers`` demands the whole row back.
     allow_no_opinion: bool = True
+    rule: str = SPOT  # the settlement rule of the stage's markets (TWAP: ``LOOKBACK_S``)
 
     # -- the truth ------------------------------------------------------------------------
     def spot_now(self) -> Decimal:
@@ -187,11 +195,21 @@ class Stage:
         return {float(self.path.value(s)): s for s in range(first, math.floor(now) + 1)}
 
     def price_to_beat(self, t0: int) -> float | None:
-        """The true price to beat of window ``t0``: the Chainlink point in force at T0."""
+        """The true price to beat of window ``t0``: the Chainlink point in force at T0 (a
+        TWAP stage: the TWAP at T0, the mean of the spot's seconds T0 - 59 .. T0, as the
+        fake's TWAP topics compute it)."""
         if t0 in self.prices_to_beat:
             return self.prices_to_beat[t0]
+        if self.rule == TWAP:
+            return float(self.path.twap(t0, LOOKBACK_S))
         value = self.world.rtds.value_at(t0 * 1000)
         return float(value) if value is not None else None
+
+    def _price_to_beat_right(self, shown: Any, k: float | None) -> bool:
+        """Whether the row's price to beat is the true one (a TWAP's: to rounding)."""
+        if self.rule == TWAP and isinstance(shown, float) and k is not None:
+            return math.isclose(shown, k, rel_tol=TWAP_PRICE_TO_BEAT_REL_TOL)
+        return bool(shown == k)
 
     def problems(self, row: Row, now: float) -> list[str]:
         """Every way ``row`` differs from the truth at ``now`` (empty: right)."""
@@ -210,7 +228,7 @@ class Stage:
             found.append(f"price {price!r} is no true spot of the last seconds ({true_now})")
         k = self.price_to_beat(t0)
         no_opinion = self.allow_no_opinion and row.get("priceToBeat") is None
-        if row.get("priceToBeat") != k and not no_opinion:
+        if not self._price_to_beat_right(row.get("priceToBeat"), k) and not no_opinion:
             found.append(f"priceToBeat {row.get('priceToBeat')!r} is not {k!r}")
         sigma = row.get("sigma")
         low, high = SIGMA * SIGMA_BAND[0], SIGMA * SIGMA_BAND[1]
@@ -249,7 +267,7 @@ class Stage:
             return [f"P(up) {up} + P(down) {down} is not 100"]
         if second is None or k is None:
             return []  # the price or the price to beat is already wrong
-        low, high = exact_band(float(row["price"]), k, t0 + WINDOW_S - second)
+        low, high = exact_band(float(row["price"]), k, t0 + WINDOW_S - second, self.rule)
         if not low - P_SLACK_PCT <= up <= high + P_SLACK_PCT:
             return [f"P(up) {up} % is outside the exact model's [{low:.2f}, {high:.2f}] %"]
         return []
@@ -350,11 +368,14 @@ class Stage:
             time.sleep(SAMPLE_S)
 
 
-def exact_band(price: float, k: float, tau_s: float) -> tuple[float, float]:
-    """P(up) in percent by the exact spot model for ``price`` seen ``tau_s`` before the end
-    (the point may be up to a second younger), over every sigma of ``SIGMA_BAND``."""
+def exact_band(price: float, k: float, tau_s: float, rule: str = SPOT) -> tuple[float, float]:
+    """P(up) in percent by the exact model of ``rule`` for ``price`` seen ``tau_s`` before
+    the end (the point may be up to a second younger), over every sigma of ``SIGMA_BAND``.
+    A TWAP stage's windows keep more than ``LOOKBACK_S`` left (``staged``): no part of the
+    settlement's mean is known yet."""
+    lookback = LOOKBACK_S if rule == TWAP else None
     values = [
-        100.0 * probability_up(price, k, max(0.0, tau), SIGMA * scale, SPOT)
+        100.0 * probability_up(price, k, max(0.0, tau), SIGMA * scale, rule, lookback)
         for tau in (tau_s - 1.0, tau_s)
         for scale in SIGMA_BAND
     ]
@@ -367,14 +388,32 @@ GAMMA = "gamma"  # a hole around T0, the site knows nothing: Gamma's priceToBeat
 
 
 @contextmanager
-def staged(budget_s: float, price_to_beat_from: str = RTDS) -> Iterator[Stage]:
+def staged(
+    budget_s: float,
+    price_to_beat_from: str = RTDS,
+    *,
+    rule: str = SPOT,
+    hole_ms: int = HOLE_MS,
+) -> Iterator[Stage]:
     """A ``Stage`` in a window with ``budget_s`` left; the source is made, not started (its
-    first ``rows`` starts it), so a fault can be switched on before its first lookup."""
-    t0 = settle_window(budget_s)
+    first ``rows`` starts it), so a fault can be switched on before its first lookup.
+
+    ``rule``: the markets' settlement rule; a TWAP stage's markets average ``LOOKBACK_S``,
+    its window keeps more than that left after the budget, and both TWAP topics send their
+    history on subscribing (so the reports around T0 reach the source). ``hole_ms``: the
+    hole on each side of T0 when the price to beat comes from the site or Gamma; the window
+    starts at least ``HOLE_MARGIN_S`` after the hole ends (all of it history)."""
+    twap = rule == TWAP
+    min_elapsed_s = max(MIN_ELAPSED_S, hole_ms / 1000 + HOLE_MARGIN_S)
+    t0 = settle_window(budget_s + (LOOKBACK_S if twap else 0), min_elapsed_s)
     with running() as world:
-        world.list_market(FakeMarket(t0 - WINDOW_S), _books(("0.98", "0.99"), ("0.01", "0.02")))
-        world.list_market(FakeMarket(t0), _books(("0.53", "0.55"), ("0.45", "0.47")))
-        world.list_market(FakeMarket(t0 + WINDOW_S), _books(("0.30", "0.32"), ("0.68", "0.70")))
+        for start, books in (
+            (t0 - WINDOW_S, _books(("0.98", "0.99"), ("0.01", "0.02"))),
+            (t0, _books(("0.53", "0.55"), ("0.45", "0.47"))),
+            (t0 + WINDOW_S, _books(("0.30", "0.32"), ("0.68", "0.70"))),
+        ):
+            world.list_market(FakeMarket(start, rule=rule, lookback=LOOKBACK_S), books)
+        world.rtds.twap_history = twap
         path = world.rtds.live(period_s=TICK_S, history_s=HISTORY_S, seed=SEED, sigma=SIGMA, s0=S0)
         world.clob_ws.keep_alive(0.1)
         at_t0 = world.rtds.value_at(t0 * 1000)
@@ -382,11 +421,11 @@ def staged(budget_s: float, price_to_beat_from: str = RTDS) -> Iterator[Stage]:
         k = float(at_t0)
         fixed = {}
         if price_to_beat_from in (SITE, GAMMA):
-            world.rtds.hole(t0 * 1000 - HOLE_MS, t0 * 1000 + HOLE_MS)
+            world.rtds.hole(t0 * 1000 - hole_ms, t0 * 1000 + hole_ms)
             fixed[t0] = k
         if price_to_beat_from == GAMMA:
             world.markets[t0].price_to_beat = k
         else:
             world.site.open_prices[t0] = k
         with sources_on(world, stale_after_ms=STALE_AFTER_MS) as make:
-            yield Stage(world, path, t0, make(time.time), fixed)
+            yield Stage(world, path, t0, make(time.time), fixed, rule=rule)

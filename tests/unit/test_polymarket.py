@@ -771,11 +771,12 @@ def test_spot_window_then_twap_window(
     }
     clock.t = NEXT - 0.5  # before the points arrive: none is stamped far in our future
     for t, value in twap_points.items():
-        # The spot is far from the TWAP: it is the price, never the price to beat.
-        world.rtds.push(SPOT_TOPIC, t * 1000, K + 500)
+        # The spot is $58 from the TWAP: it is the price, never the price to beat. (Not
+        # farther: the spot's own points witness the report, issue 35; $500 is refused.)
+        world.rtds.push(SPOT_TOPIC, t * 1000, K + 50)
         world.rtds.push(topic, t * 1000, value)
         world.rtds.push(other_topic, t * 1000, K - 777)  # the other lookback: not this market's
-    poll(source, clock, lambda r: r["price"] == float(K + 500), "the spot feed near the roll")
+    poll(source, clock, lambda r: r["price"] == float(K + 50), "the spot feed near the roll")
     clock.t = NEXT + 1.5
 
     row = poll(
@@ -789,7 +790,7 @@ def test_spot_window_then_twap_window(
     assert row["settlement"] == "twap" and row["twapLookbackS"] == lookback
     # The price is the Chainlink spot, whatever the rule; the TWAP report at T0 is the
     # price to beat, read from full_accuracy_value (not the value rounded to cents).
-    assert row["price"] == float(K + 500)
+    assert row["price"] == float(K + 50)
     assert row["priceToBeat"] == exact(twap_points[NEXT])
     assert row["priceToBeat"] != round(float(twap_points[NEXT]), 2)
     assert row["sources"]["price"] == f"rtds:{SPOT_TOPIC}"

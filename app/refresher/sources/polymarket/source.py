@@ -53,6 +53,12 @@ from app.refresher.sources.polymarket.identity import (
     Verdict,
     top_verdicts,
 )
+from app.refresher.sources.polymarket.price_to_beat import (
+    sigma_of,
+    spot_witness,
+    topic_agrees_now,
+    twap_witness,
+)
 from app.refresher.sources.polymarket.recording import RecordingTransport
 from app.refresher.sources.polymarket.rtds import (
     SPOT_KEY,
@@ -78,12 +84,7 @@ MAX_GAP_MS = 3000  # consecutive Chainlink points (about 1 Hz) further apart: a 
 SPOT_MEAN = "mean"
 CLOSE_WAIT_S = 2.0  # closing a recording source: how long the sockets may take to close
 RESOLUTION_WAIT_S = 600  # a finished window's tokens stay watched this long at most
-# A price to beat from outside the settlement stream (the site, Gamma) must be within
-# PTB_BASE + PTB_PER_ROOT_S * sqrt(dt) of the believed spot nearest T0 (dt s away): a few bp
-# plus about 5 sigma of BTC's 1 s moves per root second. The settlement stream's own values
-# (the report, our mean of its believed points) were judged as points already.
-PTB_BASE = 0.001
-PTB_PER_ROOT_S = 0.0006
+PRICE_TO_BEAT = "price_to_beat"  # the kind of a window's doubt about its price to beat
 
 
 def _bracketed(
@@ -385,37 +386,79 @@ class PolymarketSource:
         if series is not None:
             before, after = series.around(t0_ms - 1)  # after: the first report at or after T0
             if after is not None and (after[0] == t0_ms or _bracketed(series, before, after)):
-                key = TWAP_KEYS[lookback]
-                self._set_price_to_beat(window, after[1], f"rtds:{TOPICS[key]}", True)
+                self._latch_twap_report(window, series, after, lookback, now)
                 return
         # The TWAP topic is silent (or has a hole at T0): the same average from the spot.
         if window.price_to_beat is None and now - t0 >= FALLBACK_AFTER_S:
-            start_ms = t0_ms - lookback * 1000
-            if spot.covered(start_ms, t0_ms, MAX_GAP_MS):
-                mean = spot.mean(start_ms, t0_ms)
-                if mean is not None:
-                    via = f"rtds:{TOPICS[SPOT_KEY]}:{SPOT_MEAN}{lookback}s"
-                    self._set_price_to_beat(window, mean, via, False)
+            self._set_spot_mean(window, lookback, False)
 
-    def _plausible_price_to_beat(
-        self, value: float, coin: Market, t0: int, via: str
-    ) -> bool | None:
+    def _set_spot_mean(self, window: _Window, lookback: int, final: bool) -> None:
+        """The price to beat from our own mean of the spot over [T0 - L, T0], when the spot
+        has no hole there."""
+        t0_ms = window.t0 * 1000
+        start_ms = t0_ms - lookback * 1000
+        spot = self._spot(window.coin)
+        if spot.covered(start_ms, t0_ms, MAX_GAP_MS):
+            mean = spot.mean(start_ms, t0_ms)
+            if mean is not None:
+                via = f"rtds:{TOPICS[SPOT_KEY]}:{SPOT_MEAN}{lookback}s"
+                self._set_price_to_beat(window, mean, via, final)
+
+    def _latch_twap_report(
+        self,
+        window: _Window,
+        series: PriceSeries,
+        report: tuple[int, float],
+        lookback: int,
+        now: float,
+    ) -> None:
+        """The TWAP report at T0 is the price to beat when the spot's own mean over the
+        lookback witnesses it. One that disagrees is refused and the row is stale with the
+        reason, until the topic's latest report agrees with the spot again: then the report
+        at T0 was the topic's passing error and the spot's mean is the price to beat (the
+        settlement stream's own points, which the model rests on anyway)."""
+        via = f"rtds:{TOPICS[TWAP_KEYS[lookback]]}"
+        spot, t0_ms = self._spot(window.coin), window.t0 * 1000
+        sigma = sigma_of(spot.volatility())
+        if (report[1], via) not in window.refused:
+            witness = twap_witness(spot, t0_ms, lookback, sigma, MAX_GAP_MS)
+            if witness is None:
+                # The spot's history may come after its live points (and after the TWAP's):
+                # nothing before the lookback yet, wait for it; nor are the points up to T0
+                # all in during the first seconds.
+                unheard = spot.around(t0_ms - lookback * 1000)[0] is None
+                latest = spot.latest()
+                behind = latest is None or latest[0] < t0_ms - MAX_GAP_MS
+                if unheard or (behind and now - window.t0 < FALLBACK_AFTER_S):
+                    return
+                # A hole in the spot's lookback: the seconds it has, a coarse witness; with
+                # none, the report was judged as a point only (docs/price-to-beat.md).
+                witness = twap_witness(spot, t0_ms, lookback, sigma, MAX_GAP_MS, partial=True)
+            if witness is None or witness.admits(report[1]):
+                self._set_price_to_beat(window, report[1], via, True)
+                return
+            window.refused.add((report[1], via))
+            self._doubt(window, PRICE_TO_BEAT, witness.reason(report[1], via), feed="rtds")
+        if topic_agrees_now(spot, series, t0_ms, lookback, sigma, MAX_GAP_MS):
+            self._set_spot_mean(window, lookback, True)
+
+    def _plausible_price_to_beat(self, window: _Window, value: float, via: str) -> bool | None:
         """A price to beat from outside the settlement stream is believed only when it is a
-        finite price close to the believed spot nearest T0 (``PTB_BASE``...); None while
-        there is no spot to judge it by."""
+        finite price the spot's own points around T0 witness (``price_to_beat.py``); None
+        while they cannot (no point near T0 yet). A refused one makes the row stale with the
+        reason until a believable one comes."""
         if not (math.isfinite(value) and value > 0):
             self.suspects.note("out_of_range", f"price to beat {value!r} from {via}")
+            # Counted as out_of_range just above, not again as disagrees: no ``_doubt``.
+            window.doubts[PRICE_TO_BEAT] = f"price to beat {value!r} from {via} is no price"
             return False
-        nearest = self._spot(coin).nearest(t0 * 1000)
-        if nearest is None:
+        spot = self._spot(window.coin)
+        witness = spot_witness(spot, window.t0 * 1000, sigma_of(spot.volatility()))
+        if witness is None:
             return None
-        ts_ms, reference = nearest
-        dt_s = max(1.0, abs(ts_ms - t0 * 1000) / 1000)
-        if abs(math.log(value / reference)) <= PTB_BASE + PTB_PER_ROOT_S * math.sqrt(dt_s):
+        if witness.admits(value):
             return True
-        self.suspects.note(
-            "disagrees", f"price to beat {value:.6g} from {via}, the spot near T0 {reference:.6g}"
-        )
+        self._doubt(window, PRICE_TO_BEAT, witness.reason(value, via))
         return False
 
     def _set_price_to_beat(self, window: _Window, value: float, via: str, final: bool) -> None:
@@ -426,7 +469,7 @@ class PolymarketSource:
             return
         known = (window.price_to_beat, window.price_to_beat_via)
         if candidate != known and not via.startswith("rtds:"):
-            verdict = self._plausible_price_to_beat(value, window.coin, window.t0, via)
+            verdict = self._plausible_price_to_beat(window, value, via)
             if verdict is False:
                 window.refused.add(candidate)  # judged once: not counted again on every tick
             if not verdict:
@@ -434,6 +477,7 @@ class PolymarketSource:
         if window.price_to_beat_via != via:
             log.info("price to beat %.2f from %s", value, via)
         window.price_to_beat, window.price_to_beat_via, window.final = value, via, final
+        self._clear(window, PRICE_TO_BEAT)  # a believed price to beat ends a refusal's doubt
 
     def _fallback_price_to_beat(
         self, window: _Window, t0: int, market: WindowMarket, now: float
@@ -682,7 +726,8 @@ class PolymarketSource:
         # their own ages (docs/reliability.md).
         ts = min(min(input_times.values()), now_ms)
         spot_doubts = [f"price: {why}" for why in (spot.doubt(), self.rtds.twap_doubt(coin)) if why]
-        suspect = (*window.doubts.values(), *spot_doubts)
+        # A copy (atomic): the upkeep thread may doubt or clear while this tick reads.
+        suspect = (*window.doubts.copy().values(), *spot_doubts)
         if suspect:
             ts = min(ts, never_fresh)  # inputs that disagree: stale, never fresh and wrong
         live = LiveDetails(
