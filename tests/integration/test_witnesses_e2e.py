@@ -21,7 +21,8 @@ from typing import Any
 
 import pytest
 
-from harness.fake_polymarket import BrownianPath, FakePolymarket, running
+from app.markets import WINDOW_S, window_start
+from harness.fake_polymarket import BrownianPath, FakeBook, FakePolymarket, running
 from harness.processes import RedisServer, Service
 from tests.support.contract import validated
 
@@ -131,7 +132,16 @@ def _late(seconds: float) -> Callable[[World], None]:
 
 
 def _top_offset(offset: int) -> Callable[[World], None]:
+    """The socket tells, under this window's tokens, the tops of the next window's (whose
+    books look decided: UP 0.90/0.92, DOWN 0.08/0.10; every listed window's books are
+    alike otherwise, and the fault would change nothing)."""
+
     def switch(world: World) -> None:
+        next_market = world.fakes.market_of("BTC", window_start(time.time()) + WINDOW_S)
+        assert next_market is not None
+        books = world.fakes.books
+        books[next_market.up_token] = FakeBook(bids={"0.90": "100"}, asks={"0.92": "100"})
+        books[next_market.down_token] = FakeBook(bids={"0.08": "100"}, asks={"0.10": "100"})
         world.fakes.clob_ws.top_offset = offset
 
     return switch
@@ -151,6 +161,11 @@ def test_the_spot_and_book_attacks_never_put_a_fresh_wrong_row_on_the_served_boa
     world: World, fresh_redis: RedisServer, service: Service, postgres_database: str
 ) -> None:
     service.env.update(world.fakes.env(), REDIS_URL=fresh_redis.url, DATABASE_URL=postgres_database)
+    # The attacks take about 100 s: played inside one window, so that no price to beat is
+    # latched while the spot is refused (what a roll then does is the price to beat's story).
+    left = WINDOW_S - time.time() % WINDOW_S
+    if left < 150:
+        time.sleep(left + 5)
     service.start_refresher()
     service.start_web(workers=1)
     _fresh_and_right(service, world, READY_S, "start")
