@@ -65,10 +65,9 @@ def document(
 ) -> dict[str, Any]:
     """The report: per window, per rem bucket, reliability, and the replay's own figures."""
     winners = {**outcomes.gamma_winners(replay.gamma_frames), **replay.winners}
-    by_start = {w.window_start: w for w in windows.values()}
     per_window = []
     for window in sorted(windows.values(), key=lambda w: w.window_start):
-        result, source = settled(window, by_start, winners)
+        result, source = settled(window, windows, winners)
         per_window.append(
             {
                 "slug": window.slug,

@@ -8,6 +8,7 @@ in). ``pUp`` is the model's own fraction, ``marketMid`` the mid of UP's best bid
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,15 @@ class Window:
     def end(self) -> int:
         """When the window ends (epoch seconds)."""
         return self.window_start + WINDOW_S
+
+    @property
+    def next_slug(self) -> str | None:
+        """The slug of the same market's next window (a slug is its market's prefix and its
+        start); None for a slug not of that form."""
+        start = str(self.window_start)
+        if not self.slug.endswith(start):
+            return None
+        return self.slug.removesuffix(start) + str(self.end)
 
 
 def _mid(bid: Any, ask: Any) -> float | None:
@@ -81,11 +91,12 @@ def track(
 
 
 def settled(
-    window: Window, by_start: dict[int, Window], winners: dict[str, bool]
+    window: Window, windows: Mapping[str, Window], winners: dict[str, bool]
 ) -> tuple[str | None, str | None]:
     """How ``window`` settled (``app.calibration.outcomes``): its final price is the price to
-    beat of the window after it (``by_start``: the windows by their start)."""
-    following = by_start.get(window.end)
+    beat of the SAME market's window after it (``windows``: by slug, which names the market;
+    never by start alone, which several markets share)."""
+    following = windows.get(window.next_slug) if window.next_slug else None
     final = following.price_to_beat if following is not None else None
     return outcomes.outcome(
         window.up_token, window.down_token, winners, window.price_to_beat, final

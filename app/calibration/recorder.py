@@ -79,7 +79,6 @@ class Recorder:
         self._settle(at, winners)
 
     def _settle(self, at: float, winners: dict[str, bool]) -> None:
-        by_start = {w.window_start: w for w in self._windows.values()}
         for slug, window in list(self._windows.items()):
             if at < window.end + GRACE_S:
                 continue
@@ -90,7 +89,7 @@ class Recorder:
                         window.checkpoints[rem] = {"remS": rem, "pUp": None, "marketMid": None}
                         self._put("checkpoint", slug, {"rem_s": rem})
                 self._settled[slug] = ""
-            result, source = settled(window, by_start, winners)
+            result, source = settled(window, self._windows, winners)
             if (
                 source is not None
                 and self._settled[slug] != "market"

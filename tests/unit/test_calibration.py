@@ -88,6 +88,45 @@ def test_the_refresher_records_checkpoints_and_outcomes_of_the_simulated_source(
     assert found[-1]["outcome"] is None  # still running
 
 
+def test_each_market_is_settled_on_its_own_next_price_to_beat(engine: Engine) -> None:
+    """Four markets on one board (issue 36): each window's outcome is its own market's next
+    price to beat against its own, never another market's (keyed by the start alone, every
+    market was settled on the last one's)."""
+    recorder = Recorder(engine, "simulated", 3000)
+    run_simulated(recorder, T0, 3 * 300 + 20, seed=7, markets=parse_symbols("BTC,ETH,SOL,XRP"))
+    assert recorder.flush()
+    with engine.connect() as conn:
+        found = store.load(conn, "simulated")
+    recorder.close()
+    outcomes: dict[str, list[str]] = {}
+    for symbol in ("btc", "eth", "sol", "xrp"):
+        own = [w for w in found if w["slug"].startswith(f"{symbol}-updown-5m-")]
+        assert [w["windowStart"] for w in own] == [T0, T0 + 300, T0 + 600, T0 + 900], symbol
+        for this, following in itertools.pairwise(own):
+            expected = "up" if following["priceToBeat"] >= this["priceToBeat"] else "down"
+            assert (this["outcome"], this["outcomeSource"]) == (expected, "feed"), this
+        outcomes[symbol] = [w["outcome"] for w in own[:3]]
+    # The markets moved differently: a record settled on one market's prices would show it.
+    assert len({tuple(o) for o in outcomes.values()}) > 1, outcomes
+
+
+def test_a_checkpoint_passed_while_the_row_was_stale_is_stored_as_missing(engine: Engine) -> None:
+    """docs/calibration.md: a stale row's P(up) and mid are no forecast (issue 36, point 1)."""
+    recorder = Recorder(engine, "polymarket", 3000)
+    at = T0 + 10.0  # 290 s left
+    for slug, age_ms in (("fresh", 2_900), ("stale", 3_100)):
+        row = {"slug": f"{slug}-{T0}", "windowStart": T0, "rem_secs": 290.0,
+               "ts": int(at * 1000) - age_ms, "settlement": "spot", "priceToBeat": 100.0,
+               "up_bid": 0.5, "up_ask": 0.52}  # fmt: skip
+        recorder.observe(row, 0.61, at, {})
+    assert recorder.flush()
+    with engine.connect() as conn:
+        found = {w["slug"]: w["checkpoints"] for w in store.load(conn, "polymarket")}
+    recorder.close()
+    assert found[f"fresh-{T0}"] == [{"remS": 290, "pUp": 0.61, "marketMid": 0.51}]
+    assert found[f"stale-{T0}"] == [{"remS": 290, "pUp": None, "marketMid": None}]
+
+
 def test_the_markets_resolution_replaces_the_feeds_outcome(engine: Engine) -> None:
     recorder = Recorder(engine, "polymarket", 3000)
 
