@@ -8,22 +8,31 @@ nothing else. When the store cannot be read, the last answer is served (its
 
 One market's at a time: ``?symbol=ETH`` (any served symbol, case-insensitive; the first of
 ``SYMBOLS`` when absent); anything else is 400 ``invalid_symbol`` (``app.api.symbols``).
+Over one period: ``?period=24h`` (``7d``, ``30d``; ``all``, the default), the windows that
+started within it; anything else is 400 ``invalid_period`` (``app.api.periods``). The
+answer's ``span`` names the period and its ``period`` the first and last windows scored.
+
+The scores are sums the database computes (``app.calibration.totals``): the worker reads a
+few hundred rows, whatever the size of the record.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.accounts.deadline import DatabaseTimeoutError
+from app.api import periods
 from app.api.symbols import requested_market
 from app.board.snapshot import dumps
 from app.board.timefmt import served_at
-from app.calibration import store, summary
+from app.calibration import totals
+from app.calibration.periods import SPANS, since
 from app.errors import ApiError, json_response
 from app.extensions import db
 from app.markets import WINDOW_S, Market
@@ -37,7 +46,7 @@ _SCHEMA = CalibrationResponseSchema()
 
 
 class _Cache:
-    """The last answer of this worker for one market, and when it was computed."""
+    """The last answer of this worker for one market and period, and when it was computed."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -46,26 +55,25 @@ class _Cache:
 
 
 CACHE_KEY = "probboard.calibration"
+clock: Callable[[], float] = time.time  # "now" of a period (a test moves it)
 
 
-def _compute(source: str, market: Market) -> str:
+def _compute(source: str, market: Market, span: str) -> str:
+    now = clock()
     with db.engine.connect() as conn:
-        per_window = store.load(conn, source)
-    per_window = [w for w in per_window if str(w["slug"]).startswith(market.slug_prefix)]
-    scored = [w for w in per_window if w["outcome"] is not None]
+        found = totals.compute(conn, source, market.symbol, since(span, now))
+    first, last = found.pop("first"), found.pop("last")
     period = None
-    if per_window:
-        first, last = per_window[0]["windowStart"], per_window[-1]["windowStart"]
+    if first is not None:
         period = {"start": served_at(first * 1000), "end": served_at((last + WINDOW_S) * 1000)}
     document: dict[str, Any] = {
         "ok": True,
         "source": source,
         "symbol": market.symbol,
+        "span": span,
         "period": period,
-        "windowsRecorded": len(per_window),
-        "windows": len(scored),
-        **summary.summarize(per_window),
-        "computedAt": served_at(int(time.time() * 1000)),
+        **found,
+        "computedAt": served_at(int(now * 1000)),
         "maxAgeS": MAX_AGE_S,
     }
     check(_SCHEMA, document, "CalibrationResponse")
@@ -77,16 +85,18 @@ def calibration() -> Response:
     """CalibrationResponse (see the module docstring)."""
     held = services()
     market = requested_market(held.settings.markets, request)
-    caches: dict[str, _Cache] = current_app.extensions.setdefault(
-        CACHE_KEY, {m.symbol: _Cache() for m in held.settings.markets}
+    span = periods.requested_period(request)
+    caches: dict[tuple[str, str], _Cache] = current_app.extensions.setdefault(
+        CACHE_KEY,
+        {(m.symbol, name): _Cache() for m in held.settings.markets for name in SPANS},
     )
-    cache = caches[market.symbol]
+    cache = caches[(market.symbol, span)]
     with cache.lock:  # one computation at a time; the others wait for it, then read it
         if time.monotonic() - cache.at >= MAX_AGE_S:
             try:
                 source = held.settings.board_source
                 cache.body = held.db_guard(
-                    lambda: _compute(source, market), name="probboard-calibration"
+                    lambda: _compute(source, market, span), name="probboard-calibration"
                 )
                 cache.at = time.monotonic()
             except (SQLAlchemyError, DatabaseTimeoutError) as exc:
