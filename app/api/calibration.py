@@ -4,7 +4,9 @@ The scores of the windows the refresher recorded (``app.calibration``): per time
 Brier score and log loss of the model and of the market's UP mid, and the model's
 reliability. Computed at most once every ``MAX_AGE_S`` per worker and kept: a read costs
 nothing else. When the store cannot be read, the last answer is served (its
-``computedAt`` says how old it is); with none yet, 503 ``calibration_unavailable``.
+``computedAt`` says how old it is); with none yet, 503 ``calibration_unavailable``. A
+computation that outlasts ``DB_TIMEOUT_MS`` is not lost: it finishes in the background and
+keeps its answer for the next request (one computation at a time per market and period).
 
 One market's at a time: ``?symbol=ETH`` (any served symbol, case-insensitive; the first of
 ``SYMBOLS`` when absent); anything else is 400 ``invalid_symbol`` (``app.api.symbols``).
@@ -46,12 +48,38 @@ _SCHEMA = CalibrationResponseSchema()
 
 
 class _Cache:
-    """The last answer of this worker for one market and period, and when it was computed."""
+    """The last answer of this worker for one market and period, when it was computed, and
+    whether a computation is under way."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
         self.body: str | None = None
         self.at = -float("inf")
+        self.running = False
+        self.finished = threading.Event()  # set when no computation runs
+
+    def refresh(self, compute: Callable[[], str]) -> None:
+        """Compute and keep the answer (in ``db_guard``'s thread). It is kept even when the
+        request that asked has stopped waiting (``DB_TIMEOUT_MS``): on a large record
+        (SQLite) the answer may take longer than a request waits, and would never be kept."""
+        try:
+            body = compute()
+            with self.lock:
+                self.body, self.at = body, time.monotonic()
+        finally:
+            with self.lock:
+                self.running = False
+                self.finished.set()
+
+    def due(self) -> bool:
+        """True (and marked as running) when this answer is older than ``MAX_AGE_S`` and no
+        computation runs: one at a time, whatever the requests."""
+        with self.lock:
+            if self.running or time.monotonic() - self.at < MAX_AGE_S:
+                return False
+            self.running = True
+            self.finished.clear()
+            return True
 
 
 CACHE_KEY = "probboard.calibration"
@@ -91,22 +119,25 @@ def calibration() -> Response:
         {(m.symbol, name): _Cache() for m in held.settings.markets for name in SPANS},
     )
     cache = caches[(market.symbol, span)]
-    with cache.lock:  # one computation at a time; the others wait for it, then read it
-        if time.monotonic() - cache.at >= MAX_AGE_S:
-            try:
-                source = held.settings.board_source
-                cache.body = held.db_guard(
-                    lambda: _compute(source, market, span), name="probboard-calibration"
-                )
-                cache.at = time.monotonic()
-            except (SQLAlchemyError, DatabaseTimeoutError) as exc:
-                if cache.body is None:
-                    raise ApiError(
-                        503,
-                        "calibration_unavailable",
-                        "The track record cannot be read right now; retry shortly.",
-                        retry_after_ms=5000,
-                    ) from exc
+    failure: Exception | None = None
+    if cache.due():
+        source = held.settings.board_source
+        try:
+            held.db_guard(
+                lambda: cache.refresh(lambda: _compute(source, market, span)),
+                name="probboard-calibration",
+            )
+        except (SQLAlchemyError, DatabaseTimeoutError) as exc:
+            failure = exc  # the last answer is served, if any
+    elif cache.body is None:  # the first answer is being computed: wait for it as long
+        cache.finished.wait(held.db_guard.timeout_s)  # as the one who asked for it does
+    with cache.lock:
         body = cache.body
-    assert body is not None
+    if body is None:
+        raise ApiError(
+            503,
+            "calibration_unavailable",
+            "The track record cannot be read right now; retry shortly.",
+            retry_after_ms=5000,
+        ) from failure
     return json_response(body)

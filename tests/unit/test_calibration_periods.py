@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 import random
 import sqlite3
+import threading
 from collections.abc import Iterator
 from contextlib import nullcontext
 from datetime import UTC, datetime
@@ -30,6 +31,7 @@ from app.calibration.periods import SPANS, since
 from app.markets import parse_symbols
 from app.web import create_app
 from harness.databases import scratch_postgres_database
+from harness.processes import wait_until
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 
@@ -215,3 +217,32 @@ def test_the_migration_fills_the_symbol_of_windows_recorded_before_it(tmp_path: 
                         ("sol-updown-5m-1795000500", "SOL"),
                     ]
                 db.engine.dispose()
+
+
+def test_an_answer_slower_than_the_deadline_is_kept_for_the_next_request(
+    database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    slow = threading.Event()
+    computed = totals.compute
+
+    def held_back(*args: Any) -> dict[str, Any]:
+        slow.wait(10)
+        return computed(*args)
+
+    monkeypatch.setattr(totals, "compute", held_back)
+    app = create_app({**BASE_CONFIG, "DATABASE_URL": database_url, "DB_TIMEOUT_MS": "100"})
+    try:
+        client = app.test_client()
+        first = client.get(CALIBRATION)
+        assert first.status_code == 503  # the deadline passed: not yet
+        assert validated("error", first.data)["code"] == "calibration_unavailable"
+        slow.set()  # the computation finishes on its own, for the next request
+        assert wait_until(lambda: client.get(CALIBRATION).status_code == 200, timeout=5)
+        assert validated("calibration", client.get(CALIBRATION).data)["windowsRecorded"] == 0
+    finally:
+        slow.set()
+        with app.app_context():
+            from app.extensions import db
+
+            db.session.remove()
+            db.engine.dispose()
