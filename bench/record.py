@@ -13,7 +13,9 @@ gunicorn (the project's gunicorn.conf.py, ONE gevent worker, pinned to CPU 0) an
 - ``/latest`` requests per second (wrk on CPU 1), without and with a client asking for
   ``period=all`` back to back during the run (the app is served by ``bench.record_app``,
   which never caches the record, so a computation is always running), in alternating
-  rounds; the ratio is with / without, in the same run.
+  rounds; the ratio is with / without, in the same run. On SQLite, the same again with
+  the query run on the worker's hub (``BENCH_RECORD_ON_HUB=1``), as before
+  ``app/calibration/native.py`` moved it to a native thread.
 
 redis-server, the refresher (the simulated source, recording off), wrk and this script run
 on CPU 1. The PostgreSQL server is the machine's own and runs where the scheduler puts it.
@@ -228,6 +230,13 @@ def _measure_store(
             result["latest"] = _throughput(port, args)
         finally:
             process.stop()
+        if kind == "sqlite":  # the same, SQLite's query on the worker's hub (as before)
+            on_hub = env | {"BENCH_RECORD_ON_HUB": "1"}
+            process, port = serve("bench.record_app:app", on_hub, workdir, "hub", SERVER_CPUS)
+            try:
+                result["latest_on_hub"] = _throughput(port, args)
+            finally:
+                process.stop()
     return result
 
 
@@ -245,6 +254,13 @@ def _report(results: dict[str, Any], args: argparse.Namespace) -> None:
             f"({latest['computations']} computations, median "
             f"{latest['computation_median_s'] or 0:.3f} s): ratio {latest['ratio']:.2f}"
         )
+        if "latest_on_hub" in found:
+            hub = found["latest_on_hub"]
+            print(
+                f"  /latest, the query on the hub: {hub['rps']['without']:.0f} req/s without, "
+                f"{hub['rps']['with']:.0f} with ({hub['computations']} computations): "
+                f"ratio {hub['ratio']:.2f}"
+            )
         if "python_scoring" in found:
             old = found["python_scoring"]
             print(

@@ -23,6 +23,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from flask import Blueprint, Response, current_app, request
@@ -34,6 +35,7 @@ from app.api.symbols import requested_market
 from app.board.snapshot import dumps
 from app.board.timefmt import served_at
 from app.calibration import totals
+from app.calibration.native import off_the_hub
 from app.calibration.periods import SPANS, since
 from app.errors import ApiError, json_response
 from app.extensions import db
@@ -88,8 +90,10 @@ clock: Callable[[], float] = time.time  # "now" of a period (a test moves it)
 
 def _compute(source: str, market: Market, span: str) -> str:
     now = clock()
-    with db.engine.connect() as conn:
-        found = totals.compute(conn, source, market.symbol, since(span, now))
+    with db.engine.connect() as conn:  # checked out here: the pool's locks are gevent's
+        job = partial(totals.compute, conn, source, market.symbol, since(span, now))
+        # SQLite's query would hold a gevent worker's only thread (PostgreSQL's driver yields).
+        found = off_the_hub(job) if conn.dialect.name == "sqlite" else job()
     first, last = found.pop("first"), found.pop("last")
     period = None
     if first is not None:
