@@ -23,7 +23,7 @@ on CPU 1. The PostgreSQL server is the machine's own and runs where the schedule
 market, in a process of its own on CPU 0, for its time and peak memory.
 
     python -m bench.record [--days 365] [--stores postgresql,sqlite] [--seconds 8]
-                           [--rounds 2] [--python-scoring]
+                           [--rounds 2] [--python-scoring] [--label record]
 """
 
 from __future__ import annotations
@@ -67,6 +67,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--connections", type=int, default=64)
     parser.add_argument("--python-scoring", action="store_true")
+    parser.add_argument("--label", default="record", help="its key in bench/results.json")
     parser.add_argument("--score-in-python", metavar="URL", help=argparse.SUPPRESS)
     return parser.parse_args()
 
@@ -305,7 +306,7 @@ def main() -> int:
             board.stop()
     _report(results, args)
     kept = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    kept["record"] = {"results": results, "settings": vars(args) | {"end": end}}
+    kept[args.label] = {"results": results, "settings": vars(args) | {"end": end}}
     RESULTS.write_text(json.dumps(kept, indent=2) + "\n")
     return 0
 
