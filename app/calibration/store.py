@@ -19,6 +19,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -36,11 +37,15 @@ windows = Table(
     Column("slug", String(64), primary_key=True),
     Column("window_start", BigInteger, nullable=False, index=True),
     Column("source", String(32), nullable=False),
+    # The market (``BTC``): the slug's prefix, stored so that one market's windows of a
+    # period are an index range (source, symbol, window_start), not a scan of every slug.
+    Column("symbol", String(16)),
     Column("rule", String(8)),
     Column("price_to_beat", Float),
     Column("outcome", String(4)),
     Column("outcome_source", String(8)),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    Index("ix_calibration_windows_source_symbol_start", "source", "symbol", "window_start"),
 )
 
 checkpoints = Table(
@@ -78,10 +83,17 @@ def _upsert(conn: Connection, table: Table, values: Mapping[str, Any], update: l
     conn.execute(statement.on_conflict_do_update(index_elements=keys, set_=changes))
 
 
+def symbol_of(slug: str) -> str:
+    """The market of a window's slug: ``btc-updown-5m-1795663200`` is ``BTC``."""
+    return slug.split("-", 1)[0].upper()
+
+
 def save_window(conn: Connection, window: Mapping[str, Any]) -> None:
     """Store (or update) a window: ``slug``, ``window_start``, ``source``, ``rule``,
-    ``price_to_beat``, ``outcome``, ``outcome_source``. A known outcome is never erased."""
-    values = {**window, "updated_at": datetime.now(UTC)}
+    ``price_to_beat``, ``outcome``, ``outcome_source`` (``symbol``: from the slug when
+    absent). A known outcome is never erased."""
+    symbol = window.get("symbol") or symbol_of(str(window["slug"]))
+    values = {**window, "symbol": symbol, "updated_at": datetime.now(UTC)}
     update = ["rule", "price_to_beat", "updated_at"]
     if window.get("outcome") is not None:
         update += ["outcome", "outcome_source"]

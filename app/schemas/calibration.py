@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from marshmallow import RAISE, Schema, fields, validate
 
+from app.calibration.periods import SPANS
 from app.schemas.fields import StrictBoolean, StrictInteger
 
 
@@ -74,6 +75,8 @@ class CalibrationResponseSchema(Schema):
     ok = StrictBoolean(required=True, validate=validate.Equal(True))
     source = fields.String(required=True)
     symbol = fields.String(required=True)  # the market scored (``?symbol=``)
+    # The period scored (``?period=``): its windows are those that started within it.
+    span = fields.String(required=True, validate=validate.OneOf(SPANS))
     period = fields.Nested(PeriodSchema, required=True, allow_none=True)
     windowsRecorded = StrictInteger(required=True, validate=validate.Range(min=0))  # noqa: N815
     windows = StrictInteger(required=True, validate=validate.Range(min=0))

@@ -16,6 +16,8 @@ from typing import Any
 from apispec import APISpec
 from apispec.ext.marshmallow import MarshmallowPlugin
 
+from app.calibration.periods import DEFAULT as DEFAULT_PERIOD
+from app.calibration.periods import SPANS
 from app.markets import Market
 from app.schemas import EXTENSION
 from app.schemas.board import BoardResponseSchema
@@ -149,6 +151,19 @@ def symbol_parameter(markets: tuple[Market, ...], several: bool) -> dict[str, An
     }
 
 
+PERIOD = {
+    "name": "period",
+    "in": "query",
+    "required": False,
+    "description": (
+        "The windows scored: those that started within the last `24h`, `7d` or `30d`, or "
+        "`all` (the default). Anything else, or the parameter twice, is 400 `invalid_period`."
+    ),
+    "schema": {"type": "string", "enum": list(SPANS), "default": DEFAULT_PERIOD},
+    EXTENSION: True,
+}
+
+
 LAST_EVENT_ID = {
     "name": "Last-Event-ID",
     "in": "header",
@@ -242,7 +257,7 @@ def _paths(spec: APISpec, markets: tuple[Market, ...]) -> None:
             "The model's track record: scores by time left, reliability of model and market.",
             _json("CalibrationResponse", "The track record."),
             extension=True,
-            parameters=[symbol_parameter(markets, several=False)],
+            parameters=[symbol_parameter(markets, several=False), PERIOD],
         ),
     )
     spec.path(

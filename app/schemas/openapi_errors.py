@@ -25,8 +25,8 @@ class Status:
 
 STATUSES: dict[int, Status] = {
     400: Status(
-        "A parameter is not valid (`invalid_symbol`), or the request could not be parsed "
-        "as HTTP (`bad_request`, answered by gunicorn).",
+        "A parameter is not valid (`invalid_symbol`, `invalid_period`), or the request could "
+        "not be parsed as HTTP (`bad_request`, answered by gunicorn).",
         from_gunicorn=True,
     ),
     401: Status("The credentials presented are missing, malformed or invalid.", challenge=True),
@@ -72,7 +72,7 @@ ENDPOINT_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
         503: ("auth_unavailable", "stream_busy"),
     },
     "/api/probboard/calibration": {
-        400: (INVALID_SYMBOL,),
+        400: (INVALID_SYMBOL, "invalid_period"),
         503: ("calibration_unavailable",),
     },
     "/api/openapi.json": {},

@@ -232,19 +232,23 @@ def _routes_of(module: Path) -> list[str]:
 def test_every_parameter_a_view_reads_is_documented_and_no_other(
     document: dict[str, Any],
 ) -> None:
-    """Read off the views' source: the ``symbol`` parsers and the headers they take."""
+    """Read off the views' source: the ``symbol`` and ``period`` parsers and the headers."""
     read: dict[tuple[str, str], set[str]] = {}
     for module in sorted((APP / "api").glob("*.py")):
         text = module.read_text()
-        assert "request.args" not in text or module.name == "symbols.py", module.name
+        parsers = ("symbols.py", "periods.py")
+        assert "request.args" not in text or module.name in parsers, module.name
         for path in _routes_of(module):
             if re.search(r"requested_(symbols|market)\(", text):
                 read.setdefault(("query", "symbol"), set()).add(path)
+            if "requested_period(" in text:
+                read.setdefault(("query", "period"), set()).add(path)
             for header in re.findall(r'request\.headers\.get\("([^"]+)"\)', text):
                 read.setdefault(("header", header), set()).add(path)
     assert read[("query", "symbol")] == {
         "/api/probboard/latest", "/api/probboard/stream", "/api/probboard/calibration",
     }  # fmt: skip
+    assert read[("query", "period")] == {"/api/probboard/calibration"}
     assert read[("header", "Last-Event-ID")] == {"/api/probboard/stream"}
     assert _parameters(document) == read
 
@@ -268,7 +272,7 @@ def test_the_symbol_pattern_is_exactly_what_the_service_accepts(two: Flask, path
     """The document promises 200 for what its pattern matches and 400 for anything else:
     the fuzzer holds the service to both."""
     document = json.loads(two.test_client().get("/api/openapi.json").data)
-    [parameter] = document["paths"][path]["get"]["parameters"]
+    [parameter] = [p for p in document["paths"][path]["get"]["parameters"] if p["name"] == "symbol"]
     pattern = re.compile(parameter["schema"]["pattern"])
     client = two.test_client()
     for i, value in enumerate(SYMBOL_VALUES):
@@ -354,6 +358,7 @@ PROVOKED: list[tuple[str, str, dict[str, str], tuple[int, str]]] = [
     ("/api/probboard/stream", "", TWO_KEYS, (401, "conflicting_credentials")),
     ("/api/probboard/stream", "", SOME_KEY, (503, "auth_unavailable")),
     ("/api/probboard/calibration", "symbol=eth,btc", {}, (400, "invalid_symbol")),
+    ("/api/probboard/calibration", "period=1y", {}, (400, "invalid_period")),
     ("/api/probboard/calibration", "", {}, (503, "calibration_unavailable")),
 ]
 
