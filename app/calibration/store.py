@@ -19,6 +19,7 @@ from sqlalchemy import (
     DateTime,
     Float,
     ForeignKey,
+    Index,
     Integer,
     MetaData,
     String,
@@ -37,10 +38,13 @@ windows = Table(
     Column("window_start", BigInteger, nullable=False, index=True),
     Column("source", String(32), nullable=False),
     Column("rule", String(8)),
+    Column("lookback_s", Integer),  # a TWAP's lookback; null for spot, unknown, or older rows
     Column("price_to_beat", Float),
     Column("outcome", String(4)),
     Column("outcome_source", String(8)),
     Column("updated_at", DateTime(timezone=True), nullable=False),
+    # One market's windows newest first, a page at a time (``app.calibration.export``).
+    Index("ix_calibration_windows_source_window_start", "source", "window_start"),
 )
 
 checkpoints = Table(
@@ -80,9 +84,12 @@ def _upsert(conn: Connection, table: Table, values: Mapping[str, Any], update: l
 
 def save_window(conn: Connection, window: Mapping[str, Any]) -> None:
     """Store (or update) a window: ``slug``, ``window_start``, ``source``, ``rule``,
-    ``price_to_beat``, ``outcome``, ``outcome_source``. A known outcome is never erased."""
+    ``price_to_beat``, ``outcome``, ``outcome_source`` (and ``lookback_s`` when known). A
+    known outcome is never erased."""
     values = {**window, "updated_at": datetime.now(UTC)}
     update = ["rule", "price_to_beat", "updated_at"]
+    if window.get("lookback_s") is not None:  # learnt late (or never): never erased
+        update.append("lookback_s")
     if window.get("outcome") is not None:
         update += ["outcome", "outcome_source"]
     _upsert(conn, windows, values, update)
