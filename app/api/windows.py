@@ -61,10 +61,10 @@ def windows() -> Response:
             retry_after_ms=5000,
         ) from exc
     following = _next(asked, found)
+    if following is not None:  # in the body too, but a CSV has nowhere else to say it
+        headers["X-Next-Cursor"] = following
     symbol = asked.market.symbol
     if asked.media == CSV:
-        if following is not None:
-            headers["X-Next-Cursor"] = following
         headers["Content-Disposition"] = f'attachment; filename="{symbol.lower()}-windows.csv"'
         headers["Cache-Control"] = "no-store"
         lines = csv_lines(symbol, source, found.windows)

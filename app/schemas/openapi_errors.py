@@ -25,7 +25,8 @@ class Status:
 
 STATUSES: dict[int, Status] = {
     400: Status(
-        "A parameter is not valid (`invalid_symbol`), or the request could not be parsed "
+        "A parameter is not valid (`invalid_symbol`, `invalid_time`, `invalid_limit`, "
+        "`invalid_cursor`, `invalid_format`), or the request could not be parsed "
         "as HTTP (`bad_request`, answered by gunicorn).",
         from_gunicorn=True,
     ),
@@ -74,6 +75,11 @@ ENDPOINT_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
     "/api/probboard/calibration": {
         400: (INVALID_SYMBOL,),
         503: ("calibration_unavailable",),
+    },
+    "/api/probboard/windows": {
+        400: (INVALID_SYMBOL, "invalid_time", "invalid_limit", "invalid_cursor", "invalid_format"),
+        429: (RATE_LIMITED,),
+        503: ("record_unavailable",),
     },
     "/api/openapi.json": {},
     "/metrics": {403: ("metrics_forbidden",)},
