@@ -3,7 +3,7 @@
 What a page on another origin may do (``CORS_ORIGINS``: ``*``, the default, or a list):
 
 - read every ``/api/`` answer, errors included (401, 403, 404, 429…), and the headers in
-  ``EXPOSED`` (the rate-limit headers, ``Retry-After``, ``X-Request-ID``);
+  ``EXPOSED`` (the rate-limit headers, ``Retry-After``, ``X-Request-ID``, ``X-Next-Cursor``);
 - send the key headers (``ALLOWED_HEADERS``) with GET or HEAD, after a preflight that is
   answered 204 and cached for ``MAX_AGE_S``;
 - never use the visitor's credentials: no ``Access-Control-Allow-Credentials``, so a browser
@@ -49,6 +49,7 @@ EXPOSED = (
     "X-RateLimit-Reset",
     "Retry-After",
     "X-Request-ID",
+    "X-Next-Cursor",  # /windows: a CSV page's next cursor
 )
 MAX_AGE_S = 600  # a browser asks again after 10 minutes, so a changed CORS_ORIGINS arrives
 _ALLOW_ORIGIN = "Access-Control-Allow-Origin"

@@ -26,6 +26,7 @@ class Window:
     slug: str
     window_start: int
     rule: str | None = None
+    lookback_s: int | None = None  # a TWAP's lookback (the row's ``twapLookbackS``)
     price_to_beat: float | None = None
     up_token: str | None = None
     down_token: str | None = None
@@ -73,6 +74,7 @@ def track(
     if window is None:
         window = windows[slug] = Window(slug, start)
     window.rule = row.get("settlement") or window.rule
+    window.lookback_s = row.get("twapLookbackS") or window.lookback_s
     if row.get("priceToBeat") is not None:
         window.price_to_beat = float(row["priceToBeat"])
     window.up_token = row.get("up_token_id") or window.up_token

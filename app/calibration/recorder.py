@@ -110,6 +110,7 @@ class Recorder:
                 "window_start": window.window_start,
                 "source": self._source,
                 "rule": window.rule,
+                "lookback_s": window.lookback_s,
                 "price_to_beat": window.price_to_beat,
                 "outcome": outcome,
                 "outcome_source": source,

@@ -41,11 +41,14 @@ windows = Table(
     # period are an index range (source, symbol, window_start), not a scan of every slug.
     Column("symbol", String(16)),
     Column("rule", String(8)),
+    Column("lookback_s", Integer),  # a TWAP's lookback; null for spot, unknown, or older rows
     Column("price_to_beat", Float),
     Column("outcome", String(4)),
     Column("outcome_source", String(8)),
     Column("updated_at", DateTime(timezone=True), nullable=False),
     Index("ix_calibration_windows_source_symbol_start", "source", "symbol", "window_start"),
+    # One market's windows newest first, a page at a time (``app.calibration.export``).
+    Index("ix_calibration_windows_source_window_start", "source", "window_start"),
 )
 
 checkpoints = Table(
@@ -91,10 +94,12 @@ def symbol_of(slug: str) -> str:
 def save_window(conn: Connection, window: Mapping[str, Any]) -> None:
     """Store (or update) a window: ``slug``, ``window_start``, ``source``, ``rule``,
     ``price_to_beat``, ``outcome``, ``outcome_source`` (``symbol``: from the slug when
-    absent). A known outcome is never erased."""
+    absent; ``lookback_s`` when known). A known outcome is never erased."""
     symbol = window.get("symbol") or symbol_of(str(window["slug"]))
     values = {**window, "symbol": symbol, "updated_at": datetime.now(UTC)}
     update = ["rule", "price_to_beat", "updated_at"]
+    if window.get("lookback_s") is not None:  # learnt late (or never): never erased
+        update.append("lookback_s")
     if window.get("outcome") is not None:
         update += ["outcome", "outcome_source"]
     _upsert(conn, windows, values, update)

@@ -26,6 +26,8 @@ from app.schemas.error import ErrorResponseSchema
 from app.schemas.health import HealthResponseSchema
 from app.schemas.keys import KeyVerificationResponseSchema
 from app.schemas.openapi_errors import STATUSES, errors_of
+from app.schemas.openapi_windows import WINDOWS_SUMMARY, windows_ok, windows_parameters
+from app.schemas.windows import WindowsResponseSchema
 
 VERSION = "1.0.0"  # the interface's version
 KEY_SCHEMES: list[dict[str, list[str]]] = [{"ApiKeyHeader": []}, {"BearerAuth": []}]
@@ -40,6 +42,7 @@ _HEADER_TEXTS = {
     "X-RateLimit-Reset": "When that window has room again (unix seconds).",
     "WWW-Authenticate": "The bearer challenge.",
     "Allow": "The methods the path answers.",
+    "X-Next-Cursor": "The `cursor` of the next page (absent on the last one).",
 }
 _HEADER_SCHEMAS: dict[str, dict[str, Any]] = {
     "Retry-After": {"type": "integer", "minimum": 1},
@@ -86,7 +89,7 @@ def _errors(path: str) -> dict[str, Any]:
         headers = {"X-Request-ID": _header_ref("X-Request-ID", not kind.from_gunicorn)}
         if kind.retry:
             headers["Retry-After"] = _header_ref("Retry-After", True)
-        if status == 429 and path == "/api/probboard/latest":
+        if status == 429 and path in ("/api/probboard/latest", "/api/probboard/windows"):
             headers |= {name: _header_ref(name, False) for name in RATE_LIMIT_HEADERS}
         if kind.challenge:
             headers["WWW-Authenticate"] = _header_ref("WWW-Authenticate", True)
@@ -200,6 +203,7 @@ def _components(spec: APISpec) -> None:
         ("BoardResponse", BoardResponseSchema),
         ("ErrorResponse", ErrorResponseSchema),
         ("CalibrationResponse", CalibrationResponseSchema),
+        ("WindowsResponse", WindowsResponseSchema),
     ):
         spec.components.schema(name, schema=record)
 
@@ -258,6 +262,16 @@ def _paths(spec: APISpec, markets: tuple[Market, ...]) -> None:
             _json("CalibrationResponse", "The track record."),
             extension=True,
             parameters=[symbol_parameter(markets, several=False), PERIOD],
+        ),
+    )
+    spec.path(
+        "/api/probboard/windows",
+        operations=_operation(
+            "/api/probboard/windows",
+            WINDOWS_SUMMARY,
+            windows_ok(_ref("WindowsResponse"), _ok_headers(True), _header_ref),
+            extension=True,
+            parameters=[symbol_parameter(markets, several=False), *windows_parameters()],
         ),
     )
     spec.path(

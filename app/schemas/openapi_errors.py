@@ -25,8 +25,9 @@ class Status:
 
 STATUSES: dict[int, Status] = {
     400: Status(
-        "A parameter is not valid (`invalid_symbol`, `invalid_period`), or the request could "
-        "not be parsed as HTTP (`bad_request`, answered by gunicorn).",
+        "A parameter is not valid (`invalid_symbol`, `invalid_period`, `invalid_time`, "
+        "`invalid_limit`, `invalid_cursor`, `invalid_format`), or the request could not be "
+        "parsed as HTTP (`bad_request`, answered by gunicorn).",
         from_gunicorn=True,
     ),
     401: Status("The credentials presented are missing, malformed or invalid.", challenge=True),
@@ -74,6 +75,11 @@ ENDPOINT_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
     "/api/probboard/calibration": {
         400: (INVALID_SYMBOL, "invalid_period"),
         503: ("calibration_unavailable",),
+    },
+    "/api/probboard/windows": {
+        400: (INVALID_SYMBOL, "invalid_time", "invalid_limit", "invalid_cursor", "invalid_format"),
+        429: (RATE_LIMITED,),
+        503: ("record_unavailable",),
     },
     "/api/openapi.json": {},
     "/metrics": {403: ("metrics_forbidden",)},

@@ -42,6 +42,7 @@ EXPOSED = {
     "X-RateLimit-Reset",
     "Retry-After",
     "X-Request-ID",
+    "X-Next-Cursor",
 }
 ALLOW_ORIGIN = "Access-Control-Allow-Origin"
 

@@ -229,26 +229,43 @@ def _routes_of(module: Path) -> list[str]:
     return re.findall(r'@bp\.get\(\s*"([^"]+)"', module.read_text())
 
 
+def _source_of_view(module: Path) -> str:
+    """``module``'s text and that of the ``app.api`` modules it imports (its parameter
+    readers, e.g. ``windows_query.py``)."""
+    text = module.read_text()
+    for name in re.findall(r"^from app\.api\.(\w+) import", text, re.M):
+        if name not in ("symbols", "params"):  # the shared parsers: found by their calls
+            text += (APP / "api" / f"{name}.py").read_text()
+    return text
+
+
 def test_every_parameter_a_view_reads_is_documented_and_no_other(
     document: dict[str, Any],
 ) -> None:
-    """Read off the views' source: the ``symbol`` and ``period`` parsers and the headers."""
+    """Read off the views' source: the ``symbol`` and ``period`` parsers, the single-valued
+    parameters (``query_value``) and the headers they take."""
     read: dict[tuple[str, str], set[str]] = {}
     for module in sorted((APP / "api").glob("*.py")):
-        text = module.read_text()
-        parsers = ("symbols.py", "periods.py")
-        assert "request.args" not in text or module.name in parsers, module.name
+        assert "request.args" not in module.read_text() or module.name in (
+            "symbols.py", "periods.py", "params.py",
+        ), module.name  # fmt: skip
+        text = _source_of_view(module)
         for path in _routes_of(module):
             if re.search(r"requested_(symbols|market)\(", text):
                 read.setdefault(("query", "symbol"), set()).add(path)
             if "requested_period(" in text:
                 read.setdefault(("query", "period"), set()).add(path)
+            for name in re.findall(r'query_value\(request, "(\w+)"', text):
+                read.setdefault(("query", name), set()).add(path)
             for header in re.findall(r'request\.headers\.get\("([^"]+)"\)', text):
                 read.setdefault(("header", header), set()).add(path)
     assert read[("query", "symbol")] == {
         "/api/probboard/latest", "/api/probboard/stream", "/api/probboard/calibration",
+        "/api/probboard/windows",
     }  # fmt: skip
     assert read[("query", "period")] == {"/api/probboard/calibration"}
+    for name in ("from", "to", "limit", "cursor", "format"):
+        assert read[("query", name)] == {"/api/probboard/windows"}, name
     assert read[("header", "Last-Event-ID")] == {"/api/probboard/stream"}
     assert _parameters(document) == read
 
@@ -267,12 +284,15 @@ SYMBOL_VALUES = [
 ]  # fmt: skip
 
 
-@pytest.mark.parametrize("path", ["/api/probboard/latest", "/api/probboard/calibration"])
+@pytest.mark.parametrize(
+    "path", ["/api/probboard/latest", "/api/probboard/calibration", "/api/probboard/windows"]
+)
 def test_the_symbol_pattern_is_exactly_what_the_service_accepts(two: Flask, path: str) -> None:
     """The document promises 200 for what its pattern matches and 400 for anything else:
     the fuzzer holds the service to both."""
     document = json.loads(two.test_client().get("/api/openapi.json").data)
-    [parameter] = [p for p in document["paths"][path]["get"]["parameters"] if p["name"] == "symbol"]
+    parameters = document["paths"][path]["get"]["parameters"]
+    [parameter] = [p for p in parameters if p["name"] == "symbol"]
     pattern = re.compile(parameter["schema"]["pattern"])
     client = two.test_client()
     for i, value in enumerate(SYMBOL_VALUES):
@@ -360,6 +380,12 @@ PROVOKED: list[tuple[str, str, dict[str, str], tuple[int, str]]] = [
     ("/api/probboard/calibration", "symbol=eth,btc", {}, (400, "invalid_symbol")),
     ("/api/probboard/calibration", "period=1y", {}, (400, "invalid_period")),
     ("/api/probboard/calibration", "", {}, (503, "calibration_unavailable")),
+    ("/api/probboard/windows", "symbol=doge", {}, (400, "invalid_symbol")),
+    ("/api/probboard/windows", "from=yesterday", {}, (400, "invalid_time")),
+    ("/api/probboard/windows", "limit=1001", {}, (400, "invalid_limit")),
+    ("/api/probboard/windows", "cursor=abc", {}, (400, "invalid_cursor")),
+    ("/api/probboard/windows", "format=xml", {}, (400, "invalid_format")),
+    ("/api/probboard/windows", "", {}, (503, "record_unavailable")),  # not migrated here
 ]
 
 
@@ -400,6 +426,20 @@ def test_a_guest_read_and_its_429_carry_the_documented_headers(two: Flask) -> No
     assert refused.status_code == 429
     assert _conforms(document, latest, refused)["code"] == "rate_limited"
     assert "X-RateLimit-Reset" in refused.headers
+
+
+def test_the_windows_export_is_documented_as_json_and_csv(document: dict[str, Any]) -> None:
+    operation = document["paths"]["/api/probboard/windows"]["get"]
+    assert operation[EXTENSION] is True and operation["security"] == []
+    ok = operation["responses"]["200"]
+    assert set(ok["content"]) == {"application/json", "text/csv"}
+    assert ok["content"]["application/json"]["schema"]["$ref"].endswith("/WindowsResponse")
+    assert {"X-Next-Cursor", "X-RateLimit-Limit"} <= set(ok["headers"])
+    assert "X-RateLimit-Reset" in operation["responses"]["429"]["headers"]
+    window = document["components"]["schemas"]["ExportedWindow"]["properties"]
+    assert {"lookbackS", "outcomeSource", "checkpoints"} <= set(window)
+    [limit] = [p for p in operation["parameters"] if p["name"] == "limit"]
+    assert (limit["schema"]["minimum"], limit["schema"]["maximum"]) == (1, 1000)
 
 
 def test_every_answer_documents_the_request_id(document: dict[str, Any]) -> None:

@@ -1,0 +1,93 @@
+"""The recorded windows of one market, a page at a time, newest first (``/windows``).
+
+Paged in SQL by the window's start (keyset: ``window_start < before``, newest first,
+``limit + 1`` rows to know whether another page follows), so a page costs the same at any
+depth of a year of windows and nothing loads the whole table. A market's windows are those
+whose slug starts with its prefix (``Market.slug_prefix``; the table has no symbol column):
+one market's slugs are its prefix and the window's start, so within one market and source a
+start names one window and a start alone is an exact cursor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.engine import Connection
+
+from app.calibration.store import checkpoints, windows
+from app.markets import WINDOW_S
+
+DEFAULT_LIMIT = 100
+MAX_LIMIT = 1000
+
+
+@dataclass(frozen=True)
+class WindowQuery:
+    """Which windows: one market (its slug prefix) of one source, starting in [start, end)."""
+
+    source: str
+    slug_prefix: str
+    start: int | None = None  # the earliest window start (inclusive), unix seconds
+    end: int | None = None  # the latest window start (exclusive), unix seconds
+
+
+@dataclass(frozen=True)
+class Page:
+    """One page of windows, newest first; ``before``: the next page's bound, None at the end."""
+
+    windows: list[dict[str, Any]]
+    before: int | None
+
+
+def _window(row: Any) -> dict[str, Any]:
+    """A stored window in the export's shape (its checkpoints still to come)."""
+    start = int(row["window_start"])
+    return {
+        "slug": row["slug"],
+        "windowStart": start,
+        "windowEnd": start + WINDOW_S,
+        "rule": row["rule"],
+        "lookbackS": row["lookback_s"],
+        "priceToBeat": row["price_to_beat"],
+        "outcome": row["outcome"],
+        "outcomeSource": row["outcome_source"],
+        "checkpoints": [],
+    }
+
+
+def page(conn: Connection, query: WindowQuery, limit: int, before: int | None) -> Page:
+    """Up to ``limit`` windows of ``query`` that start before ``before`` (any when None),
+    newest first, each with its stored checkpoints (most time left first)."""
+    statement = select(windows).where(
+        windows.c.source == query.source,
+        windows.c.slug.startswith(query.slug_prefix, autoescape=True),
+    )
+    if query.start is not None:
+        statement = statement.where(windows.c.window_start >= query.start)
+    bounds = [bound for bound in (query.end, before) if bound is not None]
+    if bounds:
+        statement = statement.where(windows.c.window_start < min(bounds))
+    rows = conn.execute(statement.order_by(windows.c.window_start.desc()).limit(limit + 1))
+    found = [_window(row) for row in rows.mappings()]
+    more = len(found) > limit
+    found = found[:limit]
+    if found:
+        by_slug = {w["slug"]: w for w in found}
+        taken = conn.execute(
+            select(checkpoints)
+            .where(checkpoints.c.slug.in_(list(by_slug)))
+            .order_by(checkpoints.c.slug, checkpoints.c.rem_s.desc())
+        )
+        for row in taken.mappings():
+            by_slug[row["slug"]]["checkpoints"].append(
+                {
+                    "remS": row["rem_s"],
+                    "pUp": row["p_up"],
+                    "marketMid": row["market_mid"],
+                    "sigma": row["sigma"],
+                    "price": row["price"],
+                }
+            )
+    return Page(found, found[-1]["windowStart"] if more else None)
