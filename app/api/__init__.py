@@ -7,7 +7,17 @@ from flask import Flask
 
 def init_app(app: Flask) -> None:
     """Register every endpoint's blueprint."""
-    from app.api import calibration, health, keys_verify, latest, metrics, openapi, page, stream
+    from app.api import (
+        calibration,
+        health,
+        keys_verify,
+        latest,
+        metrics,
+        openapi,
+        page,
+        stream,
+        trail,
+    )
 
     app.register_blueprint(health.bp)
     app.register_blueprint(keys_verify.bp)
@@ -15,5 +25,6 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(stream.bp)
     app.register_blueprint(page.bp)
     app.register_blueprint(calibration.bp)
+    app.register_blueprint(trail.bp)  # an extension: the page's window chart
     app.register_blueprint(metrics.bp)  # an extension: operators only
     app.register_blueprint(openapi.bp)  # an extension: the OpenAPI document

@@ -24,6 +24,7 @@ from app.schemas.error import ErrorResponseSchema
 from app.schemas.health import HealthResponseSchema
 from app.schemas.keys import KeyVerificationResponseSchema
 from app.schemas.openapi_errors import STATUSES, errors_of
+from app.schemas.trail import TrailResponseSchema
 
 VERSION = "1.0.0"  # the interface's version
 KEY_SCHEMES: list[dict[str, list[str]]] = [{"ApiKeyHeader": []}, {"BearerAuth": []}]
@@ -185,6 +186,7 @@ def _components(spec: APISpec) -> None:
         ("BoardResponse", BoardResponseSchema),
         ("ErrorResponse", ErrorResponseSchema),
         ("CalibrationResponse", CalibrationResponseSchema),
+        ("TrailResponse", TrailResponseSchema),
     ):
         spec.components.schema(name, schema=record)
 
@@ -243,6 +245,19 @@ def _paths(spec: APISpec, markets: tuple[Market, ...]) -> None:
             _json("CalibrationResponse", "The track record."),
             extension=True,
             parameters=[symbol_parameter(markets, several=False)],
+        ),
+    )
+    spec.path(
+        "/api/probboard/trail",
+        operations=_operation(
+            "/api/probboard/trail",
+            "The current window's path of each market (or of those `symbol` names), one "
+            "point per plan refresh interval, for a page opened mid-window; limited as a "
+            "board read.",
+            _json("TrailResponse", "The paths.", limited=True),
+            [{}, *KEY_SCHEMES, {"SessionCookie": []}],
+            extension=True,
+            parameters=[symbol_parameter(markets, several=True)],
         ),
     )
     spec.path(

@@ -10,12 +10,14 @@ from app.schemas.board import BoardResponseSchema
 from app.schemas.calibration import CalibrationResponseSchema
 from app.schemas.error import ErrorResponseSchema
 from app.schemas.health import HealthResponseSchema
+from app.schemas.trail import TrailResponseSchema
 
 SCHEMAS = {
     "board": BoardResponseSchema(),
     "error": ErrorResponseSchema(),
     "health": HealthResponseSchema(),
     "calibration": CalibrationResponseSchema(),
+    "trail": TrailResponseSchema(),
 }
 
 

@@ -244,6 +244,7 @@ def test_every_parameter_a_view_reads_is_documented_and_no_other(
                 read.setdefault(("header", header), set()).add(path)
     assert read[("query", "symbol")] == {
         "/api/probboard/latest", "/api/probboard/stream", "/api/probboard/calibration",
+        "/api/probboard/trail",
     }  # fmt: skip
     assert read[("header", "Last-Event-ID")] == {"/api/probboard/stream"}
     assert _parameters(document) == read
