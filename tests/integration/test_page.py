@@ -1214,7 +1214,10 @@ def test_the_window_chart_starts_at_the_window_start_when_opened_mid_window(
         fields = {"windowStart": window_start, "windowEnd": window_start + WINDOW_S}
         fields["rem_secs"] = round(window_start + WINDOW_S - t, 3)
         publish_from(fresh_redis.url, "BTC", "simulated", {"BTC": fields}, at=t)
-    on_redis(service, accounts, fresh_redis.url, STALE_THRESHOLD_MS="30000")
+    on_redis(
+        service, accounts, fresh_redis.url, STALE_THRESHOLD_MS="30000",
+        SEVERE_STALE_THRESHOLD_MS="60000",
+    )  # fmt: skip
     open_board(browser, service)
     chart = card(browser, "BTC", '[data-field="chart"]')
 
@@ -1258,6 +1261,7 @@ def test_the_track_record_has_a_market_selector_and_axes_that_fit(
     recorder.close()
     serve(service, accounts, SYMBOLS="BTC,ETH")
     open_board(browser, service)
+    set_viewport(browser, 1100, 900, mobile=False)
     browser.find_element(By.ID, "show-record").click()
 
     def summary(d: WebDriver) -> str:
