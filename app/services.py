@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from app.accounts.deadline import DatabaseGuard
     from app.auth import Authenticator
     from app.board.render import BoardRenderer
+    from app.board.trail import WindowTrail
     from app.bus import BoardBus
     from app.config import Settings
     from app.limits import Limits
@@ -60,6 +61,7 @@ class Services:
     broker: Broker
     limits: Limits
     lifecycle: Lifecycle
+    trail: WindowTrail  # the current window's path of each market, for the page's chart
 
 
 def services_of(app: Flask) -> Services:

@@ -26,6 +26,7 @@ from app import (
 )
 from app.board.render import BoardRenderer
 from app.board.timefmt import now_ms
+from app.board.trail import WindowTrail
 from app.bus import create_bus
 from app.config import load_settings
 from app.extensions import init_db, pepper_loader
@@ -63,6 +64,8 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     lifecycle.on_start(lambda alive: bus.start())  # the worker's one subscription
     bus.add_listener(lambda snapshot: board_received(snapshot.ts_ms, now_ms()))
     renderer = BoardRenderer(settings)
+    trail = WindowTrail(settings.stale_threshold_ms)
+    bus.add_listener(trail.add)  # one point a second per market, for the page's chart
     pepper = pepper_loader(settings, app.instance_path)
     authenticator = auth.init_app(app, settings, db_guard, pepper, lifecycle)
     broker = stream.create_broker(app, settings, bus, renderer, authenticator, lifecycle)
@@ -80,6 +83,7 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
         broker=broker,
         limits=limits_,
         lifecycle=lifecycle,
+        trail=trail,
     )
 
     # Outermost: every answer is counted, whichever layer produced it.

@@ -16,6 +16,7 @@ def init_app(app: Flask) -> None:
         openapi,
         page,
         stream,
+        trail,
         windows,
     )
 
@@ -26,5 +27,6 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(page.bp)
     app.register_blueprint(calibration.bp)
     app.register_blueprint(windows.bp)  # an extension: the record, downloadable
+    app.register_blueprint(trail.bp)  # an extension: the page's window chart
     app.register_blueprint(metrics.bp)  # an extension: operators only
     app.register_blueprint(openapi.bp)  # an extension: the OpenAPI document

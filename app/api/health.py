@@ -13,7 +13,8 @@ bp = Blueprint("health", __name__)
 
 @bp.get("/api/health")
 def health() -> Response:
-    """HealthResponse: always ``ok``; ``redisReady`` says whether the bus backend answers."""
+    """HealthResponse: always ``ok``; ``redisReady`` says whether the bus backend answers;
+    ``source`` (an extension) names the board's source."""
     held = services()
     ready, status = held.bus.status()
     body = {
@@ -22,5 +23,6 @@ def health() -> Response:
         "redisStatus": status,
         "refreshMs": held.settings.refresh_ms,
         "symbols": [market.key for market in held.settings.markets],
+        "source": held.settings.board_source,
     }
     return json_response(dumps(body))

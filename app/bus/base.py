@@ -45,6 +45,10 @@ class BoardBus(Protocol):
         """The boards published after the one numbered ``after_seq``, oldest first, when that
         one is still in the history (``HISTORY_MS``); None when it is not."""
 
+    def sampled(self, since_seq: int, until_seq: int, step_ms: int) -> list[Snapshot]:
+        """Boards of the history published from ``since_seq`` to ``until_seq``, oldest first,
+        at most one per ``step_ms`` (the first of each step); [] when it cannot be read."""
+
     def status(self) -> tuple[bool, str]:
         """Readiness of the backend and a short human-readable status text."""
 

@@ -6,7 +6,7 @@ from collections import deque
 
 from app.board.snapshot import Snapshot
 from app.bus.base import HISTORY_MS, Listener
-from app.bus.receiver import SnapshotHolder, after
+from app.bus.receiver import SnapshotHolder, after, sample
 
 STATUS = "embedded: in-process board bus (memory://), no Redis in use"
 
@@ -33,6 +33,10 @@ class MemoryBoardBus:
         """The boards after ``after_seq`` when it is still held (the last ``HISTORY_MS``)."""
         held = list(self._history)  # a copy: the refresher thread appends meanwhile
         return after(held, after_seq)
+
+    def sampled(self, since_seq: int, until_seq: int, step_ms: int) -> list[Snapshot]:
+        """The first board held of each ``step_ms`` from ``since_seq`` to ``until_seq``."""
+        return sample(list(self._history), since_seq, until_seq, step_ms)
 
     def latest(self) -> Snapshot | None:
         """The newest board published in this process."""

@@ -54,3 +54,16 @@ def after(held: list[Snapshot], after_seq: int) -> list[Snapshot] | None:
         if snapshot.seq > after_seq:
             return None
     return None
+
+
+def sample(held: list[Snapshot], since_seq: int, until_seq: int, step_ms: int) -> list[Snapshot]:
+    """The first snapshot of ``held`` (oldest first) in each ``step_ms`` from ``since_seq``
+    to ``until_seq``: steps counted from ``since_seq``, as Redis's are."""
+    kept: list[Snapshot] = []
+    for snapshot in held:
+        if not since_seq <= snapshot.seq <= until_seq:
+            continue
+        step = (snapshot.seq - since_seq) // step_ms
+        if not kept or step > (kept[-1].seq - since_seq) // step_ms:
+            kept.append(snapshot)
+    return kept

@@ -27,6 +27,7 @@ ENDPOINTS = {
     "/api/keys/verify": "keys_verify",
     "/api/health": "health",
     "/api/probboard/calibration": "calibration",
+    "/api/probboard/trail": "trail",
     "/api/openapi.json": "openapi",
     "/metrics": "metrics",
     "/": "page",

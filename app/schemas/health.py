@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from marshmallow import RAISE, Schema, fields, validate
 
-from app.config import MIN_REFRESH_MS
+from app.config import BOARD_SOURCES, MIN_REFRESH_MS
 from app.markets import MARKETS
+from app.schemas import EXTENSION
 from app.schemas.fields import StrictBoolean, StrictInteger
 
 
@@ -32,4 +33,14 @@ class HealthResponseSchema(Schema):
     refreshMs = fields.Nested(RefreshMsSchema, required=True)  # noqa: N815
     symbols = fields.List(
         fields.String(validate=validate.OneOf([m.key for m in MARKETS.values()])), required=True
+    )
+    # Extension: which source the refresher of this deployment reads (BOARD_SOURCE), so a
+    # page can say SIMULATED before any board has arrived, and a client can tell the two.
+    source = fields.String(
+        validate=validate.OneOf(BOARD_SOURCES),
+        metadata={
+            "description": "Where the board's numbers come from: `simulated` (generated "
+            "here) or `polymarket` (the live markets).",
+            EXTENSION: True,
+        },
     )

@@ -27,6 +27,7 @@ from app.schemas.health import HealthResponseSchema
 from app.schemas.keys import KeyVerificationResponseSchema
 from app.schemas.openapi_errors import STATUSES, errors_of
 from app.schemas.openapi_windows import WINDOWS_SUMMARY, windows_ok, windows_parameters
+from app.schemas.trail import TrailResponseSchema
 from app.schemas.windows import WindowsResponseSchema
 
 VERSION = "1.0.0"  # the interface's version
@@ -204,6 +205,7 @@ def _components(spec: APISpec) -> None:
         ("ErrorResponse", ErrorResponseSchema),
         ("CalibrationResponse", CalibrationResponseSchema),
         ("WindowsResponse", WindowsResponseSchema),
+        ("TrailResponse", TrailResponseSchema),
     ):
         spec.components.schema(name, schema=record)
 
@@ -272,6 +274,19 @@ def _paths(spec: APISpec, markets: tuple[Market, ...]) -> None:
             windows_ok(_ref("WindowsResponse"), _ok_headers(True), _header_ref),
             extension=True,
             parameters=[symbol_parameter(markets, several=False), *windows_parameters()],
+        ),
+    )
+    spec.path(
+        "/api/probboard/trail",
+        operations=_operation(
+            "/api/probboard/trail",
+            "The current window's path of each market (or of those `symbol` names), one "
+            "point per plan refresh interval, for a page opened mid-window; limited as a "
+            "board read.",
+            _json("TrailResponse", "The paths.", limited=True),
+            [{}, *KEY_SCHEMES, {"SessionCookie": []}],
+            extension=True,
+            parameters=[symbol_parameter(markets, several=True)],
         ),
     )
     spec.path(

@@ -72,6 +72,12 @@ ENDPOINT_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
         429: (RATE_LIMITED, "too_many_streams"),
         503: ("auth_unavailable", "stream_busy"),
     },
+    "/api/probboard/trail": {
+        400: (INVALID_SYMBOL,),
+        401: INVALID_KEY,
+        429: (RATE_LIMITED,),
+        503: ("auth_unavailable",),
+    },
     "/api/probboard/calibration": {
         400: (INVALID_SYMBOL, "invalid_period"),
         503: ("calibration_unavailable",),

@@ -11,19 +11,35 @@
   // so an answer to a request made with the previous key is ignored.
   const state = { board: null, receivedAt: 0, timer: null, controller: null, mode: "polling",
                   backoff: 1000, noticeKind: null, recordTimer: null, cards: new Map(),
-                  failing: false, refused: null, keyEpoch: 0 };
+                  failing: false, refused: null, keyEpoch: 0, health: null, trailAsked: false,
+                  recordAsked: 0 };
   const WINDOW_S = 300;
   const SVG_NS = "http://www.w3.org/2000/svg";
   const LEVEL_TEXT = { ok: "live", warn: "stale", danger: "danger: stale" };
+  // A board from the simulated source: numbers generated here, not the markets'. It never
+  // says live, and its staleness is said all the same.
+  const SIMULATED_TEXT = { ok: "simulated", warn: "simulated · stale", danger: "simulated · danger: stale" };
   // The 401 codes of a key (docs/accounts.md), as the stream's last event may carry them.
   const KEY_REFUSED = new Set(["invalid_key", "missing_credentials", "malformed_authorization",
                                "conflicting_credentials"]);
 
   const fmtPct = (v) => (v == null ? "–" : v.toFixed(2) + "%");
   const fmtPrice = (v) => (v == null ? "–" : v.toFixed(2));
-  const fmtUsd = (v) => (v == null ? "–" : "$" + Number(v).toLocaleString("en-US", { maximumFractionDigits: 2 }));
+  const fmtUsd = (v, digits) => (v == null ? "–" : "$" + Number(v).toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits }));
   const shortToken = (t) => (t ? t.slice(0, 6) + "…" + t.slice(-6) : "–");
   const gap = (pct, ask) => (pct == null || ask == null ? "–" : ((pct - ask * 100) >= 0 ? "+" : "") + (pct - ask * 100).toFixed(1) + " pts");
+  // A market's prices at its own precision (docs/board.md): five significant digits of the
+  // price to beat, never fewer than cents (BTC $97,123.45, SOL $234.56, XRP $2.4937), and
+  // more, up to 8, while the price and the price to beat would read the same but differ:
+  // which side of the line the price is must show.
+  function priceDigits(price, line) {
+    const level = Math.abs(line != null ? line : price);
+    let digits = level > 0 ? Math.min(8, Math.max(2, 4 - Math.floor(Math.log10(level)))) : 2;
+    if (price != null && line != null && price !== line) {
+      while (digits < 8 && price.toFixed(digits) === line.toFixed(digits)) digits += 1;
+    }
+    return digits;
+  }
   const clock = (secs) => { const s = Math.max(0, Math.floor(secs)); return Math.floor(s / 60) + ":" + String(s % 60).padStart(2, "0"); };
 
   // kind: "poll" notices clear on the next good poll; "sticky" ones (why the stream was
@@ -53,6 +69,10 @@
     }
     for (const row of rows) renderCard(state.cards.get(row.symbol), row);
     if (!rows.length) renderCard(state.cards.get(""), null);
+    if (rows.length && !state.trailAsked) {
+      state.trailAsked = true;
+      loadTrail();
+    }
     tick();
   }
 
@@ -126,8 +146,9 @@
     f.window.textContent = row && row.windowStart
       ? new Date(row.windowStart * 1000).toISOString().slice(11, 16) + "–" + new Date(row.windowEnd * 1000).toISOString().slice(11, 16) + " UTC"
       : "–";
+    const digits = row ? priceDigits(row.price, row.priceToBeat) : 2;
     f.prices.textContent = row && (row.price != null || row.priceToBeat != null)
-      ? "Price " + fmtUsd(row.price) + " · price to beat " + fmtUsd(row.priceToBeat)
+      ? "Price " + fmtUsd(row.price, digits) + " · price to beat " + fmtUsd(row.priceToBeat, digits)
       : "";
     windowPoint(card, row);
   }
@@ -194,6 +215,35 @@
     drawWindow(card);
   }
 
+  // Opened mid-window, the page asks once for what the service kept of the window so far
+  // (/api/probboard/trail, points at this plan's refresh interval) and draws it before its
+  // own points. Without it (refused, failed) the chart starts when the page opened, as it
+  // always did.
+  async function loadTrail() {
+    const epoch = state.keyEpoch;
+    try {
+      const response = await fetch("/api/probboard/trail", { headers: headers(key()), cache: "no-store" });
+      if (!response.ok || epoch !== state.keyEpoch) return;
+      const doc = await response.json();
+      for (const market of doc.markets || []) {
+        const card = state.cards.get(market.symbol);
+        if (card) fillWindow(card, market);
+      }
+    } catch (e) {
+      // the chart keeps what this page received
+    }
+  }
+
+  // The trail's points of the card's window, before the first point the page took itself.
+  function fillWindow(card, market) {
+    if (card.windowStart != null && card.windowStart !== market.windowStart) return;
+    card.windowStart = market.windowStart;
+    const first = card.windowPoints.length ? card.windowPoints[0].s : Infinity;
+    const earlier = (market.points || []).filter((q) => q[0] < first).map((q) => ({ s: q[0], p: q[1], mid: q[2] }));
+    card.windowPoints = earlier.concat(card.windowPoints);
+    drawWindow(card);
+  }
+
   function drawWindow(card) {
     const svg = card.fields.chart;
     clearSvg(svg);
@@ -228,8 +278,8 @@
     clearSvg(svg);
     const buckets = doc.buckets || [];
     const values = buckets.flatMap((b) => [b.model.brier, b.market.brier]).filter((v) => v != null);
-    const top = Math.max(0.3, ...values);
-    const ys = { min: 0, max: top, ticks: [0, 0.1, 0.2, 0.3].filter((v) => v <= top), fmt: (v) => v.toFixed(1) };
+    // The axis fits the scores: up to the largest (a coin flip's 0.25 with none yet).
+    const ys = niceAxis(values.length ? Math.max(...values) : 0.25);
     // Time left runs from the window's start (290 s) to its end (5 s), left to right.
     const rems = buckets.map((b) => b.remS);
     const xs = { min: 0, max: Math.max(1, rems.length - 1), ticks: rems.map((_, i) => i), fmt: (i) => rems[i] + "s" };
@@ -241,28 +291,81 @@
     }
   }
 
+  // A 0-based axis to just above ``top``: four or five round steps (1, 2, 2.5 or 5 times a
+  // power of ten), labelled with the decimals the step needs.
+  function niceAxis(top) {
+    const raw = Math.max(top, 0.001) / 4;
+    const power = Math.pow(10, Math.floor(Math.log10(raw)));
+    const step = [1, 2, 2.5, 5, 10].map((m) => m * power).find((v) => v >= raw * (1 - 1e-9));
+    const max = Math.max(step, Math.ceil(top / step - 1e-9) * step);
+    const ticks = [];
+    for (let i = 0; i * step <= max + step / 2; i += 1) ticks.push(i * step);
+    let digits = 0;
+    while (digits < 6 && Math.abs(step * Math.pow(10, digits) - Math.round(step * Math.pow(10, digits))) > 1e-6) digits += 1;
+    return { min: 0, max, ticks, fmt: (v) => v.toFixed(digits) };
+  }
+
   function recordNotice(text) {
     $("record-notice").textContent = text || "";
     $("record-notice").hidden = !text;
   }
 
+  // The served markets: /api/health's (lower case), else the board's rows.
+  function servedSymbols() {
+    const served = state.health && Array.isArray(state.health.symbols) ? state.health.symbols : [];
+    if (served.length) return served.map((name) => name.toUpperCase());
+    return Array.from(state.cards.keys()).filter((name) => name);
+  }
+
+  // The market selector: one option per served market, kept when the list is the same.
+  function syncRecordSymbols() {
+    const select = $("record-symbol");
+    const names = servedSymbols();
+    const have = Array.from(select.options, (o) => o.value);
+    if (names.length && names.join() !== have.join()) {
+      const chosen = names.includes(select.value) ? select.value : names[0];
+      select.replaceChildren(...names.map((name) => new Option(name, name)));
+      select.value = chosen;
+    }
+    $("record-market").hidden = names.length < 2;
+  }
+
   async function loadRecord() {
+    syncRecordSymbols();
+    const symbol = $("record-symbol").value;
+    // Answers may cross when the market is changed quickly: only the last asked is drawn.
+    const asked = (state.recordAsked += 1);
+    const query = symbol ? "?symbol=" + encodeURIComponent(symbol) : "";
     try {
-      const response = await fetch("/api/probboard/calibration", { headers: { Accept: "application/json" }, cache: "no-store" });
+      const response = await fetch("/api/probboard/calibration" + query, { headers: { Accept: "application/json" }, cache: "no-store" });
+      if (asked !== state.recordAsked) return;
       if (!response.ok) {
         recordNotice("The track record is not available: " + (await problem(response)).text);
         return;
       }
       const doc = await response.json();
+      if (asked !== state.recordAsked) return;
       recordNotice("");
       $("record-summary").textContent = doc.windows
-        ? doc.windows + " settled windows (" + doc.source + ") from " + doc.period.start.slice(0, 16).replace("T", " ") + " UTC"
-        : "no settled window yet (" + doc.source + "): the record fills in as windows end";
+        ? doc.windows + " settled " + doc.symbol + " windows (" + doc.source + ") from " + doc.period.start.slice(0, 16).replace("T", " ") + " UTC"
+        : "no settled " + doc.symbol + " window yet (" + doc.source + "): the record fills in as windows end";
       drawReliability(doc);
       drawBrier(doc);
     } catch (e) {
-      recordNotice("Cannot reach the service; retrying.");
+      if (asked === state.recordAsked) recordNotice("Cannot reach the service; retrying.");
     }
+  }
+
+  // /api/health: the served markets (the selector) and the source (the badge before a row).
+  async function loadHealth() {
+    try {
+      const response = await fetch("/api/health", { headers: { Accept: "application/json" }, cache: "no-store" });
+      if (response.ok) state.health = await response.json();
+    } catch (e) {
+      // the board's rows say the same once they come
+    }
+    if (!$("record-view").hidden) syncRecordSymbols();
+    tick();
   }
 
   function showView(record) {
@@ -288,7 +391,7 @@
     const level = judged(board, board.latencyLevel, age);
     const badge = $("badge");
     badge.className = "badge " + level;
-    badge.textContent = LEVEL_TEXT[level];
+    badge.textContent = (simulated(board) ? SIMULATED_TEXT : LEVEL_TEXT)[level];
     // The board's level marks the cards around the markets; each market is marked by its own.
     document.body.classList.toggle("stale", level === "warn");
     document.body.classList.toggle("danger", level === "danger");
@@ -296,6 +399,14 @@
     // Why rows are stale although their inputs are young (inputs their witnesses contradict).
     badge.title = (board.items || []).flatMap((row) => suspects(row, single)).join("\n");
     for (const card of state.cards.values()) tickCard(card, board, elapsed, level, single);
+  }
+
+  // Any row from the simulated source makes the board's badge say so; before any row,
+  // /api/health's source does.
+  function simulated(board) {
+    const rows = board.items || [];
+    if (rows.length) return rows.some((row) => row.source === "simulated");
+    return Boolean(state.health && state.health.source === "simulated");
   }
 
   function suspects(row, single) {
@@ -547,6 +658,8 @@
     $("forget-key").addEventListener("click", () => useKey(""));
     $("show-board").addEventListener("click", () => showView(false));
     $("show-record").addEventListener("click", () => showView(true));
+    $("record-symbol").addEventListener("change", loadRecord);
+    loadHealth();
     syncCards([]);
     setInterval(tick, 250);
     setKey(key());

@@ -10,6 +10,7 @@ from app.schemas.board import BoardResponseSchema
 from app.schemas.calibration import CalibrationResponseSchema
 from app.schemas.error import ErrorResponseSchema
 from app.schemas.health import HealthResponseSchema
+from app.schemas.trail import TrailResponseSchema
 from app.schemas.windows import WindowsResponseSchema
 
 SCHEMAS = {
@@ -18,6 +19,7 @@ SCHEMAS = {
     "health": HealthResponseSchema(),
     "calibration": CalibrationResponseSchema(),
     "windows": WindowsResponseSchema(),
+    "trail": TrailResponseSchema(),
 }
 
 

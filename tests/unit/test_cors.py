@@ -30,6 +30,7 @@ READ_PATHS = (
     LATEST,
     STREAM,
     "/api/probboard/calibration",
+    "/api/probboard/trail",
     "/api/health",
     VERIFY,
     "/api/openapi.json",

@@ -6,6 +6,7 @@ import json
 import re
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -459,6 +460,21 @@ def test_health_on_the_memory_bus(client: FlaskClient) -> None:
     assert "embedded" in body["redisStatus"]
     assert body["refreshMs"] == {"guest": 5000, "user": 2000, "vip_pro": 500}
     assert body["symbols"] == ["btc"]
+    assert body["source"] == "simulated"  # BOARD_SOURCE's default
+
+
+def test_health_names_the_live_source(tmp_path: Path) -> None:
+    """The extension field follows BOARD_SOURCE: a page and a client can tell a simulated
+    board from the markets' own before reading a row."""
+    app = create_app(
+        {
+            **BASE_CONFIG,
+            "BOARD_SOURCE": "polymarket",
+            "DATABASE_URL": f"sqlite:///{tmp_path / 'app.sqlite3'}",
+        }
+    )
+    body = validated("health", app.test_client().get("/api/health").data)
+    assert body["source"] == "polymarket"
 
 
 def test_refresh_intervals_per_plan_follow_the_configuration() -> None:

@@ -262,6 +262,7 @@ def test_every_parameter_a_view_reads_is_documented_and_no_other(
     assert read[("query", "symbol")] == {
         "/api/probboard/latest", "/api/probboard/stream", "/api/probboard/calibration",
         "/api/probboard/windows",
+        "/api/probboard/trail",
     }  # fmt: skip
     assert read[("query", "period")] == {"/api/probboard/calibration"}
     for name in ("from", "to", "limit", "cursor", "format"):
@@ -463,3 +464,10 @@ def test_the_items_extension_fields_are_documented_and_marked(document: dict[str
     extensions = {name for name, prop in properties.items() if prop.get(EXTENSION)}
     assert extensions == set(row.as_json()) - INTERFACE_ITEM_FIELDS
     assert "newestInputMs" in document["components"]["schemas"]["BoardResponse"]["properties"]
+
+
+def test_the_health_source_is_a_marked_extension(document: dict[str, Any]) -> None:
+    schema = document["components"]["schemas"]["HealthResponse"]
+    source = schema["properties"]["source"]
+    assert source.get(EXTENSION) is True and source["enum"] == ["simulated", "polymarket"]
+    assert "source" not in schema.get("required", [])

@@ -1,0 +1,53 @@
+"""``GET /api/probboard/trail`` (an extension): the current window's path of each market.
+
+What the page's window chart draws from the window's start when it opens mid-window
+(``app/board/trail.py``). The steps of ``/latest``, in its order: refuse a blocked address →
+identify → ``?symbol=`` → the guest or the plan's limit (one read, as a board is) → answer.
+The points are the plan's refresh interval apart: no plan gets a finer path than its own
+polls would have drawn.
+"""
+
+from __future__ import annotations
+
+from flask import Blueprint, Response, request
+
+from app.api.latest import VARY
+from app.api.symbols import requested_symbols
+from app.board.timefmt import now_ms
+from app.board.trail import STEP_MS
+from app.errors import ApiError, api_error_response, json_response
+from app.limits import rate_limit_headers
+from app.markets import WINDOW_S
+from app.metrics.web import PLAN_KEY
+from app.plans import GUEST
+from app.services import Services, services
+
+bp = Blueprint("trail", __name__)
+
+
+def _seeded(held: Services) -> None:
+    """Once per worker: the points of the bus's history (up to a window back) first."""
+    if not held.trail.seeded:
+        held.bus.latest()  # starts the worker's subscription: no board falls between
+        now = now_ms()
+        held.trail.seed(held.bus.sampled(now - WINDOW_S * 1000, now, STEP_MS))
+
+
+@bp.get("/api/probboard/trail")
+def trail() -> Response:
+    """``{"ok", "stepMs", "markets": [{"symbol", "windowStart", "points": [[s, pUp, mid]]}]}``."""
+    held = services()
+    limits = held.limits
+    limits.refuse_blocked()
+    try:
+        identity = held.authenticator.identify(request)
+    except ApiError as refused:
+        return limits.count_failure(api_error_response(refused))
+    plan = GUEST if identity is None else identity.plan
+    request.environ[PLAN_KEY] = plan
+    symbols = requested_symbols(held.settings.markets, request)
+    quota = limits.guest() if identity is None else limits.account(identity)
+    _seeded(held)
+    served = symbols or tuple(m.symbol for m in held.settings.markets)
+    body = held.trail.answer(max(STEP_MS, held.renderer.plans[plan].refresh_ms), served)
+    return json_response(body, headers=VARY | rate_limit_headers(quota))

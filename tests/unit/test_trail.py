@@ -1,0 +1,174 @@
+"""The current window's path of each market (``app/board/trail.py``) and its endpoint.
+
+What a page opened mid-window draws from the window's start: kept by each worker from the
+boards it receives, seeded once from the bus's history (on ``memory://`` and on a real
+redis-server), thinned to the caller's plan.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+
+from app.board.snapshot import Snapshot, dumps, parse_snapshot
+from app.board.trail import STEP_MS, WindowTrail
+from app.bus.base import BoardBus
+from app.bus.memory import MemoryBoardBus
+from app.bus.redis_bus import RedisBoardBus
+from app.markets import WINDOW_S, parse_symbols
+from app.refresher.loop import Refresher
+from app.refresher.sources.simulated import SimulatedSource
+from app.services import services_of
+from app.web import create_app
+from harness.processes import RedisServer
+from tests.conftest import BASE_CONFIG
+from tests.support.contract import SCHEMAS, validated
+
+TRAIL = "/api/probboard/trail"
+STALE_MS = 3000
+WINDOW_START = 1_800_000_000  # a window's start (a multiple of 300 s)
+
+
+def board(t: float, symbols: str = "BTC,ETH", age_ms: int = 0) -> dict[str, Any]:
+    """A simulated board built at ``t`` (seconds), its rows ``age_ms`` older than it."""
+    source = SimulatedSource(seed=3, markets=parse_symbols(symbols))
+    document = Refresher(source, MemoryBoardBus(), 500, clock=lambda: t).build()
+    for item in document["items"]:
+        item["ts"] -= age_ms
+    return document
+
+
+def snapshot(t: float, **kwargs: Any) -> Snapshot:
+    return parse_snapshot(dumps(board(t, **kwargs)))
+
+
+def test_one_point_a_second_per_market_from_each_row() -> None:
+    trail = WindowTrail(STALE_MS)
+    for i in range(21):  # ten seconds of boards every half second
+        trail.add(snapshot(WINDOW_START + 30 + i * 0.5))
+    document = json.loads(trail.answer(STEP_MS, None))
+    assert [m["symbol"] for m in document["markets"]] == ["BTC", "ETH"]
+    built = board(WINDOW_START + 30)["items"][0]
+    btc = document["markets"][0]
+    assert btc["windowStart"] == WINDOW_START
+    assert [p[0] for p in btc["points"]] == [30.0 + i for i in range(11)]
+    # As the page computes its own points: P(up) 0-1, the UP mid.
+    _, p, mid = btc["points"][0]
+    assert p == pytest.approx(built["p_up_pct"] / 100)
+    assert mid == pytest.approx((built["up_bid"] + built["up_ask"]) / 2)
+    assert SCHEMAS["trail"].validate(document) == {}
+
+
+def test_a_stale_row_is_a_gap_and_a_new_window_starts_afresh() -> None:
+    trail = WindowTrail(STALE_MS)
+    trail.add(snapshot(WINDOW_START + 10))
+    trail.add(snapshot(WINDOW_START + 11, age_ms=STALE_MS + 1))
+    points = json.loads(trail.answer(STEP_MS, ("BTC",)))["markets"][0]["points"]
+    assert points[1][1:] == [None, None] and points[0][1] is not None
+    trail.add(snapshot(WINDOW_START + WINDOW_S + 2))
+    market = json.loads(trail.answer(STEP_MS, ("BTC",)))["markets"][0]
+    assert market["windowStart"] == WINDOW_START + WINDOW_S
+    assert [p[0] for p in market["points"]] == [2.0]
+    # A late board of the window before does not bring it back.
+    trail.add(snapshot(WINDOW_START + 20))
+    assert json.loads(trail.answer(STEP_MS, ("BTC",)))["markets"][0] == market
+
+
+def test_the_history_goes_before_what_the_worker_saw() -> None:
+    trail = WindowTrail(STALE_MS)
+    trail.add(snapshot(WINDOW_START + 50))
+    trail.seed([snapshot(WINDOW_START + t) for t in (5, 6, 50, 51)])
+    points = json.loads(trail.answer(STEP_MS, ("ETH",)))["markets"][0]["points"]
+    assert [p[0] for p in points] == [5.0, 6.0, 50.0]
+    assert trail.seeded
+
+
+def test_a_plan_gets_no_finer_a_path_than_its_polls() -> None:
+    trail = WindowTrail(STALE_MS)
+    for i in range(31):
+        trail.add(snapshot(WINDOW_START + i))
+    points = json.loads(trail.answer(5000, ("BTC",)))["markets"][0]["points"]
+    # Every fifth second, and the newest point (what /latest shows now).
+    assert [p[0] for p in points] == [0.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0]
+    points = json.loads(trail.answer(7000, ("BTC",)))["markets"][0]["points"]
+    assert [p[0] for p in points] == [0.0, 7.0, 14.0, 21.0, 28.0, 30.0]
+
+
+@pytest.fixture(params=["memory", "redis"])
+def bus(request: pytest.FixtureRequest) -> Iterator[BoardBus]:
+    if request.param == "memory":
+        yield MemoryBoardBus()
+        return
+    server: RedisServer = request.getfixturevalue("fresh_redis")
+    found = RedisBoardBus(server.url)
+    yield found
+    found.close()
+
+
+def test_the_bus_gives_one_board_per_step_of_its_history(bus: BoardBus) -> None:
+    start_ms = WINDOW_START * 1000
+    for i in range(40):  # twenty seconds, a board every half second
+        bus.publish(dumps(board(WINDOW_START + i * 0.5)))
+    sampled = bus.sampled(start_ms + 2000, start_ms + 9000, 2000)
+    assert [s.seq for s in sampled] == [start_ms + t for t in (2000, 4000, 6000, 8000)]
+    assert bus.sampled(start_ms - 60_000, start_ms - 1, 1000) == []
+
+
+def app_on(redis_url: str, tmp_path: Path) -> Flask:
+    config = {"REDIS_URL": redis_url, "DATABASE_URL": f"sqlite:///{tmp_path / 'a.db'}"}
+    return create_app({**BASE_CONFIG, "SYMBOLS": "BTC,ETH", **config})
+
+
+def publish_recent(bus: BoardBus, seconds: int) -> float:
+    """Boards every half second over the last ``seconds``; the first one's time."""
+    first = time.time() - seconds
+    for i in range(seconds * 2):
+        bus.publish(dumps(board(first + i * 0.5)))
+    return first
+
+
+def test_a_worker_started_mid_window_answers_from_the_history(
+    fresh_redis: RedisServer, tmp_path: Path
+) -> None:
+    """Boards published before the worker subscribed are in its first answer, at the
+    guest's step (its refresh interval)."""
+    publisher = RedisBoardBus(fresh_redis.url)
+    try:
+        first = publish_recent(publisher, 60)
+    finally:
+        publisher.close()
+    app = app_on(fresh_redis.url, tmp_path)
+    try:
+        response = app.test_client().get(TRAIL)
+        assert response.status_code == 200, response.data
+        assert "X-RateLimit-Limit" in response.headers  # a guest read, limited as one
+        document = validated("trail", response.data)
+        assert document["stepMs"] == 5000
+        btc = document["markets"][0]
+        # From the first board of the window (or of the history), at the guest's step.
+        since = max(first, btc["windowStart"]) - btc["windowStart"]
+        seconds = [p[0] for p in btc["points"]]
+        assert seconds[0] == pytest.approx(since, abs=1.01), (since, seconds)
+        gaps = [b - a for a, b in itertools.pairwise(seconds[:-1])]
+        assert all(g >= 4.9 for g in gaps), seconds
+    finally:
+        services_of(app).bus.close()
+
+
+def test_the_trail_endpoint_takes_a_symbol_and_a_key_plan(tmp_path: Path) -> None:
+    app = app_on("memory://", tmp_path)
+    publish_recent(services_of(app).bus, 10)
+    client = app.test_client()
+    document = validated("trail", client.get(TRAIL + "?symbol=eth").data)
+    assert [m["symbol"] for m in document["markets"]] == ["ETH"]
+    refused = client.get(TRAIL + "?symbol=doge")
+    assert refused.status_code == 400 and refused.json is not None
+    assert refused.json["code"] == "invalid_symbol"
+    assert client.get(TRAIL, headers={"X-API-Key": "pbk_nope"}).status_code == 401
