@@ -28,6 +28,7 @@ ENDPOINTS = {
     "/api/health": "health",
     "/api/probboard/calibration": "calibration",
     "/api/probboard/trail": "trail",
+    "/api/probboard/windows": "windows",
     "/api/openapi.json": "openapi",
     "/metrics": "metrics",
     "/": "page",
