@@ -268,8 +268,9 @@ def test_forged_forwarded_for_changes_nothing_without_trusted_proxies(
     forged = (f"203.0.113.{i % 250}, 198.51.100.{i // 250}" for i in itertools.count())
     for _ in range(5):
         served(client.get("forged", {"X-Forwarded-For": next(forged)}), "guest")
-    for _ in range(8):
-        # 8 at a time, so both workers take some (one after another, one worker may take all).
+    for _ in range(30):
+        # 8 at a time, so both workers take some (one after another, one worker may take all;
+        # the kernel may also give one idle worker whole bursts: 8 were once not enough).
         batch = [{"X-Forwarded-For": next(forged)} for _ in range(12)]
         with ThreadPoolExecutor(max_workers=8) as pool:
             for reply in pool.map(lambda headers: client.get("forged", headers), batch):
