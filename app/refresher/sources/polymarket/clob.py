@@ -13,7 +13,7 @@ import httpx
 from app.refresher import clocks
 from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.feed import Feed, each
-from app.refresher.sources.polymarket.gamma import UpstreamError
+from app.refresher.sources.polymarket.gamma import json_of
 
 log = logging.getLogger(__name__)
 
@@ -177,10 +177,4 @@ def fetch_books(http: httpx.Client, base_url: str, assets: list[str]) -> dict[st
     response = http.post(
         f"{base_url.rstrip('/')}/books", json=[{"token_id": asset} for asset in assets]
     )
-    if response.status_code != 200:
-        raise UpstreamError(f"clob /books answered {response.status_code}")
-    try:
-        payload = response.json()
-    except ValueError as exc:
-        raise UpstreamError("clob /books answered something that is not JSON") from exc
-    return {str(book.get("asset_id")): book for book in each(payload)}
+    return {str(book.get("asset_id")): book for book in each(json_of(response, "clob /books"))}

@@ -36,6 +36,16 @@ class UpstreamError(Exception):
     """An upstream answered something we cannot use; the message says what."""
 
 
+def json_of(response: httpx.Response, what: str) -> Any:
+    """The JSON body of a 200 answer; ``UpstreamError`` naming ``what`` answered otherwise."""
+    if response.status_code != 200:
+        raise UpstreamError(f"{what} answered {response.status_code}")
+    try:
+        return response.json()
+    except ValueError as exc:
+        raise UpstreamError(f"{what} answered something that is not JSON") from exc
+
+
 class WrongMarketError(UpstreamError):
     """Gamma answered about another window than the one asked for, or with unusable tokens."""
 
@@ -183,10 +193,4 @@ class GammaClient:
         response = self._http.get(f"{self._base}/events/slug/{slug}")
         if response.status_code == 404:
             return None
-        if response.status_code != 200:
-            raise UpstreamError(f"gamma answered {response.status_code}")
-        try:
-            event = response.json()
-        except ValueError as exc:
-            raise UpstreamError("gamma answered something that is not JSON") from exc
-        return parse_event(event, window_start, self._market)
+        return parse_event(json_of(response, "gamma"), window_start, self._market)

@@ -42,7 +42,7 @@ import httpx
 from app.metrics.refresher import UPSTREAM_ERRORS
 from app.refresher import clocks
 from app.refresher.sources.polymarket.book import Books, Dispute
-from app.refresher.sources.polymarket.gamma import UpstreamError, WindowMarket
+from app.refresher.sources.polymarket.gamma import UpstreamError, WindowMarket, json_of
 
 log = logging.getLogger(__name__)
 
@@ -124,13 +124,7 @@ def fetch_clob_market(http: httpx.Client, base_url: str, condition_id: str) -> C
     """``GET {clob}/markets/{condition_id}``; ``UpstreamError`` for any answer but a market
     (a 404 included: a lookup that failed, not a proof)."""
     response = http.get(f"{base_url.rstrip('/')}/markets/{condition_id}")
-    if response.status_code != 200:
-        raise UpstreamError(f"clob /markets answered {response.status_code}")
-    try:
-        payload = response.json()
-    except ValueError as exc:
-        raise UpstreamError("clob /markets answered something that is not JSON") from exc
-    return parse_clob_market(payload)
+    return parse_clob_market(json_of(response, "clob /markets"))
 
 
 def _key(market: WindowMarket) -> tuple[str, ...]:
