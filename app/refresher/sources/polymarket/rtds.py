@@ -672,6 +672,8 @@ class RtdsFeed(Feed):
 
     def _note_kinds(self, kinds: list[str], series: PriceSeries) -> None:
         """Count the points not believed, by kind (one log line per kind a minute at most)."""
+        if not kinds:
+            return  # the usual case, on every message: nothing to build
         why = {
             "jump": "too far from the series' own",
             "out_of_range": "at a level no window reaches",
