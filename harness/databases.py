@@ -49,6 +49,7 @@ def empty_tables(url: str) -> None:
     """Remove every row the tests wrote (keeps the schema and alembic_version)."""
     with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
         conn.execute(
-            "TRUNCATE sessions, api_keys, accounts, calibration_checkpoints, calibration_windows"
+            "TRUNCATE sessions, api_keys, accounts, calibration_checkpoints, calibration_windows,"
+            " calibration_kept_months, calibration_kept_sums"
             " RESTART IDENTITY CASCADE"
         )

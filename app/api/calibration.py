@@ -91,7 +91,7 @@ clock: Callable[[], float] = time.time  # "now" of a period (a test moves it)
 def _compute(source: str, market: Market, span: str) -> str:
     now = clock()
     with db.engine.connect() as conn:  # checked out here: the pool's locks are gevent's
-        job = partial(totals.compute, conn, source, market.symbol, since(span, now))
+        job = partial(totals.compute, conn, source, market.symbol, since(span, now), now)
         # SQLite's query would hold a gevent worker's only thread (PostgreSQL's driver yields).
         found = off_the_hub(job) if conn.dialect.name == "sqlite" else job()
     first, last = found.pop("first"), found.pop("last")

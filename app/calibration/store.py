@@ -69,8 +69,42 @@ checkpoints = Table(
     Column("recorded_at", DateTime(timezone=True), nullable=False),
 )
 
+# Kept totals of closed months (``app.calibration.kept``): ``all`` sums them instead of
+# scanning a year of checkpoints. ``changes`` counts the writes into a month (every save
+# below adds one); the sums are valid while ``kept`` (the ``changes`` they were computed
+# at) equals it.
+kept_months = Table(
+    "calibration_kept_months",
+    metadata,
+    Column("source", String(32), primary_key=True),
+    Column("symbol", String(16), primary_key=True),
+    Column("month", BigInteger, primary_key=True),  # the month's first second (UTC, unix)
+    Column("changes", BigInteger, nullable=False),
+    Column("kept", BigInteger),
+)
 
-def _insert(conn: Connection, table: Table, values: Mapping[str, Any]) -> Any:
+# ``totals.rem_table``'s rows of one kept month (a missing bin stored as -1: keys are not null).
+kept_sums = Table(
+    "calibration_kept_sums",
+    metadata,
+    Column("source", String(32), primary_key=True),
+    Column("symbol", String(16), primary_key=True),
+    Column("month", BigInteger, primary_key=True),
+    Column("rem_s", Integer, primary_key=True),
+    Column("model_bin", Integer, primary_key=True),
+    Column("market_bin", Integer, primary_key=True),
+    Column("n", BigInteger, nullable=False),
+    Column("model_brier", Float),
+    Column("model_log_loss", Float),
+    Column("model_p", Float),
+    Column("market_brier", Float),
+    Column("market_log_loss", Float),
+    Column("market_p", Float),
+    Column("ups", Float, nullable=False),
+)
+
+
+def insert_of(conn: Connection, table: Table, values: Mapping[str, Any]) -> Any:
     """The dialect's INSERT of ``values`` (it has ON CONFLICT) for SQLite or PostgreSQL."""
     dialect = {"postgresql": postgresql, "sqlite": sqlite}.get(conn.dialect.name)
     if dialect is None:
@@ -80,7 +114,7 @@ def _insert(conn: Connection, table: Table, values: Mapping[str, Any]) -> Any:
 
 def _upsert(conn: Connection, table: Table, values: Mapping[str, Any], update: list[str]) -> None:
     """Insert ``values``, or update the ``update`` columns of the row with the same key."""
-    statement = _insert(conn, table, values)
+    statement = insert_of(conn, table, values)
     keys = [c.name for c in table.primary_key.columns]
     changes = {name: statement.excluded[name] for name in update}
     conn.execute(statement.on_conflict_do_update(index_elements=keys, set_=changes))
@@ -103,13 +137,45 @@ def save_window(conn: Connection, window: Mapping[str, Any]) -> None:
     if window.get("outcome") is not None:
         update += ["outcome", "outcome_source"]
     _upsert(conn, windows, values, update)
+    note_change(conn, str(window["source"]), symbol, int(window["window_start"]))
 
 
 def save_checkpoint(conn: Connection, slug: str, checkpoint: Mapping[str, Any]) -> None:
     """Store one checkpoint of window ``slug`` (``rem_s``, ``p_up``, ``market_mid``, ``sigma``,
     ``price``, ``price_to_beat``); the first one stored for a rem stays."""
     values = {**checkpoint, "slug": slug, "recorded_at": datetime.now(UTC)}
-    conn.execute(_insert(conn, checkpoints, values).on_conflict_do_nothing())
+    conn.execute(insert_of(conn, checkpoints, values).on_conflict_do_nothing())
+    window = conn.execute(
+        select(windows.c.source, windows.c.symbol, windows.c.window_start).where(
+            windows.c.slug == slug
+        )
+    ).one_or_none()
+    if window is not None:  # a checkpoint without its window is in no score
+        note_change(conn, window.source, window.symbol or symbol_of(slug), window.window_start)
+
+
+def month_of(at: int) -> int:
+    """The first second (UTC, unix) of the month holding ``at``."""
+    day = datetime.fromtimestamp(at, UTC)
+    return int(datetime(day.year, day.month, 1, tzinfo=UTC).timestamp())
+
+
+def month_after(month: int) -> int:
+    """The first second of the month after the one starting at ``month``."""
+    day = datetime.fromtimestamp(month, UTC)
+    year, index = divmod(day.month, 12)  # month 12 -> (1, 0): January of the next year
+    return int(datetime(day.year + year, index + 1, 1, tzinfo=UTC).timestamp())
+
+
+def note_change(conn: Connection, source: str, symbol: str, window_start: int) -> None:
+    """Count a write into the month of ``window_start``: its kept totals, if any, are out of
+    date from this transaction's commit on (an upsert, so that a computation under way on
+    another connection cannot miss it: see ``app.calibration.kept``)."""
+    values = {"source": source, "symbol": symbol, "month": month_of(window_start), "changes": 1}
+    statement = insert_of(conn, kept_months, values)
+    changed = {"changes": kept_months.c.changes + 1}
+    keys = [c.name for c in kept_months.primary_key.columns]
+    conn.execute(statement.on_conflict_do_update(index_elements=keys, set_=changed))
 
 
 def load(conn: Connection, source: str) -> list[dict[str, Any]]:

@@ -25,7 +25,7 @@ from sqlalchemy import Integer, case, cast, func, select, true
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
-from app.calibration import outcomes, scores
+from app.calibration import kept, outcomes, scores
 from app.calibration.checkpoints import REMS
 from app.calibration.store import checkpoints, windows
 
@@ -92,15 +92,22 @@ def _bin(p: ColumnElement[float], dialect: str) -> ColumnElement[Any]:
     return cast(scaled, Integer) if dialect == "sqlite" else func.trunc(scaled)
 
 
-def _where(source: str, symbol: str, since: int | None) -> list[ColumnElement[bool]]:
+def _where(
+    source: str, symbol: str, since: int | None, until: int | None = None
+) -> list[ColumnElement[bool]]:
     found = [windows.c.source == source, windows.c.symbol == symbol]
     found.append(windows.c.window_start >= since if since is not None else true())
+    if until is not None:
+        found.append(windows.c.window_start < until)
     return found
 
 
-def rem_table(conn: Connection, source: str, symbol: str, since: int | None) -> list[Any]:
+def rem_table(
+    conn: Connection, source: str, symbol: str, since: int | None, until: int | None = None
+) -> list[Any]:
     """Per (rem, model bin, market bin): count, the model's three sums, the market's three
-    sums, and the count of UP; over the windows with an outcome."""
+    sums, and the count of UP; over the windows with an outcome that start at ``since`` or
+    later (and before ``until``)."""
     up = case((windows.c.outcome == outcomes.UP, 1.0), else_=0.0)
     p, mid = checkpoints.c.p_up, checkpoints.c.market_mid
     dialect = conn.dialect.name
@@ -117,7 +124,7 @@ def rem_table(conn: Connection, source: str, symbol: str, since: int | None) -> 
             func.sum(up),
         )
         .select_from(windows.join(checkpoints, checkpoints.c.slug == windows.c.slug))
-        .where(*_where(source, symbol, since), windows.c.outcome.is_not(None))
+        .where(*_where(source, symbol, since, until), windows.c.outcome.is_not(None))
         .where(checkpoints.c.rem_s.in_(REMS))
         .group_by(checkpoints.c.rem_s, model_bin, market_bin)
     )
@@ -203,18 +210,28 @@ def _into(bins: list[Bin], index: float, n: int, p: float, ups: float) -> None:
     target.up += round(ups)
 
 
-def compute(conn: Connection, source: str, symbol: str, since: int | None) -> dict[str, Any]:
+def compute(
+    conn: Connection, source: str, symbol: str, since: int | None, now: float
+) -> dict[str, Any]:
     """The scores (``score``) and window counts (``window_counts``) of one market of
-    ``source`` over the windows starting at ``since`` or later (every one when None)."""
+    ``source`` over the windows starting at ``since`` or later. Every window when None: the
+    closed months' kept sums (``app.calibration.kept``; may write them, and commits on
+    ``conn``) and the rest summed live."""
     if conn.dialect.name == "sqlite":
         sqlite_math(conn.connection.driver_connection)
     recorded, scored, first, last = window_counts(conn, source, symbol, since)
+    if since is None and first is not None:
+        until = kept.closed_before(now)
+        rows = kept.rows(conn, source, symbol, first, until, rem_table)
+        rows += rem_table(conn, source, symbol, until)
+    else:
+        rows = rem_table(conn, source, symbol, since)
     return {
         "windowsRecorded": recorded,
         "windows": scored,
         "first": first,
         "last": last,
-        **score(rem_table(conn, source, symbol, since)),
+        **score(rows),
     }
 
 

@@ -3,6 +3,9 @@ clock, with a recorder observing every board."""
 
 from __future__ import annotations
 
+import math
+from typing import Any
+
 from app.bus.memory import MemoryBoardBus
 from app.calibration.recorder import Recorder
 from app.markets import Market
@@ -25,3 +28,20 @@ def run_simulated(
     while clock[0] < start + seconds:
         assert refresher.tick()
         clock[0] += 0.5
+
+
+def assert_close(found: Any, expected: Any, where: str = "") -> None:
+    """Equal, recursively; floats to 1e-9 relative (the database sums in another order than
+    ``math.fsum``), everything else exactly and of the same type."""
+    if isinstance(expected, float) and isinstance(found, float):
+        assert math.isclose(found, expected, rel_tol=1e-9, abs_tol=1e-12), where
+    elif isinstance(expected, dict):
+        assert isinstance(found, dict) and found.keys() == expected.keys(), where
+        for key in expected:
+            assert_close(found[key], expected[key], f"{where}.{key}")
+    elif isinstance(expected, list):
+        assert isinstance(found, list) and len(found) == len(expected), where
+        for i, (a, b) in enumerate(zip(found, expected, strict=True)):
+            assert_close(a, b, f"{where}[{i}]")
+    else:
+        assert found == expected and type(found) is type(expected), (where, found, expected)

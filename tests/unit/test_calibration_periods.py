@@ -34,6 +34,7 @@ from harness.databases import scratch_postgres_database
 from harness.processes import wait_until
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
+from tests.support.track_record import assert_close
 
 NOW = 1_795_000_000
 DAY = 86_400
@@ -83,22 +84,6 @@ def _generate(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, 
     return rows, points
 
 
-def _close(found: Any, expected: Any, where: str = "") -> None:
-    """Equal, floats to 1e-9 relative (sums in another order), recursively."""
-    if isinstance(expected, float) and isinstance(found, float):
-        assert math.isclose(found, expected, rel_tol=1e-9, abs_tol=1e-12), where
-    elif isinstance(expected, dict):
-        assert isinstance(found, dict) and found.keys() == expected.keys(), where
-        for key in expected:
-            _close(found[key], expected[key], f"{where}.{key}")
-    elif isinstance(expected, list):
-        assert isinstance(found, list) and len(found) == len(expected), where
-        for i, (a, b) in enumerate(zip(found, expected, strict=True)):
-            _close(a, b, f"{where}[{i}]")
-    else:
-        assert found == expected and type(found) is type(expected), (where, found, expected)
-
-
 def _python_scores(conn: Any, symbol: str, first: int | None) -> dict[str, Any]:
     """Today's answer: every window loaded, filtered, scored in Python."""
     loaded = [
@@ -128,8 +113,8 @@ def test_the_databases_sums_score_as_python_does_every_market_and_period(
                 first = since(name, NOW)
                 expected = _python_scores(conn, market.symbol, first)
                 assert expected["windows"] > 0
-                found = totals.compute(conn, "simulated", market.symbol, first)
-                _close(found, expected, f"{market.symbol} {name}")
+                found = totals.compute(conn, "simulated", market.symbol, first, NOW)
+                assert_close(found, expected, f"{market.symbol} {name}")
 
 
 def test_sqlite_without_math_functions_gets_pythons_ln() -> None:
