@@ -9,6 +9,7 @@ next answer, including a write that commits while the month is being summed.
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
@@ -20,6 +21,8 @@ from sqlalchemy.engine import Connection, Engine
 from app.calibration import kept, store, summary, totals
 from app.calibration.checkpoints import REMS
 from app.markets import parse_symbols
+from app.web import create_app
+from tests.conftest import BASE_CONFIG
 from tests.support.track_record import assert_close
 
 DAY = 86_400
@@ -173,3 +176,27 @@ def test_a_write_committed_while_a_month_is_summed_is_never_missed(
     with engine.connect() as conn:
         changes, kept_at = _months(conn, "BTC")[store.month_of(start)]
     assert changes == kept_at
+
+
+def test_the_record_keep_command_keeps_the_closed_months_of_each_market(
+    database_url: str, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the deploy runs after migrating: every closed month kept before a visitor asks."""
+    _fill(engine, random.Random(39))
+    monkeypatch.setattr(time, "time", lambda: float(NOW))
+    app = create_app({**BASE_CONFIG, "DATABASE_URL": database_url, "SYMBOLS": "BTC,ETH"})
+    try:
+        result = app.test_cli_runner().invoke(args=["record", "keep"])
+        assert result.exit_code == 0, result.output
+        assert "BTC: " in result.output and "ETH: " in result.output
+    finally:
+        with app.app_context():
+            from app.extensions import db
+
+            db.session.remove()
+            db.engine.dispose()
+    with engine.connect() as conn:
+        for symbol in ("BTC", "ETH"):
+            months = _months(conn, symbol)
+            assert sorted(months) == kept.months(FIRST, kept.closed_before(NOW)), months
+            assert all(changes == kept_at for changes, kept_at in months.values())
