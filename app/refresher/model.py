@@ -18,17 +18,28 @@ mean square effect ``J' = J * (V / sigma^2) / tau`` and ``P(up) = sum_n Poisson(
 Phi(ln(C / K) / sqrt(V + n * J'))`` (Merton's mixture). With no jumps it is the plain formula.
 While the outcome is not known P(up) stays within [``P_FLOOR``, 1 - ``P_FLOOR``]: no feed is
 sure enough for 0 % or 100 %.
+
+A smoothed feed (docs/model.md): with ``rho`` the autocorrelations of its 1-second returns
+(lags 1, 2, ...; measured on the feed, ``app.refresher.volatility``), the variance over ``h``
+seconds is ``sigma^2 * h * R(h)``, ``R(h) = 1 + 2 * sum_k (1 - k/h) * rho_k`` (``horizon_ratio``,
+applied to the rule's variance and the jumps'), and the last return ``r`` continues:
+``E[r_t+j | r_t] = rho_j * r``, each future second weighted by its share of the settlement
+(``continuation``): the centre's log moves by ``r * sum_j a_j * rho_j``. With every ``rho``
+0 (a Brownian path) both are the plain model.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections import deque
+from collections.abc import Sequence
 
 SPOT = "spot"
 TWAP = "twap"
 P_FLOOR = 0.001  # 0.1 %: what the board says at most about an outcome not yet known
 MAX_JUMPS = 12  # Poisson terms summed (the expected count over 5 minutes is well under 1)
+RATIO_BOUNDS = (0.25, 4.0)  # a horizon ratio outside this is a broken feed, not a market
 
 
 def normal_cdf(x: float) -> float:
@@ -70,6 +81,60 @@ def settlement_centre(
     return elapsed * known_mean + (1.0 - elapsed) * spot
 
 
+def horizon_ratio(
+    rho: Sequence[float], tau_s: float, measured: Sequence[tuple[int, float]] = ()
+) -> float:
+    """``R(tau)``: the variance over ``tau_s`` seconds against ``tau_s`` 1-second variances,
+    within ``RATIO_BOUNDS``. Up to ``len(rho)`` seconds from the autocorrelations ``rho`` (lag
+    1 first); beyond, interpolated (in log horizon) toward the ratios ``measured`` at longer
+    horizons ((horizon, ratio), ascending), the last one holding beyond it."""
+    reach = len(rho)
+    ratio = ratio_from_autocorrelations(rho, min(tau_s, reach) if reach else tau_s)
+    if measured and tau_s > reach:
+        points = [(float(max(reach, 1)), ratio), *((float(h), r) for h, r in measured)]
+        ratio = points[-1][1]
+        for (h0, r0), (h1, r1) in itertools.pairwise(points):
+            if tau_s <= h1:
+                share = math.log(tau_s / h0) / math.log(h1 / h0) if h1 > h0 else 1.0
+                ratio = r0 + share * (r1 - r0)
+                break
+    return min(RATIO_BOUNDS[1], max(RATIO_BOUNDS[0], ratio))
+
+
+def ratio_from_autocorrelations(rho: Sequence[float], tau_s: float) -> float:
+    """``1 + 2 * sum_k (1 - k / tau) * rho_k`` over the lags below ``tau_s``: the variance of
+    a sum of ``tau_s`` returns with those autocorrelations, per return (unbounded)."""
+    ratio = 1.0
+    for lag, value in enumerate(rho, start=1):
+        if lag >= tau_s:
+            break
+        ratio += 2.0 * (1.0 - lag / tau_s) * value
+    return ratio
+
+
+def continuation(
+    rho: Sequence[float],
+    last_return: float,
+    tau_s: float,
+    rule: str = SPOT,
+    lookback_s: float | None = None,
+) -> float:
+    """The expected move of the settlement's log from the last 1-second return going on:
+    ``last_return * sum_j a_j * rho_j`` over the seconds ``j`` still to come, ``a_j`` the share
+    of the settlement that second ``j`` moves (1 for the spot; for a TWAP, the part of the
+    lookback at or after it)."""
+    if not last_return or tau_s <= 0:
+        return 0.0
+    lookback = _lookback(lookback_s) if rule == TWAP else 0.0
+    total = 0.0
+    for lag, value in enumerate(rho, start=1):
+        if lag > tau_s:
+            break
+        share = 1.0 if rule != TWAP else min(1.0, (tau_s - lag) / lookback)
+        total += share * value
+    return last_return * total
+
+
 def probability_up(
     price: float,
     price_to_beat: float,
@@ -80,18 +145,24 @@ def probability_up(
     known_mean: float | None = None,
     jump_rate: float = 0.0,
     jump_var: float = 0.0,
+    rho: Sequence[float] = (),
+    last_return: float = 0.0,
+    ratios: Sequence[tuple[int, float]] = (),
 ) -> float:
     """P(settlement >= price to beat); ties resolve UP, so a decided window is 0 or 1.
 
     ``price`` is the spot now; for a TWAP window inside its last ``lookback_s`` seconds,
     ``known_mean`` is the mean spot since ``T - lookback_s``. ``jump_rate`` (per second) and
-    ``jump_var`` (a jump's mean square log size) add the jumps; an undecided window's answer
-    stays within [``P_FLOOR``, 1 - ``P_FLOOR``].
+    ``jump_var`` (a jump's mean square log size) add the jumps; ``rho`` (the 1-second
+    returns' autocorrelations), ``last_return`` and ``ratios`` (the variance ratio measured
+    at longer horizons) the feed's smoothing; an undecided
+    window's answer stays within [``P_FLOOR``, 1 - ``P_FLOOR``].
     """
     if price <= 0 or price_to_beat <= 0 or (known_mean is not None and known_mean <= 0):
         raise ValueError("prices must be positive")
     centre = settlement_centre(price, tau_s, rule, lookback_s, known_mean)
-    seconds = remaining_variance(1.0, tau_s, rule, lookback_s)  # the time left, weighted
+    # The time left, weighted by the rule, and by how the feed's variance grows with it.
+    seconds = remaining_variance(1.0, tau_s, rule, lookback_s) * horizon_ratio(rho, tau_s, ratios)
     variance = sigma * sigma * seconds
     # Every jump of the time left counts, by the weight its time has in the settlement (all of
     # it for the spot; inside a TWAP's lookback the part of the lookback after it): the same
@@ -100,7 +171,9 @@ def probability_up(
     weighted_var = jump_var * seconds / tau_s if expected_jumps > 0 else 0.0
     if variance <= 0 and expected_jumps <= 0:
         return 1.0 if centre >= price_to_beat else 0.0
-    distance = math.log(centre / price_to_beat)
+    distance = math.log(centre / price_to_beat) + continuation(
+        rho, last_return, tau_s, rule, lookback_s
+    )
     p = _mixture(distance, variance, expected_jumps, weighted_var)
     return min(1.0 - P_FLOOR, max(P_FLOOR, p))
 

@@ -28,14 +28,26 @@ comes in regimes. So the history also gives, once a minute (``history``):
 The diffusion's variance follows the regime: that of the last ``SIGMA_WINDOW_S`` seconds, or
 of the last ``FAST_WINDOW_S`` when it is clearly higher, jumps left out, so it rises within a
 minute of a jumpy spell and falls back when it ends.
+
+The settlement feed is smoothed (docs/model.md): its 1-second returns are autocorrelated
+(+0.2 to +0.3 at lag 1 on real days), so the variance per second grows with the horizon and
+the last seconds' move continues. ``history`` measures the autocorrelation of the 1-second
+returns at lags 1 to ``LAGS`` on the feed itself (the last ``RHO_WINDOW_S``), each kept only
+beyond ``RHO_ERRORS`` of its own (heteroskedasticity-robust) standard error, so a Brownian
+path's are 0 and the model is the exact one there. From them the model takes the variance over
+the time left up to ``LAGS`` seconds and the expected continuation of the last return
+(``app.refresher.model``); beyond, the variance ratio measured at ``LONG_HORIZONS``.
 """
 
 from __future__ import annotations
 
 import bisect
 import math
+import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+
+from app.refresher.model import ratio_from_autocorrelations
 
 SIGMA_WINDOW_S = 900  # the last 15 minutes of 1-second returns
 MIN_RETURNS = 60  # fewer than this: no estimate (the board shows no probability)
@@ -52,6 +64,15 @@ BLOCK_S = 60  # blocks over which the variance's own uncertainty is measured
 U_CAP = 10.0  # one block's variance ratio counts at most this much (a single outlier)
 INFLATION_CAP = 3.0
 PRIOR_BLOCKS = 10.0  # with few blocks, the inflation is shrunk toward 1
+LAGS = 30  # autocorrelations measured: the real feed's fade within 30 s
+RHO_WINDOW_S = 7200  # over the last 2 hours of returns (the cost is lags x returns)
+# Beyond the lags, the variance ratio is measured at these horizons directly (shrunk toward 1
+# as the 5-minute scale is): an exchange's feed has no short autocorrelation to see, yet
+# its 5-minute variance is 1.2-1.5 times its 1-second one (docs/model.md).
+LONG_HORIZONS = (60, 120, 300)
+# One is kept (as measured) beyond this many standard errors, else it is chance: 0. With 30
+# lags a Brownian path keeps one by chance about once in 500 estimates.
+RHO_ERRORS = 4.0
 
 
 @dataclass(frozen=True)
@@ -63,20 +84,28 @@ class History:
     jump_rate: float = 0.0  # jumps per second
     jump_var: float = 0.0  # mean square log size of a jump
     inflation: float = 1.0  # variance inflation for the variance's own uncertainty
+    # Autocorrelations of 1-second returns at lags 1..LAGS (0 where not significant).
+    rho: tuple[float, ...] = ()
+    # (horizon, its variance ratio to 1-second returns, shrunk) beyond the lags' reach.
+    ratios: tuple[tuple[int, float], ...] = ()
 
 
 @dataclass(frozen=True)
 class Volatility:
     """One estimate: what the model uses and what it rests on."""
 
-    sigma: float  # diffusion, per sqrt-second: sqrt(regime variance * scale * inflation)
+    sigma: float  # 1-second diffusion, per sqrt-second: sqrt(regime variance * inflation)
     sigma_1s: float  # plain realised volatility of the last SIGMA_WINDOW_S, jumps included
-    scale: float  # variance scale applied
+    scale: float  # the 5-minute against 1-second variance ratio measured (a check: the model
+    # scales by the autocorrelations, ``model.horizon_ratio``)
     returns: int  # 1-second returns behind sigma_1s
     history_s: int  # seconds of history behind the scale
     jump_rate: float = 0.0  # jumps per second
     jump_var: float = 0.0  # a jump's mean square log size, scaled as the diffusion is
     inflation: float = 1.0
+    rho: tuple[float, ...] = ()  # the history's autocorrelations (``History.rho``)
+    ratios: tuple[tuple[int, float], ...] = ()  # ``History.ratios``
+    last_return: float = 0.0  # the last 1-second log return: what may continue
 
 
 def second_grid(times_ms: Sequence[int], values: Sequence[float], start_s: int) -> list[float]:
@@ -124,15 +153,19 @@ def horizon_scale(times_ms: Sequence[int], values: Sequence[float]) -> tuple[flo
     return _scale_of(second_grid(times_ms, values, times_ms[0] // 1000))
 
 
-def _scale_of(grid: Sequence[float]) -> tuple[float, int]:
+def _scale_of(
+    grid: Sequence[float], horizon_s: int = HORIZON_S, prior: float = 1.0
+) -> tuple[float, int]:
+    """(the variance ratio at ``horizon_s``, shrunk toward ``prior`` by ``PRIOR_HORIZONS``
+    intervals' worth, within ``SCALE_BOUNDS``; the grid's seconds)."""
     short_total, short_count = _mean_square(grid, 1)
-    long_total, long_count = _mean_square(grid, HORIZON_S)
+    long_total, long_count = _mean_square(grid, horizon_s)
     history_s = len(grid)
     if not short_count or not long_count or short_total <= 0:
-        return 1.0, history_s
-    ratio = (long_total / (long_count * HORIZON_S)) / (short_total / short_count)
-    m = history_s / HORIZON_S
-    scale = (m * ratio + PRIOR_HORIZONS) / (m + PRIOR_HORIZONS)
+        return prior, history_s
+    ratio = (long_total / (long_count * horizon_s)) / (short_total / short_count)
+    m = history_s / horizon_s
+    scale = (m * ratio + PRIOR_HORIZONS * prior) / (m + PRIOR_HORIZONS)
     return min(SCALE_BOUNDS[1], max(SCALE_BOUNDS[0], scale)), history_s
 
 
@@ -169,8 +202,26 @@ def _regime_variance(squares: Sequence[float], end: int) -> float:
     return fast if fast > slow * FAST_SIGNIFICANCE else slow
 
 
+def autocorrelations(returns: Sequence[float], lags: int = LAGS) -> tuple[float, ...]:
+    """The autocorrelation of ``returns`` at lags 1..``lags``, each set to 0 unless it is
+    beyond ``RHO_ERRORS`` standard errors. The error is White's (robust to fat tails and to
+    volatility that comes in spells): ``sqrt(sum (r_t r_t+k)^2) / sum r_t^2``."""
+    total = math.fsum(r * r for r in returns)
+    if total <= 0 or len(returns) <= 2 * lags:
+        return ()
+    found = []
+    for lag in range(1, lags + 1):
+        # map(mul) keeps the passes in C: about 50 ms a minute per market here.
+        products = list(map(operator.mul, returns, returns[lag:]))
+        rho = math.fsum(products) / total
+        error = math.sqrt(math.fsum(map(operator.mul, products, products))) / total
+        found.append(rho if abs(rho) > RHO_ERRORS * error else 0.0)
+    return tuple(found)
+
+
 def history(times_ms: Sequence[int], values: Sequence[float]) -> History:
-    """The horizon scale, the jumps and the variance's inflation over the whole history."""
+    """The horizon scale, the jumps, the variance's inflation and the autocorrelations over
+    the whole history."""
     if not times_ms:
         return History()
     grid = second_grid(times_ms, values, times_ms[0] // 1000)
@@ -197,7 +248,13 @@ def history(times_ms: Sequence[int], values: Sequence[float]) -> History:
         excess = max(0.0, spread - 2.0 / BLOCK_S)  # beyond a Brownian block's own sampling
         m = len(ratios)
         inflation = min(INFLATION_CAP, 1.0 + m * excess / (m + PRIOR_BLOCKS))
-    return History(scale, history_s, rate, jump_var, inflation)
+    rho = autocorrelations(returns[-RHO_WINDOW_S:])
+    # Each long horizon's ratio is shrunk toward what the autocorrelations alone imply (1 on a
+    # Brownian path), not toward 1: a smoothed or a noisy feed's short structure is known well.
+    horizons = tuple(
+        (h, _scale_of(grid, h, ratio_from_autocorrelations(rho, h))[0]) for h in LONG_HORIZONS
+    )
+    return History(scale, history_s, rate, jump_var, inflation, rho, horizons)
 
 
 def estimate(times_ms: Sequence[int], values: Sequence[float], past: History) -> Volatility | None:
@@ -217,7 +274,9 @@ def estimate(times_ms: Sequence[int], values: Sequence[float], past: History) ->
         return None
     limit = JUMP_SIGMAS * JUMP_SIGMAS * total / n
     diffusion = [0.0 if q > limit else q for q in squares]
-    factor = past.scale * past.inflation
+    # The horizon's scale is the model's, from the autocorrelations (``model.horizon_ratio``):
+    # sigma here is the 1-second diffusion, inflated for its own uncertainty.
+    factor = past.inflation
     return Volatility(
         sigma=math.sqrt(_regime_variance(diffusion, n) * factor),
         sigma_1s=sigma_1s,
@@ -227,4 +286,7 @@ def estimate(times_ms: Sequence[int], values: Sequence[float], past: History) ->
         jump_rate=past.jump_rate,
         jump_var=past.jump_var * factor,
         inflation=past.inflation,
+        rho=past.rho,
+        ratios=past.ratios,
+        last_return=returns[-1],
     )

@@ -8,6 +8,7 @@ import random
 import pytest
 
 from app.refresher import volatility
+from app.refresher.model import horizon_ratio
 from app.refresher.sources.polymarket.rtds import SPOT_HISTORY_S, PriceSeries
 
 SIGMA = 1.2e-4
@@ -62,13 +63,19 @@ def test_a_short_history_is_shrunk_toward_one() -> None:
 
 def test_noisy_one_second_returns_are_scaled_down() -> None:
     """Observation noise inflates 1-second variance but not 5-minute variance: the
-    measured scale sees it and brings the model's sigma back toward the true one."""
+    returns' negative autocorrelation (and the measured scale) see it, and bring the
+    model's volatility over the time left back toward the true one."""
     times, values = _split(_path(4 * 3600, SIGMA, seed=17, noise=SIGMA))
     estimate = volatility.estimate(times, values, volatility.history(times, values))
     assert estimate is not None
     assert estimate.scale < 0.75
+    assert estimate.rho[0] < -0.25  # noise of the path's own size: -1/3 at lag 1
     assert estimate.sigma_1s > 1.4 * SIGMA  # what a fixed scale of 1 would have used
-    assert abs(estimate.sigma - SIGMA) < abs(estimate.sigma_1s - SIGMA)
+    for tau in (30.0, 120.0, 300.0):
+        ratio = horizon_ratio(estimate.rho, tau, estimate.ratios)
+        effective = estimate.sigma * math.sqrt(ratio)
+        assert abs(effective - SIGMA) < abs(estimate.sigma_1s - SIGMA), tau
+        assert abs(effective - SIGMA) < 0.2 * SIGMA, (tau, effective)
 
 
 def test_no_estimate_until_enough_returns() -> None:

@@ -35,7 +35,7 @@ from app.markets import DEFAULT_SYMBOLS, MARKETS, Market
 from app.metrics.refresher import UPSTREAM_ERRORS
 from app.refresher import clocks
 from app.refresher.changes import Changes
-from app.refresher.model import TWAP, percentages, probability_up
+from app.refresher.model import TWAP, horizon_ratio, percentages, probability_up
 from app.refresher.sources.base import WINDOW_S, window_start
 from app.refresher.sources.polymarket.book import Books, Quote
 from app.refresher.sources.polymarket.clob import REST, ClobFeed, fetch_books, winners_of
@@ -660,9 +660,13 @@ class PolymarketSource:
             known_mean,
             jump_rate=vol.jump_rate,
             jump_var=vol.jump_var,
+            rho=vol.rho,
+            last_return=vol.last_return,
+            ratios=vol.ratios,
         )
         up, down = percentages(p_up)
-        return up, down, sigma, scale, p_up
+        # The variance scale applied over the time left (the feed's own, from its smoothing).
+        return up, down, sigma, horizon_ratio(vol.rho, tau, vol.ratios), p_up
 
     def rows(self, now: float) -> list[BoardRow]:
         """One row per market at ``now``, in ``SYMBOLS`` order."""
