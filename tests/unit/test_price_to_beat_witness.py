@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import random
+from typing import Any
 
 import pytest
 
@@ -246,5 +247,65 @@ def test_a_twap_report_waits_for_the_spots_history() -> None:
             series[SPOT_KEY].add((T0 + t) * 1000, BTC)
         source._latch(window, T0, market, T0 + 30.0)
         assert window.price_to_beat is None and "+1.000 %" in window.doubts["price_to_beat"]
+    finally:
+        source.close()
+
+
+def _twap_source(now: list[float]) -> Any:
+    from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
+
+    nowhere = "http://127.0.0.1:9"
+    return PolymarketSource(
+        Upstreams(nowhere, nowhere, "ws://127.0.0.1:9", "ws://127.0.0.1:9", nowhere),
+        clock=lambda: now[0],
+        background=False,
+    )
+
+
+@pytest.mark.parametrize("t0_report_comes", [True, False])
+def test_the_price_to_beat_is_the_report_stamped_t0_even_when_a_later_one_comes_first(
+    t0_report_comes: bool,
+) -> None:
+    """Issue 37: around T0 the report for T0 can arrive 2.6-3.1 s late, after the report for
+    T0 + 1 s. The price to beat waits for it rather than latch the next second's (from 5 s
+    the spot's own mean stands in, provisional); only a T0 report that never comes (8 s)
+    lets the next one be final."""
+    now = [T0 + 3.0]
+    source = _twap_source(now)
+    try:
+        from app.refresher.sources.polymarket.source import T0_REPORT_WAIT_S
+
+        coin = MARKETS[DEFAULT_SYMBOLS]
+        walk = _walk(range(-900, 12))
+        series = source.rtds.of(coin)
+        spot, twap = series[SPOT_KEY], series["twap60"]
+        for t in range(-900, 12):
+            value = walk.at((T0 + t) * 1000, 0)
+            assert value is not None
+            spot.add((T0 + t) * 1000, value)
+        means = {t: second_mean(spot, (T0 + t) * 1000, 60, MAX_GAP_MS) for t in range(-3, 12)}
+        for t in (-3, -2, -1, 1):  # T0 + 1 s before T0's own report
+            twap.add((T0 + t) * 1000, means[t])
+        assert means[1] != means[0]
+        market = WindowMarket(T0, "btc-updown-5m", "up", "down", "twap", 60, None, None)
+        window = source._window(coin, T0)
+        window.market = market
+        source._latch(window, T0, market, now[0])
+        assert window.price_to_beat is None  # not the next second's report
+        for t in range(2, 6):
+            twap.add((T0 + t) * 1000, means[t])
+        if t0_report_comes:
+            twap.add(T0_MS, means[0])  # 3 s late
+            now[0] = T0 + 5.5
+            source._latch(window, T0, market, now[0])
+            assert window.price_to_beat == means[0] and window.final
+        else:
+            now[0] = T0 + T0_REPORT_WAIT_S - 0.5
+            source._latch(window, T0, market, now[0])
+            assert not window.final  # at most the spot's own mean, provisional (after 5 s)
+            now[0] = T0 + T0_REPORT_WAIT_S
+            source._latch(window, T0, market, now[0])
+            assert window.price_to_beat == means[1]  # the T0 report never came: the next
+        assert window.price_to_beat_via == "rtds:crypto_prices_twap_sixty"
     finally:
         source.close()

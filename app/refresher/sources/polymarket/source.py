@@ -80,6 +80,9 @@ REST_MIN_INTERVAL_S = 1.0  # /books: 500 requests per 10 s allowed; we stay far 
 CROSS_CHECK_S = 30.0  # the level books are replaced from REST this often anyway
 SITE_RETRY_S = 2.0  # while a spot window has no price to beat: one cheap request every 2 s
 FALLBACK_AFTER_S = 5.0  # no settlement point at T0 this long after it: try the fallbacks
+# A TWAP report for T0 has been seen 2.6-3.1 s late, after the one for T0 + 1 s (issue 37):
+# the first report after T0 stands in for it only once T0's has had this long to come.
+T0_REPORT_WAIT_S = 8.0
 MAX_GAP_MS = 3000  # consecutive Chainlink points (about 1 Hz) further apart: a hole
 SPOT_MEAN = "mean"
 CLOSE_WAIT_S = 2.0  # closing a recording source: how long the sockets may take to close
@@ -385,7 +388,8 @@ class PolymarketSource:
         series = self._twap_series(window.coin, market)
         if series is not None:
             before, after = series.around(t0_ms - 1)  # after: the first report at or after T0
-            if after is not None and (after[0] == t0_ms or _bracketed(series, before, after)):
+            stands_in = now - t0 >= T0_REPORT_WAIT_S and _bracketed(series, before, after)
+            if after is not None and (after[0] == t0_ms or stands_in):
                 self._latch_twap_report(window, series, after, lookback, now)
                 return
         # The TWAP topic is silent (or has a hole at T0): the same average from the spot.
