@@ -35,7 +35,7 @@ from decimal import Decimal
 
 from harness.paths import SeededPath
 
-FEED_SIGMA = 7.5e-5  # per sqrt-second over minutes: a 1 s sd of about 0.5 bp times sqrt(2.1)
+FEED_SIGMA = 7.5e-5  # per sqrt-second over minutes: a 1 s sd of about 0.5 bp times sqrt(2.15)
 
 
 @dataclass(frozen=True)
@@ -72,12 +72,19 @@ class FeedParams:
     gap_pareto_alpha: float = 1.5
     gap_max_s: int = 600
 
+    def __post_init__(self) -> None:
+        smooth = 1 - self.direct - self.fast_weight
+        if min(self.direct, self.fast_weight, smooth) < 0:
+            raise ValueError("direct and fast_weight must be >= 0 and add up to at most 1")
+        if not 0 < self.jump_rate <= 1 or not 0 <= self.jump_share < 1:
+            raise ValueError("jump_rate must be in (0, 1] and jump_share in [0, 1)")
+
 
 class SettlementFeedPath(SeededPath):
     """A seeded settlement-feed path on whole seconds [start_s, start_s + seconds].
 
     ``sigma`` is the long-horizon volatility per sqrt-second (the 1-second returns have about
-    ``sigma / sqrt(2.1)``); ``params`` the stand-in's parameters. The same arguments give the
+    ``sigma / sqrt(2.15)``); ``params`` the stand-in's parameters. The same arguments give the
     same path, values and arrivals alike; reads are thread safe.
     """
 
@@ -231,12 +238,13 @@ def main(argv: list[str] | None = None) -> int:
     path = SettlementFeedPath(args.seed, args.sigma, 100_000, start, args.days * DAY_S)
     days = [measure_day(path, start + d * DAY_S) for d in range(args.days)]
     head = " ".join(f"{'day ' + str(d + 1):>8}" for d in range(args.days))
-    print(f"{'figure':<16} {'measured':>13} {head}  in range")
+    print(f"{'figure':<16} {'measured':>13} {head} {'mean':>8}  days in range")
     for name, (low, high) in TARGETS.items():
         values = [day[name] for day in days]
         inside = sum(low <= v <= high for v in values)
         cells = " ".join(f"{v:>8.3f}" for v in values)
-        print(f"{name:<16} {low:>6.3g}-{high:<6.3g} {cells}  {inside}/{args.days}")
+        mean = sum(values) / len(values)
+        print(f"{name:<16} {low:>6.3g}-{high:<6.3g} {cells} {mean:>8.3f}  {inside}/{args.days}")
     return 0
 
 
