@@ -14,9 +14,10 @@ Reports P(up) error (median, 95th percentile, max, in points), sigma on the boar
 the true one, and how many rows had null books, were stale, or showed a crossed book.
 
 ``--path feed`` plays the settlement-feed stand-in (``harness/settlement_feed.py``: smoothed,
-fat-tailed, sigma 7.5e-5 over minutes) instead of the Brownian path. Its P(up) has no closed
-form, so there the reference (and the market maker's quote) is the Brownian formula at the
-path's own sigma: the "error" then measures how far the board departs from that formula
+fat-tailed, sigma 7.5e-5 over minutes, in regimes) instead of the Brownian path. Its P(up)
+has no closed form, so there the reference (and the market maker's quote) is the Brownian
+formula at the path's own REALISED sigma (its 60 s moves over the 20 minutes before the
+row's spot): the "error" then measures how far the board departs from that formula
 (``p_up_reference`` in the output says which one it is), not an error against the truth.
 """
 
@@ -42,10 +43,20 @@ STALE_MS = 3000
 TICK = Decimal("0.01")
 
 
+def reference_sigma(path: SeededPath, ts_ms: int) -> float:
+    """The sigma of the reference P(up): the Brownian path's own; on the stand-in, what it
+    realised over the 20 minutes before ``ts_ms`` (its regimes move it away from ``sigma``)."""
+    if isinstance(path, SettlementFeedPath):
+        second = ts_ms // 1000
+        return path.realised_sigma(second - 1200, second)
+    return path.sigma
+
+
 def exact_p_up(path: SeededPath, ts_ms: int, t0: int, lookback: int) -> float:
-    """P(TWAP at the end >= TWAP at T0), from the path and its true sigma, at ``ts_ms``
-    (exact on the Brownian path; the Brownian formula at that sigma on the stand-in)."""
-    return tapes.exact_p_up(path, TWAP, lookback, t0, ts_ms / 1000, path.sigma)
+    """P(TWAP at the end >= TWAP at T0) at ``ts_ms``, with ``reference_sigma``: exact on the
+    Brownian path, the Brownian formula at the realised sigma on the stand-in."""
+    sigma = reference_sigma(path, ts_ms)
+    return tapes.exact_p_up(path, TWAP, lookback, t0, ts_ms / 1000, sigma)
 
 
 def start_path(world: FakePolymarket, kind: str) -> SeededPath:
@@ -170,7 +181,7 @@ def main() -> int:
         "path": args.path,
         "p_up_reference": "exact"
         if args.path == "brownian"
-        else "Brownian formula at the path's sigma (not exact: the feed is smoothed)",
+        else "Brownian formula at the path's realised sigma (not exact: the feed is smoothed)",
         **counts,
         "fresh_with_null_books": null_fresh,
         "fresh_and_crossed": crossed_fresh,
@@ -181,6 +192,7 @@ def main() -> int:
         },
         "sigma_board_median": statistics.median(sigmas) if sigmas else None,
         "sigma_true": path.sigma,
+        "sigma_reference_at_end": reference_sigma(path, int(time.time() * 1000)),
     }
     print(json.dumps(figures, indent=2))
     return 0

@@ -154,6 +154,15 @@ class SettlementFeedPath(SeededPath):
         first = self._index(a)
         return [math.log(float(v) / self._s0) for v in self._values[first : first + b - a + 1]]
 
+    def realised_sigma(self, a: int, b: int, horizon: int = 60) -> float:
+        """The volatility per sqrt-second the path had over [a, b], from its ``horizon``-second
+        moves (60 s: where the smoothing no longer hides variance, unlike 1 s moves)."""
+        logs = self.log_values(a, b)
+        moves = [y - x for x, y in zip(logs[::horizon], logs[horizon::horizon], strict=False)]
+        if not moves:
+            raise ValueError(f"[{a}, {b}] is shorter than one {horizon} s move")
+        return math.sqrt(math.fsum(m * m for m in moves) / len(moves) / horizon)
+
     def arrival_lag(self, t: int) -> float | None:
         """Seconds from second ``t``'s stamp to its point's arrival on RTDS; None when RTDS
         relays no point of that second (a gap)."""

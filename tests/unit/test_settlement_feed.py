@@ -74,9 +74,12 @@ def test_sigma_is_the_volatility_over_minutes() -> None:
     same sigma would: the smoothing moves variance between horizons, not in total."""
     path = SettlementFeedPath(2, FEED_SIGMA, 100_000, START, 2 * DAY_S)
     logs = path.log_values(START, START + 2 * DAY_S)
+    realised = path.realised_sigma(START, START + 2 * DAY_S, horizon=300)
     blocks = [b - a for a, b in zip(logs[::300], logs[300::300], strict=False)]
-    realised = math.sqrt(statistics.fmean([x * x for x in blocks]) / 300)
+    assert realised == math.sqrt(math.fsum(x * x for x in blocks) / len(blocks) / 300)
     assert realised == pytest.approx(FEED_SIGMA, rel=0.15)
+    with pytest.raises(ValueError, match="shorter than one 60 s move"):
+        path.realised_sigma(START, START + 59)
     one_second = math.sqrt(statistics.fmean([(b - a) ** 2 for a, b in itertools.pairwise(logs)]))
     # The 1 s moves are smaller (the feed is smoothed): about sigma / sqrt(2.1).
     assert 1.8 < (realised / one_second) ** 2 < 2.6
