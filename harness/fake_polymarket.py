@@ -48,7 +48,9 @@ included (see ../shared/upstream.md):
     ``window_s``. ``paused = True`` keeps recording pushes into the history without
     delivering them (a gap to repair from the snapshot); ``send_error`` sends an error frame.
   - ``BrownianPath`` is a seeded 1-second spot path with its exact TWAPs;
-    ``FakeRtds.play`` pushes it up to a (virtual) time, ``seed_path`` puts it in the history.
+    ``FakeRtds.play`` pushes it (or any ``harness.paths.SeededPath``, such as the
+    settlement-feed stand-in) up to a (virtual) time, ``seed_path`` puts it in the history,
+    ``live_on`` plays it on the real clock.
 
 Several markets: BTC is every fake's default, byte for byte as when it was the only one;
 ``FakeMarket(t0, symbol="ETH")`` and ``symbol=`` on the RTDS and site methods bring in the
