@@ -101,8 +101,9 @@ bench-real: $(BIN)/activate
 	$(BIN)/python -m bench.real "$(DATA)" $(BENCH_REAL_ARGS)
 
 ## bench-truth: the live source against a moving stand-in market: P(up) vs the exact value (7 min)
+## (TRUTH_PATH=feed: on the settlement-feed stand-in, against the Brownian formula at its realised sigma)
 bench-truth: $(BIN)/activate
-	$(BIN)/python -m bench.truth --seconds $(or $(TRUTH_SECONDS),420)
+	$(BIN)/python -m bench.truth --seconds $(or $(TRUTH_SECONDS),420) --path $(or $(TRUTH_PATH),brownian)
 
 ## bench-refresher: time from a (fake) upstream change to the published board
 bench-refresher: $(BIN)/activate

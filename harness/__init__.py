@@ -5,6 +5,9 @@
 - ``databases``: a scratch PostgreSQL database of the caller's own, dropped at the end;
 - ``accounts``: users, keys and sessions made with the documented CLI;
 - ``fake_polymarket``: the Polymarket upstreams (HTTP and WebSocket) on loopback;
+- ``paths``, ``settlement_feed``: seeded spot paths with exact TWAPs for them to play (the
+  Brownian one, and a stand-in that moves and arrives like the settlement feed);
+- ``tapes``: synthetic tapes of a market on such a path, for backtests;
 - ``proxy``: a pausable TCP proxy (a hung or refusing server).
 
 Checks and readers that only the tests need (schema contracts, log capture, the strict SSE

@@ -48,7 +48,9 @@ included (see ../shared/upstream.md):
     ``window_s``. ``paused = True`` keeps recording pushes into the history without
     delivering them (a gap to repair from the snapshot); ``send_error`` sends an error frame.
   - ``BrownianPath`` is a seeded 1-second spot path with its exact TWAPs;
-    ``FakeRtds.play`` pushes it up to a (virtual) time, ``seed_path`` puts it in the history.
+    ``FakeRtds.play`` pushes it (or any ``harness.paths.SeededPath``, such as the
+    settlement-feed stand-in) up to a (virtual) time, ``seed_path`` puts it in the history,
+    ``live_on`` plays it on the real clock.
 
 Several markets: BTC is every fake's default, byte for byte as when it was the only one;
 ``FakeMarket(t0, symbol="ETH")`` and ``symbol=`` on the RTDS and site methods bring in the
@@ -113,7 +115,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from decimal import Decimal, localcontext
+from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 from typing import Any
@@ -124,6 +126,7 @@ from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
 from app.markets import MARKETS
+from harness.paths import SeededPath
 
 WINDOW_S = 300
 SPOT = "spot"
@@ -1346,7 +1349,7 @@ class FakeRtds(_WsFake):
         self._flood_per_s = 0.0
         self._flooding = False  # the flood's thread is running
         # (symbol, id(path)) -> (path, next second); the path is kept so its id stays its own
-        self._cursors: dict[tuple[str, int], tuple[BrownianPath, int]] = {}
+        self._cursors: dict[tuple[str, int], tuple[SeededPath, int]] = {}
 
     @staticmethod
     def _empty_series() -> dict[str, list[tuple[int, Decimal]]]:
@@ -1722,7 +1725,7 @@ class FakeRtds(_WsFake):
 
     def play(
         self,
-        path: BrownianPath,
+        path: SeededPath,
         until_s: int,
         lookbacks: Sequence[int] = (60, 30),
         symbol: str = DEFAULT_CHAINLINK,
@@ -1744,7 +1747,7 @@ class FakeRtds(_WsFake):
 
     def seed_path(
         self,
-        path: BrownianPath,
+        path: SeededPath,
         a: int,
         b: int,
         lookbacks: Sequence[int] = (60, 30),
@@ -1760,7 +1763,7 @@ class FakeRtds(_WsFake):
                 self._record(topic, ts, value, symbol)
         self._cursors[(symbol, id(path))] = (path, max(self._cursor(path, symbol), b + 1))
 
-    def _cursor(self, path: BrownianPath, symbol: str = DEFAULT_CHAINLINK) -> int:
+    def _cursor(self, path: SeededPath, symbol: str = DEFAULT_CHAINLINK) -> int:
         """The next second of ``path`` to play for ``symbol``."""
         return self._cursors.get((symbol, id(path)), (path, path.start_s))[1]
 
@@ -1793,10 +1796,25 @@ class FakeRtds(_WsFake):
             seed = rank  # 0 for btc/usd
         if s0 is None:
             s0 = 100_000.0 if symbol == DEFAULT_CHAINLINK else market.start_price
+        path = BrownianPath(seed, sigma, s0, *live_span(history_s))
+        self.live_on(path, spot, twap, period_s, history_s, twap30=twap30, symbol=symbol)
+        return path
+
+    def live_on(
+        self,
+        path: SeededPath,
+        spot: Callable[[float], Decimal] | None = None,
+        twap: Callable[[float], Decimal] | None = None,
+        period_s: float = 0.2,
+        history_s: int = 600,
+        *,
+        twap30: Callable[[float], Decimal] | None = None,
+        symbol: str = DEFAULT_CHAINLINK,
+    ) -> None:
+        """``live`` on a path of the caller's (any ``SeededPath``, e.g. a settlement-feed
+        stand-in) that covers ``live_span(history_s)``: its values only, every ``period_s``
+        (the path's arrival lags and gaps are the tapes' business)."""
         now = int(time.time())
-        longest = max(TWAP_TOPICS)
-        # Starts early enough for a full TWAP at the oldest history point; a month ahead.
-        path = BrownianPath(seed, sigma, s0, now - history_s - longest, history_s + LIVE_S)
         series: list[tuple[str, Callable[[float], Decimal]]] = [
             (SPOT_TOPIC, spot or (lambda t: path.value(int(t)))),
             (TWAP_TOPIC, twap or (lambda t: path.twap(int(t), 60))),
@@ -1825,10 +1843,15 @@ class FakeRtds(_WsFake):
                 self.send_exchange(ts, series[0][1](t), symbol)
 
         self.every(period_s, tick)
-        return path
 
 
 LIVE_S = 30 * 86400  # how long live() can run on its path: generated lazily, so it costs nothing
+
+
+def live_span(history_s: int) -> tuple[int, int]:
+    """(start_s, seconds) of a path for ``live``: early enough for a full TWAP at the
+    oldest history point, and a month ahead."""
+    return int(time.time()) - history_s - max(TWAP_TOPICS), history_s + LIVE_S
 
 
 def twap_topic(lookback: int) -> str:
@@ -1851,81 +1874,26 @@ def wave_price(base: Decimal, amplitude: Decimal, period_s: float) -> Callable[[
 
 # -- a Brownian spot path for the model tests --------------------------------------------
 
-SPOT_QUANTUM = Decimal("1e-8")
-TWAP_QUANTUM = Decimal("1e-18")
 
-
-class BrownianPath:
+class BrownianPath(SeededPath):
     """A seeded geometric Brownian spot path on whole seconds [start_s, start_s + seconds].
 
     Log-price increments are N(0, sigma^2) per second (``sigma`` per sqrt-second, e.g.
     1.2e-4), drawn with ``random.Random(seed).gauss``; values are Decimals quantized to 1e-8.
     The same arguments give the same path. Seconds are generated on first use (a path can
-    be long and cost only what is read); no threads.
+    be long and cost only what is read); no threads. The TWAPs and points: ``SeededPath``.
     """
 
     def __init__(
         self, seed: int, sigma: float, s0: float | Decimal | str, start_s: int, seconds: int
     ) -> None:
-        if seconds < 0:
-            raise ValueError("seconds must be >= 0")
-        self.seed = seed
-        self.sigma = sigma
-        self.s0 = Decimal(str(s0))
-        self.start_s = start_s
-        self.seconds = seconds
+        super().__init__(seed, sigma, s0, start_s, seconds)
         self._random = random.Random(seed)  # reproducible by design: the seed is the path
-        self._s0 = float(self.s0)
         self._log = 0.0  # log(value / s0) at the last generated second
-        self._values: list[Decimal] = [self.s0.quantize(SPOT_QUANTUM)]
-        # _sums[i] = the sum of the first i values: a TWAP is a difference of two, exactly.
-        self._sums: list[Decimal] = [Decimal(0), self._values[0]]
-        self._lock = threading.Lock()  # generation is lazy; live() reads from a ticker thread
 
-    @property
-    def end_s(self) -> int:
-        """The last second of the path."""
-        return self.start_s + self.seconds
-
-    def _index(self, t: int) -> int:
-        if not self.start_s <= t <= self.end_s:
-            raise ValueError(f"second {t} is outside the path [{self.start_s}, {self.end_s}]")
-        index = t - self.start_s
-        with self._lock:
-            while len(self._values) <= index:
-                self._log += self._random.gauss(0.0, self.sigma)
-                value = Decimal(self._s0 * math.exp(self._log)).quantize(SPOT_QUANTUM)
-                self._values.append(value)
-                self._sums.append(self._sums[-1] + value)
-        return index
-
-    def value(self, t: int) -> Decimal:
-        """The spot at whole second ``t``."""
-        return self._values[self._index(t)]
-
-    def has_twap(self, t: int, lookback: int) -> bool:
-        """Whether the path has the ``lookback`` seconds up to ``t`` that a TWAP needs."""
-        return lookback >= 1 and self.start_s + lookback - 1 <= t <= self.end_s
-
-    def twap(self, t: int, lookback: int) -> Decimal:
-        """The mean spot of seconds ``t - lookback + 1`` .. ``t``, quantized to 1e-18."""
-        if not self.has_twap(t, lookback):
-            raise ValueError(f"no {lookback} s TWAP at {t}: the path starts at {self.start_s}")
-        end = self._index(t) + 1
-        with localcontext() as context:
-            context.prec = 60  # the mean to 18 decimals without an intermediate rounding
-            mean = (self._sums[end] - self._sums[end - lookback]) / lookback
-            return mean.quantize(TWAP_QUANTUM)
-
-    def spot_points(self, a: int, b: int) -> list[tuple[int, Decimal]]:
-        """(epoch ms, spot) for every whole second in [a, b]."""
-        return [(t * 1000, self.value(t)) for t in range(a, b + 1)]
-
-    def twap_points(self, a: int, b: int, lookback: int) -> list[tuple[int, Decimal]]:
-        """(epoch ms, TWAP) for every whole second in [a, b] that has a full lookback (the
-        first ``lookback - 1`` seconds of the path have none)."""
-        first = max(a, self.start_s + lookback - 1)
-        return [(t * 1000, self.twap(t, lookback)) for t in range(first, b + 1)]
+    def _next_log(self) -> float:
+        self._log += self._random.gauss(0.0, self.sigma)
+        return self._log
 
 
 # -- all of it --------------------------------------------------------------------------

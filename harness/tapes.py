@@ -1,14 +1,18 @@
-"""Synthetic tapes (``docs/tapes.md``) of a Brownian market with known sigma, for backtests.
+"""Synthetic tapes (``docs/tapes.md``) of a market on a seeded path of known sigma, for backtests.
 
-The frames are the fakes' own (``harness.fake_polymarket``: Gamma events, CLOB books and
-``best_bid_ask``, RTDS updates and history), laid out on tape time as a recording of them
-would be: the spot and both TWAP topics every second (each point 50 ms after its second),
-each window's Gamma answer two minutes ahead, its books from a minute before it starts
-until a few seconds after it ends, and optionally its ``market_resolved``.
+The path is a ``BrownianPath`` or the settlement-feed stand-in (``SettlementFeedPath``;
+``PATHS`` names both). The frames are the fakes' own (``harness.fake_polymarket``: Gamma
+events, CLOB books and ``best_bid_ask``, RTDS updates and history), laid out on tape time as
+a recording of them would be: the spot and both TWAP topics every second (each point 50 ms
+after its second; with ``arrivals="feed"``, at the stand-in's own lag, and nothing for the
+seconds it leaves out), each window's Gamma answer two minutes ahead, its books from a
+minute before it starts until a few seconds after it ends, and optionally its
+``market_resolved``.
 
 The market's quote of UP is set by ``market``: ``exact`` keeps its mid on the exact P(up)
 (from the path and the true sigma, at the spot the board would see), ``none`` sends no
-quotes at all; both books are symmetric (DOWN = 1 - UP).
+quotes at all; both books are symmetric (DOWN = 1 - UP). On the stand-in that P(up) is the
+Brownian formula at the path's sigma, not the exact value (the feed is smoothed).
 """
 
 from __future__ import annotations
@@ -34,18 +38,25 @@ from harness.fake_polymarket import (
     FakeMarket,
     FakeRtds,
 )
+from harness.paths import SeededPath
+from harness.settlement_feed import SettlementFeedPath
 
 POINT_DELAY_S = 0.05  # a second's price arrives this long after the second
 QUOTE_DELAY_S = 0.06  # the market's quote of that second, just after the price
 HISTORY_S = 1200  # the spot history the RTDS snapshot carries at the tape's start
 HALF_SPREAD = 0.005
+PATHS: dict[str, type[SeededPath]] = {
+    "brownian": BrownianPath,
+    "feed": SettlementFeedPath,  # the settlement feed's stand-in (harness/settlement_feed.py)
+}
 
 
 def exact_p_up(
-    path: BrownianPath, rule: str, lookback: int, t0: int, at_s: float, sigma: float
+    path: SeededPath, rule: str, lookback: int, t0: int, at_s: float, sigma: float
 ) -> float:
     """P(up) from the path itself and the true ``sigma``, knowing the spot up to second
-    ``int(at_s)``, with the time left counted from ``at_s``."""
+    ``int(at_s)``, with the time left counted from ``at_s``: exact on a ``BrownianPath``,
+    the Brownian formula at ``sigma`` on any other."""
     end = t0 + WINDOW_S
     second = int(at_s)
     k = float(path.twap(t0, lookback)) if rule == TWAP else float(path.value(t0))
@@ -65,7 +76,7 @@ def exact_p_up(
     return NormalDist().cdf(math.log(centre / k) / math.sqrt(variance))
 
 
-def settled_up(path: BrownianPath, rule: str, lookback: int, t0: int) -> bool:
+def settled_up(path: SeededPath, rule: str, lookback: int, t0: int) -> bool:
     """How the window settled: the final value (TWAP or spot at the end) ≥ the one at T0."""
     end = t0 + WINDOW_S
     if rule == TWAP:
@@ -75,9 +86,15 @@ def settled_up(path: BrownianPath, rule: str, lookback: int, t0: int) -> bool:
 
 @dataclass
 class TapeSpec:
-    """What to write: ``windows`` windows from ``first_window``, on ``path``."""
+    """What to write: ``windows`` windows from ``first_window``, on ``path``.
 
-    path: BrownianPath
+    ``arrivals``: ``prompt`` sends every second's points 50 ms after it; ``feed`` (a
+    ``SettlementFeedPath`` only) sends them at the path's own arrival lag (1.45 s at the
+    median, out of order now and then) and nothing for the seconds it leaves out (spot and
+    TWAP alike, as when RTDS relays nothing).
+    """
+
+    path: SeededPath
     sigma: float
     first_window: int
     windows: int
@@ -86,6 +103,20 @@ class TapeSpec:
     market: str = "exact"  # or "none"
     resolved_every: int = 2  # every n-th window gets its market_resolved (0: none)
     quote_hz: int = 1  # best_bid_ask messages per second per token (a busy market: 10)
+    arrivals: str = "prompt"  # or "feed"
+
+    def __post_init__(self) -> None:
+        if self.arrivals not in ("prompt", "feed"):
+            raise ValueError(f"arrivals must be 'prompt' or 'feed', not {self.arrivals!r}")
+        if self.arrivals == "feed" and not isinstance(self.path, SettlementFeedPath):
+            raise ValueError("arrivals='feed' needs a SettlementFeedPath (its lags and gaps)")
+
+    def delay(self, second: int) -> float | None:
+        """How long after ``second`` its points arrive; None when none is sent."""
+        if self.arrivals == "feed":
+            assert isinstance(self.path, SettlementFeedPath)  # checked at construction
+            return self.path.arrival_lag(second)
+        return POINT_DELAY_S
 
 
 def _line(t: float, src: str, **fields: Any) -> dict[str, Any]:
@@ -113,6 +144,17 @@ def _quote_frames(
         }
         frames.append(_line(t, "clob-ws", frame=json.dumps(message)))
     return frames
+
+
+def _points(path: SeededPath, second: int, t: float) -> list[dict[str, Any]]:
+    """The spot and TWAP updates of ``second``, arriving at ``t``."""
+    spot = FakeRtds.update(SPOT_TOPIC, second * 1000, path.value(second))
+    out = [_line(t, "rtds", frame=json.dumps(spot))]
+    for lookback, topic in TWAP_TOPICS.items():
+        if path.has_twap(second, lookback):
+            update = FakeRtds.update(topic, second * 1000, path.twap(second, lookback))
+            out.append(_line(t + 0.001, "rtds", frame=json.dumps(update)))
+    return out
 
 
 def lines(spec: TapeSpec) -> list[dict[str, Any]]:
@@ -145,13 +187,9 @@ def lines(spec: TapeSpec) -> list[dict[str, Any]]:
         ]
         out.append(_line(t0 - 59.5, "clob-ws", frame=json.dumps(books)))
     for second in range(start + 1, end + 1):
-        t = second + POINT_DELAY_S
-        spot = FakeRtds.update(SPOT_TOPIC, second * 1000, path.value(second))
-        out.append(_line(t, "rtds", frame=json.dumps(spot)))
-        for lookback, topic in TWAP_TOPICS.items():
-            if path.has_twap(second, lookback):
-                update = FakeRtds.update(topic, second * 1000, path.twap(second, lookback))
-                out.append(_line(t + 0.001, "rtds", frame=json.dumps(update)))
+        delay = spec.delay(second)
+        if delay is not None:
+            out.extend(_points(path, second, second + delay))
         if spec.market == "exact":
             for market in markets[:-1]:
                 t0 = market.window_start
