@@ -10,6 +10,7 @@ of silence before the spot is judged alone, a window's move of 10 % for BTC.
 from __future__ import annotations
 
 import math
+import random
 
 import pytest
 
@@ -209,9 +210,9 @@ def _twap_tick(
     if t >= 59:
         twap.report(_ms(t), sum(_walk(k) for k in range(t - 59, t + 1)) / 60)
         assert series.settle() == []
-        twap.learn(series.covered_mean, _ms(t))
+        twap.learn(series.mean_and_carry, _ms(t))
     assert t == 0 or series.latest() == (_ms(t), spot)  # the first waits for a second
-    return twap.doubt(series.covered_mean, _ms(t))
+    return twap.doubt(series.mean_and_carry, _ms(t))
 
 
 def test_a_spot_point_waits_for_the_twap_report_of_its_second() -> None:
@@ -244,9 +245,47 @@ def test_a_silent_twap_topic_or_an_uncovered_span_gives_no_doubt() -> None:
     series, twap, clock = _twap_witnessed()
     series.offer(_ms(100), _walk(100) * 1.005)
     clock.t = T0 + 105.1  # 6 s after the last report: silent
-    assert twap.doubt(series.covered_mean, _ms(100)) is None
+    assert twap.doubt(series.mean_and_carry, _ms(100)) is None
     # A span the spot does not cover: no mean to judge by.
     assert series.covered_mean(_ms(43), _ms(104)) is None
     assert series.covered_mean(_ms(39), _ms(99)) == pytest.approx(
         sum(_walk(k) for k in range(40, 100)) / 60, rel=1e-12
     )
+
+
+def test_seconds_the_spot_leaves_out_widen_the_twap_bound_instead_of_doubting_it() -> None:
+    """A settlement feed leaves about 2 % of its seconds without a point; our mean carries
+    the second before, Chainlink's report averages the true one: the two differ by about a
+    second's move over the lookback. Judged with no slack (as before), true reports doubt
+    a true spot; with the carried seconds' uncertainty at the spot's volatility, they do
+    not, and a wrong level is still doubted."""
+    series, twap, clock = _twap_witnessed()
+    rng = random.Random(37)
+    truth = {t: _walk(t) for t in range(100)}
+    sigma = 10.0 / BTC  # a second's move: $10
+    without_slack, with_slack = [], []
+    for t in range(100, 200):
+        clock.t = T0 + t
+        truth[t] = _walk(t)
+        if t % 4 == 0:  # a second with no point: the spot carries the one before
+            truth[t] += rng.gauss(0.0, 10.0)
+        else:
+            assert series.offer(_ms(t), truth[t]) is None
+        twap.report(_ms(t), sum(truth[k] for k in range(t - 59, t + 1)) / 60)
+        series.settle()
+        newest = series.latest()
+        assert newest is not None
+        twap.learn(series.mean_and_carry, newest[0])
+        without_slack.append(twap.doubt(series.mean_and_carry, newest[0], 0.0))
+        with_slack.append(twap.doubt(series.mean_and_carry, newest[0], sigma))
+    assert sum(d is not None for d in without_slack) > 10  # the defect
+    assert with_slack == [None] * 100
+    for t in range(200, 210):  # 0.5 % off: doubted whatever the slack
+        clock.t = T0 + t
+        truth[t] = _walk(t)
+        series.offer(_ms(t), truth[t] * 1.005)
+        twap.report(_ms(t), sum(truth[k] for k in range(t - 59, t + 1)) / 60)
+        series.settle()
+    newest = series.latest()
+    assert newest is not None and newest[0] == _ms(209)
+    assert twap.doubt(series.mean_and_carry, newest[0], sigma) is not None

@@ -275,6 +275,14 @@ class PriceSeries:
         believed point at or before ``until``, a second without one carrying the last
         before, as the settlement's own average does); None when a second has no point
         within ``MEAN_GAP_MS`` before it."""
+        found = self.mean_and_carry(after_ms, until_ms)
+        return None if found is None else found[0]
+
+    def mean_and_carry(self, after_ms: int, until_ms: int) -> tuple[float, float] | None:
+        """``covered_mean`` and how uncertain the carried seconds make it, in 1-second
+        volatilities: ``sum sqrt(k) / N`` over the seconds carried from a point ``k`` seconds
+        before them (0 when every second has its own point). A settlement feed leaves about
+        2 % of its seconds without a point: the true mean differs from ours by about that."""
         first_s, last_s = after_ms // 1000 + 1, until_ms // 1000
         if last_s < first_s:
             return None
@@ -287,13 +295,15 @@ class PriceSeries:
             by_second[ts_ms // 1000] = (ts_ms, value)
         before = [p for p in points if p[0] < first_s * 1000]
         carried = before[-1] if before else None
-        total = 0.0
+        total = carry = 0.0
         for second in range(first_s, last_s + 1):
             carried = by_second.get(second, carried)
             if carried is None or second * 1000 - carried[0] > MEAN_GAP_MS:
                 return None
             total += carried[1]
-        return total / (last_s - first_s + 1)
+            carry += math.sqrt(second - carried[0] // 1000)
+        count = last_s - first_s + 1
+        return total / count, carry / count
 
     def doubt(self) -> str | None:
         """Why the newest point offered is not believed, when the witness contradicted it
@@ -642,7 +652,7 @@ class RtdsFeed(Feed):
         self._note_kinds(spot.settle(), spot)
         newest = spot.latest()
         if newest is not None:
-            twap.learn(spot.covered_mean, newest[0])
+            twap.learn(spot.mean_and_carry, newest[0])
 
     def _witnessed(self, pair: str, payload: dict[str, Any]) -> None:
         """Exchange prices of ``pair`` (an update, or a history's ``data``): the witness takes
@@ -664,8 +674,11 @@ class RtdsFeed(Feed):
         newest = spot.latest()
         if newest is None:
             return None
+        vol = spot.volatility()
+        sigma = vol.sigma_1s if vol is not None else None
         for key in TWAP_KEYS.values():
-            doubt = self._twap_witnesses[market.chainlink, key].doubt(spot.covered_mean, newest[0])
+            witness = self._twap_witnesses[market.chainlink, key]
+            doubt = witness.doubt(spot.mean_and_carry, newest[0], sigma)
             if doubt is not None:
                 return doubt
         return None

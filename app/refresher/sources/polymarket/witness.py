@@ -69,11 +69,13 @@ class _Ratios:
         if len(self._ratios) >= MIN_POINTS:
             self.basis = _basis_and_bound(sorted(self._ratios))
 
-    def verdict(self, ratio: float, what: str) -> tuple[Verdict, str]:
-        """AGREES when ``ratio`` is within the bound of the basis, else DISAGREES and why
-        (``what``: the witness, as the reason names it)."""
+    def verdict(self, ratio: float, what: str, slack: float = 0.0) -> tuple[Verdict, str]:
+        """AGREES when ``ratio`` is within the bound of the basis (plus ``slack``, what the
+        compared value's own uncertainty allows), else DISAGREES and why (``what``: the
+        witness, as the reason names it)."""
         assert self.basis is not None
         basis, bound = self.basis
+        bound += slack
         off = ratio - basis
         if abs(off) <= bound:
             return Verdict.AGREES, ""
@@ -192,7 +194,10 @@ def _median(values: list[float]) -> float:
 
 # (after_ms, until_ms) -> the believed spot's mean over (after, until], None when its points
 # do not cover the span.
-SpotMean = Callable[[int, int], "float | None"]
+# The spot's mean over (after, until] and its carried seconds' uncertainty, in 1-second
+# volatilities (``PriceSeries.mean_and_carry``); None when the span is not covered.
+SpotMean = Callable[[int, int], "tuple[float, float] | None"]
+CARRY_SIGMAS = 4.0  # the mean's own uncertainty widens the bound by this many of it
 
 
 class TwapWitness(_Witness):
@@ -213,8 +218,9 @@ class TwapWitness(_Witness):
         self.topic = topic  # shown in the reasons
         self._lookback_ms = lookback_s * 1000
         self._unlearned: list[tuple[int, float]] = []  # reports the spot did not cover yet
-        # The last report judged: (its stamp, the spot's newest stamp then, the verdict's why).
-        self._judged: tuple[int, int, str | None] | None = None
+        # The last report judged: (its stamp, the spot's newest stamp and sigma then, the
+        # verdict's why).
+        self._judged: tuple[int, int, float | None, str | None] | None = None
 
     def report(self, ts_ms: int, value: float) -> None:
         """A believed TWAP report."""
@@ -228,19 +234,22 @@ class TwapWitness(_Witness):
             ready = [p for p in self._unlearned if p[0] <= newest_spot_ms]
             self._unlearned = [p for p in self._unlearned if p[0] > newest_spot_ms]
         for ts_ms, value in ready:
-            spot_mean = mean(ts_ms - self._lookback_ms, ts_ms)
-            if spot_mean is None:
+            found = mean(ts_ms - self._lookback_ms, ts_ms)
+            if found is None or found[1] > 0:  # the basis is learnt on exact means only
                 continue
-            ratio = math.log(value / spot_mean)
+            ratio = math.log(value / found[0])
             with self._lock:
                 unknown = self._ratios.basis is None
                 if unknown or self._ratios.verdict(ratio, "")[0] is Verdict.AGREES:
                     self._ratios.learn(ratio)
 
-    def doubt(self, mean: SpotMean, newest_spot_ms: int) -> str | None:
+    def doubt(self, mean: SpotMean, newest_spot_ms: int, sigma: float | None = None) -> str | None:
         """Why the newest report whose span the spot reaches disagrees with the spot's mean
         there (None: it agrees, or there is none to judge by: silent, not learned, a span
-        not covered). Judged once per report and newest spot point."""
+        not covered). Seconds the spot carried (no point of their own) widen the bound by
+        ``CARRY_SIGMAS`` of the uncertainty they give the mean at the spot's 1-second
+        volatility ``sigma``; without ``sigma`` such a span is not judged. Judged once per
+        report and newest spot point."""
         with self._lock:
             if self._silent() or self._ratios.basis is None:
                 return None
@@ -249,17 +258,19 @@ class TwapWitness(_Witness):
                 return None
             report_ms, report = self._times[i - 1], self._values[i - 1]
             judged = self._judged
-        if judged is not None and judged[:2] == (report_ms, newest_spot_ms):
-            return judged[2]
-        spot_mean = mean(report_ms - self._lookback_ms, report_ms)
+        if judged is not None and judged[:3] == (report_ms, newest_spot_ms, sigma):
+            return judged[3]
+        found = mean(report_ms - self._lookback_ms, report_ms)
         why = None
-        if spot_mean is not None:
+        if found is not None and (found[1] == 0 or sigma is not None):
+            spot_mean, carry = found
+            slack = CARRY_SIGMAS * (sigma or 0.0) * carry
             with self._lock:
                 verdict, off = self._ratios.verdict(
-                    math.log(report / spot_mean), f"the {self.topic} report"
+                    math.log(report / spot_mean), f"the {self.topic} report", slack
                 )
             if verdict is Verdict.DISAGREES:
                 why = f"the spot's mean {spot_mean:.8g} over the report's span is {off}"
         with self._lock:
-            self._judged = (report_ms, newest_spot_ms, why)
+            self._judged = (report_ms, newest_spot_ms, sigma, why)
         return why
