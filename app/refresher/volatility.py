@@ -157,15 +157,18 @@ def _scale_of(
     grid: Sequence[float], horizon_s: int = HORIZON_S, prior: float = 1.0
 ) -> tuple[float, int]:
     """(the variance ratio at ``horizon_s``, shrunk toward ``prior`` by ``PRIOR_HORIZONS``
-    intervals' worth, within ``SCALE_BOUNDS``; the grid's seconds)."""
+    5-minute intervals' worth, within ``SCALE_BOUNDS``; the grid's seconds). The prior is in
+    seconds, the same at every horizon: a shorter horizon has more intervals in the same
+    history, but they overlap in what they say (and on a short history the 60 s ratio was
+    noise enough to move a Brownian board's P(up) by 3 points)."""
     short_total, short_count = _mean_square(grid, 1)
     long_total, long_count = _mean_square(grid, horizon_s)
     history_s = len(grid)
     if not short_count or not long_count or short_total <= 0:
         return prior, history_s
     ratio = (long_total / (long_count * horizon_s)) / (short_total / short_count)
-    m = history_s / horizon_s
-    scale = (m * ratio + PRIOR_HORIZONS * prior) / (m + PRIOR_HORIZONS)
+    prior_s = PRIOR_HORIZONS * HORIZON_S
+    scale = (history_s * ratio + prior_s * prior) / (history_s + prior_s)
     return min(SCALE_BOUNDS[1], max(SCALE_BOUNDS[0], scale)), history_s
 
 

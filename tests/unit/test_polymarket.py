@@ -32,7 +32,7 @@ from app.refresher.sources.polymarket import gamma
 from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.clob import ClobFeed
 from app.refresher.sources.polymarket.rtds import TWAP_KEYS, PriceSeries, RtdsFeed
-from app.refresher.sources.polymarket.source import PolymarketSource
+from app.refresher.sources.polymarket.source import T0_REPORT_WAIT_S, PolymarketSource
 from app.refresher.volatility import SCALE_BOUNDS, SIGMA_WINDOW_S
 from app.services import services_of
 from app.web import create_app
@@ -1050,8 +1050,10 @@ def test_twap_price_to_beat_is_the_spot_mean_until_the_report_arrives(
     assert row["sources"]["priceToBeat"] == f"rtds:{SPOT_TOPIC}:mean60s"
     assert_adds_up(row)
 
-    # The first report after T0, 3 s after the one before it (no hole): it replaces the mean.
+    # The first report after T0, 3 s after the one before it (no hole): once the report for
+    # T0 has had T0_REPORT_WAIT_S to come (it can arrive after T0 + 1 s's), it replaces the mean.
     world.rtds.push(TWAP_TOPIC, (T0 + 1) * 1000, K - Decimal("7.25"))
+    clock.t = T0 + T0_REPORT_WAIT_S
     row = poll(
         source, clock, lambda r: r["priceToBeat"] == float(K - Decimal("7.25")), "the report"
     )

@@ -1,0 +1,171 @@
+"""The model on simulated paths of each kind and rule, replayed through the live source.
+
+For each path (``brownian``: a Brownian spot of known sigma; ``feed``: the settlement-feed
+stand-in, ``harness/settlement_feed.py``, its points sent at its own lags with its gaps) and
+each rule (``spot``, ``twap30``, ``twap60``), a tape of ``--hours`` of windows is written
+(``harness/tapes.py``; the books quote the Brownian formula, the outcomes are the path's own)
+and replayed by the backtest (``python -m app.backtest --json``) in a process of its own:
+
+- with the working tree's code ("now");
+- with ``--baseline DIR``, also with another checkout's code on the same tapes ("before"),
+  e.g. a worktree of the commit before a model change: the baseline of the same run.
+
+Printed per (path, rule): the log loss at each checkpoint and over all, the share of
+checkpoints with a probability, and the tails (where it said < 10 % / > 90 %: the mean said
+and how often UP came). On Brownian paths, the exact model's log loss at the same
+checkpoints (the path and the true sigma, ``harness.tapes.exact_p_up``) is printed beside:
+the floor no model can beat. The stand-in has no closed form: its figures compare the model
+with itself before and with the market's own rule, not with an exact answer.
+
+    python -m bench.paths [--hours 6] [--seed 1] [--paths brownian,feed]
+                          [--rules spot,twap30,twap60] [--baseline DIR] [--jobs 2]
+                          [--json OUT]
+
+Nothing is pinned: the replays share the cores; their time is not a figure here.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from app.calibration.checkpoints import REMS
+from bench.real import block, figures
+from harness.fake_polymarket import SPOT, TWAP, WINDOW_S, BrownianPath
+from harness.paths import SeededPath
+from harness.processes import BIN, ROOT
+from harness.settlement_feed import FEED_SIGMA, SettlementFeedPath
+from harness.tapes import TapeSpec, exact_p_up, write
+
+T0 = 1_800_000_000
+BROWNIAN_SIGMA = 1.2e-4
+RULES = {"spot": (SPOT, 60), "twap30": (TWAP, 30), "twap60": (TWAP, 60)}
+PATHS = ("brownian", "feed")
+OUTCOME = "computed"  # the key bench.real's figures read
+
+
+def _spec(kind: str, rule: str, seed: int, hours: float) -> TapeSpec:
+    windows = int(hours * 3600 // WINDOW_S)
+    start, seconds = T0 - 2400, windows * WINDOW_S + 3000
+    path: SeededPath
+    if kind == "brownian":
+        path = BrownianPath(seed, BROWNIAN_SIGMA, 100_000, start, seconds)
+        return TapeSpec(path, BROWNIAN_SIGMA, T0, windows, rule=RULES[rule][0],
+                        lookback=RULES[rule][1])  # fmt: skip
+    path = SettlementFeedPath(seed, FEED_SIGMA, 100_000, start, seconds)
+    return TapeSpec(path, FEED_SIGMA, T0, windows, rule=RULES[rule][0], lookback=RULES[rule][1],
+                    arrivals="feed")  # fmt: skip
+
+
+def _replay(tree: Path, tape: Path) -> dict[str, Any]:
+    """The backtest's report of ``tape`` with the code of ``tree``."""
+    python = BIN / "python"
+    done = subprocess.run(
+        [str(python), "-m", "app.backtest", "--json", str(tape)],
+        cwd=tree,
+        capture_output=True,
+        text=True,
+        timeout=3 * 3600,
+        check=False,
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"backtest in {tree} of {tape}: {done.stderr[-2000:]}")
+    report: dict[str, Any] = json.loads(done.stdout)
+    return report
+
+
+def _windows(report: dict[str, Any], spec: TapeSpec, exact: bool) -> list[dict[str, Any]]:
+    """The report's windows as bench.real scores them; with ``exact``, each checkpoint's
+    probability replaced by the exact one (where the model had one)."""
+    found = []
+    for window in report["perWindow"]:
+        checkpoints = []
+        for c in window["checkpoints"]:
+            p = c["pUp"]
+            if exact and p is not None:
+                # The board at end - rem knows the spot up to the second before.
+                second = window["windowStart"] + WINDOW_S - c["remS"] - 1
+                p = exact_p_up(spec.path, spec.rule, spec.lookback, window["windowStart"],
+                               second, spec.sigma)  # fmt: skip
+            checkpoints.append({"remS": c["remS"], "pUp": p})
+        found.append({OUTCOME: window["outcome"], "checkpoints": checkpoints})
+    return found
+
+
+def _arguments() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--hours", type=float, default=6.0)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--paths", default=",".join(PATHS))
+    parser.add_argument("--rules", default=",".join(RULES))
+    parser.add_argument("--baseline", type=Path, help="another checkout: the model before")
+    parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--json", dest="json_out", type=Path)
+    args = parser.parse_args()
+    for name in args.paths.split(","):
+        if name not in PATHS:
+            parser.error(f"--paths: {name!r} is not one of {', '.join(PATHS)}")
+    for name in args.rules.split(","):
+        if name not in RULES:
+            parser.error(f"--rules: {name!r} is not one of {', '.join(RULES)}")
+    if args.baseline is not None and not (args.baseline / "app" / "backtest").is_dir():
+        parser.error(f"--baseline {args.baseline}: not a checkout of probboard")
+    return args
+
+
+def main() -> int:
+    """Write the tapes, replay them (now, and before), print and keep the figures."""
+    args = _arguments()
+    trees = {"now": ROOT, **({"before": args.baseline} if args.baseline else {})}
+    cases = [(p, r) for p in args.paths.split(",") for r in args.rules.split(",")]
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="probboard-bench-paths-") as tmp:
+        specs = {case: _spec(case[0], case[1], args.seed, args.hours) for case in cases}
+        tapes = {
+            case: write(spec, Path(tmp) / f"{case[0]}-{case[1]}") for case, spec in specs.items()
+        }
+        jobs = [(case, name) for case in cases for name in trees]
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            reports = dict(
+                zip(jobs, pool.map(lambda job: _replay(trees[job[1]], tapes[job[0]]), jobs),
+                    strict=True)
+            )  # fmt: skip
+    for case in cases:
+        key = f"{case[0]} {case[1]}"
+        results[key] = {}
+        print(f"\n== {key}: {args.hours:g} h of windows, seed {args.seed} ==")
+        for name in trees:
+            found = figures(_windows(reports[case, name], specs[case], exact=False), OUTCOME)
+            results[key][name] = found
+            print("\n".join(block(f" the model, {name}", found)))
+        if case[0] == "brownian":
+            exact = figures(_windows(reports[case, "now"], specs[case], exact=True), OUTCOME)
+            results[key]["exact"] = exact
+            print("\n".join(block(" the exact model, at the same checkpoints", exact)))
+    _summary(results, trees)
+    if args.json_out:
+        args.json_out.write_text(json.dumps(results, indent=1))
+    return 0
+
+
+def _summary(results: dict[str, Any], trees: dict[str, Path]) -> None:
+    """One line per (path, rule) and code: log loss at each checkpoint and over all."""
+    names = [*trees, "exact"]
+    print(f"\nlog loss per checkpoint (s left): {' '.join(f'{r:>5}' for r in REMS)}   all")
+    for key, found in results.items():
+        for name in names:
+            if name not in found:
+                continue
+            cells = [b["model"]["logLoss"] for b in found[name]["buckets"]]
+            text = " ".join("    —" if v is None else f"{v:5.3f}" for v in cells)
+            print(f"  {key:<16} {name:<6} {text}")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
