@@ -80,14 +80,27 @@ def _replay(tree: Path, tape: Path) -> dict[str, Any]:
     return report
 
 
-def _windows(report: dict[str, Any], spec: TapeSpec, exact: bool) -> list[dict[str, Any]]:
+def _with_p(report: dict[str, Any]) -> set[tuple[str, int]]:
+    """(slug, rem) of every checkpoint with a probability."""
+    return {
+        (w["slug"], c["remS"])
+        for w in report["perWindow"]
+        for c in w["checkpoints"]
+        if c["pUp"] is not None
+    }
+
+
+def _windows(
+    report: dict[str, Any], spec: TapeSpec, exact: bool, only: set[tuple[str, int]] | None = None
+) -> list[dict[str, Any]]:
     """The report's windows as bench.real scores them; with ``exact``, each checkpoint's
-    probability replaced by the exact one (where the model had one)."""
+    probability replaced by the exact one (where the model had one); with ``only``, the
+    checkpoints outside it left without one (to compare codes on the same checkpoints)."""
     found = []
     for window in report["perWindow"]:
         checkpoints = []
         for c in window["checkpoints"]:
-            p = c["pUp"]
+            p = c["pUp"] if only is None or (window["slug"], c["remS"]) in only else None
             if exact and p is not None:
                 # The board at end - rem knows the spot up to the second before.
                 second = window["windowStart"] + WINDOW_S - c["remS"] - 1
@@ -144,6 +157,13 @@ def main() -> int:
             found = figures(_windows(reports[case, name], specs[case], exact=False), OUTCOME)
             results[key][name] = found
             print("\n".join(block(f" the model, {name}", found)))
+        if len(trees) > 1:  # both codes on the checkpoints where both had a probability
+            common = set.intersection(*(_with_p(reports[case, name]) for name in trees))
+            for name in trees:
+                windows = _windows(reports[case, name], specs[case], exact=False, only=common)
+                found = figures(windows, OUTCOME)
+                results[key][f"{name}, common"] = found
+                print("\n".join(block(f" the model, {name}, checkpoints both scored", found)))
         if case[0] == "brownian":
             exact = figures(_windows(reports[case, "now"], specs[case], exact=True), OUTCOME)
             results[key]["exact"] = exact
@@ -156,15 +176,18 @@ def main() -> int:
 
 def _summary(results: dict[str, Any], trees: dict[str, Path]) -> None:
     """One line per (path, rule) and code: log loss at each checkpoint and over all."""
-    names = [*trees, "exact"]
-    print(f"\nlog loss per checkpoint (s left): {' '.join(f'{r:>5}' for r in REMS)}   all")
+    names = [*trees, *(f"{name}, common" for name in trees), "exact"]
+    rems = " ".join(f"{r:>5}" for r in REMS)
+    print(f"\nlog loss per checkpoint (s left):        {rems}   all")
     for key, found in results.items():
         for name in names:
             if name not in found:
                 continue
             cells = [b["model"]["logLoss"] for b in found[name]["buckets"]]
             text = " ".join("    —" if v is None else f"{v:5.3f}" for v in cells)
-            print(f"  {key:<16} {name:<6} {text}")
+            with_p = found[name]["withP"]
+            share = "" if with_p is None else f"  ({100 * with_p:.0f} % with p)"
+            print(f"  {key:<16} {name:<14} {text}{share}")
 
 
 if __name__ == "__main__":
