@@ -37,17 +37,43 @@ beyond ``RHO_ERRORS`` of its own (heteroskedasticity-robust) standard error, so 
 path's are 0 and the model is the exact one there. From them the model takes the variance over
 the time left up to ``LAGS`` seconds and the expected continuation of the last return
 (``app.refresher.model``); beyond, the variance ratio measured at ``LONG_HORIZONS``.
+
+The settlement's own spread (``settlement_factors``): the block inflation above measures how
+uncertain the 1-second variance is, but on a fat-tailed feed it counts each second's tails,
+which the settlement's horizon averages out (on the settlement-feed stand-in and on real
+exchange days the model's variance was about twice what scored best). So ``history`` also
+replays the model on the feed's own past: pseudo-windows ending every ``PSEUDO_STEP_S``
+seconds, for each TWAP settlement rule (``RULES``; a spot settlement keeps the inflation,
+see there) and horizon (``FACTOR_HORIZONS``), the
+settlement's standardised miss ``z`` (what it came to, less the model's centre, over the
+model's spread without the inflation) and the standardised distance ``d`` of the centre from
+the price to beat. The factor at a horizon is the variance multiplier ``k`` whose digital
+answers ``Phi(d / sqrt(k))`` score the best log loss over every pair of a distance and a
+miss seen (``k`` within ``FACTOR_RANGE``): the settlement's own horizon and rule judge it, and
+on a Brownian path it is 1 (in a TWAP's last seconds, the discrete average's own variance,
+which the continuous formula misses by up to a third). Under ``MIN_PSEUDO_S`` seconds of
+pseudo-windows the block inflation stands; each horizon's factor is shrunk (in log) toward
+the shorter horizon's (the first toward the inflation) as if ``PRIOR_SPANS`` spans of it had
+said so.
 """
 
 from __future__ import annotations
 
 import bisect
+import itertools
 import math
 import operator
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from app.refresher.model import ratio_from_autocorrelations
+from app.refresher.model import (
+    TWAP,
+    continuation,
+    horizon_ratio,
+    normal_cdf,
+    ratio_from_autocorrelations,
+    remaining_variance,
+)
 
 SIGMA_WINDOW_S = 900  # the last 15 minutes of 1-second returns
 MIN_RETURNS = 60  # fewer than this: no estimate (the board shows no probability)
@@ -73,6 +99,22 @@ LONG_HORIZONS = (60, 120, 300)
 # One is kept (as measured) beyond this many standard errors, else it is chance: 0. With 30
 # lags a Brownian path keeps one by chance about once in 500 estimates.
 RHO_ERRORS = 4.0
+# The settlement's own spread: the rules replayed (the lookbacks markets have used; another
+# lookback takes the nearest), the horizons measured (seconds left; interpolated in log between
+# them), a pseudo-window ending every PSEUDO_STEP_S seconds, the multipliers tried.
+WINDOW_S = 300
+# Spot settlements keep the block inflation: replayed the same way on real exchange days
+# (2026-03-14 to -18), their factor broke the tails (UP came 6.9 % where 2.5 % was said), for
+# a spot settlement's last second carries it whole, and a regime the estimate lags moves the
+# distance and the miss together, which pairing every distance with every miss cannot see.
+RULES: tuple[tuple[str, int], ...] = ((TWAP, 30), (TWAP, 60))
+FACTOR_HORIZONS = (5, 15, 30, 60, 120, 180, 290)
+PSEUDO_STEP_S = 10
+FACTOR_RANGE = (0.3, 4.0)  # a factor outside this is a broken feed, not a market
+FACTOR_TOLERANCE = 0.02  # in log: the factor to 2 %
+DISTANCE_QUANTILES = 64  # the distances d each factor is scored on
+MIN_PSEUDO_S = 3600  # fewer seconds of pseudo-windows (an hour): the block inflation
+PRIOR_SPANS = 20.0  # a horizon's factor is shrunk toward the shorter one's by 20 spans' worth
 
 
 @dataclass(frozen=True)
@@ -88,6 +130,9 @@ class History:
     rho: tuple[float, ...] = ()
     # (horizon, its variance ratio to 1-second returns, shrunk) beyond the lags' reach.
     ratios: tuple[tuple[int, float], ...] = ()
+    # Per settlement rule (rule, lookback): (horizon, variance factor) ascending
+    # (``settlement_factors``); empty: the block inflation at every horizon.
+    factors: tuple[tuple[tuple[str, int], tuple[tuple[int, float], ...]], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -106,6 +151,24 @@ class Volatility:
     rho: tuple[float, ...] = ()  # the history's autocorrelations (``History.rho``)
     ratios: tuple[tuple[int, float], ...] = ()  # ``History.ratios``
     last_return: float = 0.0  # the last 1-second log return: what may continue
+    regime_var: float = 0.0  # the diffusion's variance per second, uninflated
+    factors: tuple[tuple[tuple[str, int], tuple[tuple[int, float], ...]], ...] = field(
+        default=(), repr=False
+    )
+
+    def factor(self, rule: str, lookback_s: int | None, tau_s: float) -> float:
+        """The variance factor at ``tau_s`` seconds left for a settlement of ``rule`` (and
+        ``lookback_s``): measured on the settlement's own horizon and rule, else the block
+        inflation."""
+        return factor_at(self.factors, rule, lookback_s, tau_s, self.inflation)
+
+    def spread(self, rule: str, lookback_s: int | None, tau_s: float) -> tuple[float, float]:
+        """(sigma, a jump's mean square size) for the model at ``tau_s`` left under ``rule``:
+        the diffusion and the jumps times the settlement's own factor."""
+        if not self.factors or self.regime_var <= 0:
+            return self.sigma, self.jump_var
+        k = self.factor(rule, lookback_s, tau_s)
+        return math.sqrt(self.regime_var * k), self.jump_var / self.inflation * k
 
 
 def second_grid(times_ms: Sequence[int], values: Sequence[float], start_s: int) -> list[float]:
@@ -205,6 +268,146 @@ def _regime_variance(squares: Sequence[float], end: int) -> float:
     return fast if fast > slow * FAST_SIGNIFICANCE else slow
 
 
+def _regimes(squares: Sequence[float]) -> list[float]:
+    """``_regime_variance(squares, end)`` for every ``end`` from 0 to ``len(squares)``, by
+    running sums (the replay needs it at every second)."""
+    prefix = [0.0]
+    for q in squares:
+        prefix.append(prefix[-1] + q)
+    found = [0.0]
+    for end in range(1, len(squares) + 1):
+        slow_n, fast_n = min(end, SIGMA_WINDOW_S), min(end, FAST_WINDOW_S)
+        slow = (prefix[end] - prefix[end - slow_n]) / slow_n
+        fast = (prefix[end] - prefix[end - fast_n]) / fast_n
+        found.append(fast if fast > slow * FAST_SIGNIFICANCE else slow)
+    return found
+
+
+def _best_factor(misses: list[float], distances: list[float]) -> float:
+    """The multiplier ``k`` in ``FACTOR_RANGE`` whose answers ``Phi(d / sqrt(k))`` score the
+    best log loss over every pair of a distance (``DISTANCE_QUANTILES`` quantiles of
+    ``distances``) and a miss: UP comes when ``miss > -d``. Sorted misses make each distance
+    one bisect; a golden-section search in log ``k`` (the loss has one minimum) finds it."""
+    misses.sort()
+    distances.sort()
+    m, n = len(misses), len(distances)
+    picked = [distances[int((i + 0.5) * n / DISTANCE_QUANTILES)] for i in range(DISTANCE_QUANTILES)]
+    ups = [m - bisect.bisect_right(misses, -d) for d in picked]
+
+    def loss(log_k: float) -> float:
+        root, total = math.exp(0.5 * log_k), 0.0
+        for d, up in zip(picked, ups, strict=True):
+            p = min(1.0 - 1e-9, max(1e-9, normal_cdf(d / root)))
+            total -= up * math.log(p) + (m - up) * math.log(1.0 - p)
+        return total
+
+    low, high = (math.log(bound) for bound in FACTOR_RANGE)
+    golden = (math.sqrt(5.0) - 1.0) / 2.0
+    a, b = high - golden * (high - low), low + golden * (high - low)
+    loss_a, loss_b = loss(a), loss(b)
+    while high - low > FACTOR_TOLERANCE:
+        if loss_a <= loss_b:
+            high, b, loss_b = b, a, loss_a
+            a = high - golden * (high - low)
+            loss_a = loss(a)
+        else:
+            low, a, loss_a = a, b, loss_b
+            b = low + golden * (high - low)
+            loss_b = loss(b)
+    return math.exp((low + high) / 2.0)
+
+
+def settlement_factors(
+    grid: Sequence[float],
+    regimes: Sequence[float],
+    jump_per_s: float,
+    rho: Sequence[float],
+    ratios: Sequence[tuple[int, float]],
+    prior: float,
+) -> tuple[tuple[tuple[str, int], tuple[tuple[int, float], ...]], ...]:
+    """Per rule of ``RULES``, (horizon, variance factor) at ``FACTOR_HORIZONS``: the model
+    replayed on pseudo-windows of the history ``grid`` (log prices per second; ``regimes[t]``
+    the diffusion's variance known at second ``t``, ``jump_per_s`` the jumps' variance per
+    second), scored as the module says, shrunk toward ``prior``."""
+    n = len(grid)
+    prefix = [0.0]
+    for x in grid:
+        prefix.append(prefix[-1] + x)
+    found = []
+    for rule, lookback in RULES:
+        span = lookback if rule == TWAP else 1  # the settlement: the mean of its last seconds
+        lb = float(lookback) if rule == TWAP else None
+        misses: dict[int, list[float]] = {h: [] for h in FACTOR_HORIZONS}
+        distances: dict[int, list[float]] = {h: [] for h in FACTOR_HORIZONS}
+        seconds = {
+            h: remaining_variance(1.0, h, rule, lb) * horizon_ratio(rho, h, ratios)
+            for h in FACTOR_HORIZONS
+        }
+        # The continuation is linear in the last return: its coefficient once per horizon.
+        carried = {h: continuation(rho, 1.0, h, rule, lb) for h in FACTOR_HORIZONS}
+        for end in range(SIGMA_WINDOW_S + WINDOW_S + span, n, PSEUDO_STEP_S):
+            start = end - WINDOW_S
+            beat = (prefix[start + 1] - prefix[start + 1 - span]) / span
+            settled = (prefix[end + 1] - prefix[end + 1 - span]) / span
+            for h in FACTOR_HORIZONS:
+                t = end - h
+                variance = (regimes[t] + jump_per_s) * seconds[h]
+                if variance <= 0:
+                    continue
+                centre = grid[t]
+                if rule == TWAP and h < lookback:
+                    known = (prefix[t + 1] - prefix[end + 1 - span]) / (t + 1 - (end + 1 - span))
+                    centre += (lookback - h) / lookback * (known - centre)
+                centre += carried[h] * (grid[t] - grid[t - 1])
+                root = math.sqrt(variance)
+                misses[h].append((settled - centre) / root)
+                distances[h].append((centre - beat) / root)
+        factors = []
+        toward = prior
+        for h in FACTOR_HORIZONS:
+            seen_s = len(misses[h]) * PSEUDO_STEP_S
+            if seen_s < MIN_PSEUDO_S:
+                factors.append((h, prior))
+                continue
+            # What a horizon's misses say is worth the spans of it they hold, not their
+            # count (they overlap); each is shrunk toward the shorter horizon's factor, which
+            # is known better (a long horizon's pseudo-windows start near their price to
+            # beat, where the factor hardly changes the score).
+            spans = seen_s / h
+            log_k = math.log(_best_factor(misses[h], distances[h]))
+            toward = math.exp(
+                (spans * log_k + PRIOR_SPANS * math.log(toward)) / (spans + PRIOR_SPANS)
+            )
+            factors.append((h, toward))
+        found.append(((rule, lookback), tuple(factors)))
+    return tuple(found)
+
+
+def factor_at(
+    factors: Sequence[tuple[tuple[str, int], Sequence[tuple[int, float]]]],
+    rule: str,
+    lookback_s: int | None,
+    tau_s: float,
+    default: float,
+) -> float:
+    """The factor of ``rule`` (the nearest lookback of a TWAP) at ``tau_s``, interpolated in
+    log horizon and log factor, held beyond the first and last horizon; ``default`` when
+    there is none."""
+    same = [(abs(lb - (lookback_s or 0)), points) for (r, lb), points in factors if r == rule]
+    if not same:
+        return default
+    points = min(same, key=operator.itemgetter(0))[1]
+    if not points:
+        return default
+    if tau_s <= points[0][0]:
+        return points[0][1]
+    for (h0, k0), (h1, k1) in itertools.pairwise(points):
+        if tau_s <= h1:
+            share = math.log(tau_s / h0) / math.log(h1 / h0)
+            return math.exp(math.log(k0) + share * (math.log(k1) - math.log(k0)))
+    return points[-1][1]
+
+
 def autocorrelations(returns: Sequence[float], lags: int = LAGS) -> tuple[float, ...]:
     """The autocorrelation of ``returns`` at lags 1..``lags``, each set to 0 unless it is
     beyond ``RHO_ERRORS`` standard errors. The error is White's (robust to fat tails and to
@@ -235,13 +438,14 @@ def history(times_ms: Sequence[int], values: Sequence[float]) -> History:
     rate = len(jumps) / len(returns) if returns else 0.0
     jump_var = math.fsum(jumps) / len(jumps) if jumps else 0.0
     diffusion = [0.0 if jump else r * r for r, jump in zip(returns, flags, strict=True)]
+    regimes = _regimes(diffusion)
     # Blocks start once a full SIGMA_WINDOW_S lies behind them (the estimate is then stable).
     prefix = [0.0]
     for r in returns:
         prefix.append(prefix[-1] + r * r)
     ratios = []
     for start in range(SIGMA_WINDOW_S, len(returns) - BLOCK_S + 1, BLOCK_S):
-        predicted = (_regime_variance(diffusion, start) + rate * jump_var) * BLOCK_S
+        predicted = (regimes[start] + rate * jump_var) * BLOCK_S
         if predicted > 0:
             ratios.append(min(U_CAP, (prefix[start + BLOCK_S] - prefix[start]) / predicted))
     inflation = 1.0
@@ -257,7 +461,8 @@ def history(times_ms: Sequence[int], values: Sequence[float]) -> History:
     horizons = tuple(
         (h, _scale_of(grid, h, ratio_from_autocorrelations(rho, h))[0]) for h in LONG_HORIZONS
     )
-    return History(scale, history_s, rate, jump_var, inflation, rho, horizons)
+    factors = settlement_factors(grid, regimes, rate * jump_var, rho, horizons, inflation)
+    return History(scale, history_s, rate, jump_var, inflation, rho, horizons, factors)
 
 
 def estimate(times_ms: Sequence[int], values: Sequence[float], past: History) -> Volatility | None:
@@ -280,8 +485,9 @@ def estimate(times_ms: Sequence[int], values: Sequence[float], past: History) ->
     # The horizon's scale is the model's, from the autocorrelations (``model.horizon_ratio``):
     # sigma here is the 1-second diffusion, inflated for its own uncertainty.
     factor = past.inflation
+    regime = _regime_variance(diffusion, n)
     return Volatility(
-        sigma=math.sqrt(_regime_variance(diffusion, n) * factor),
+        sigma=math.sqrt(regime * factor),
         sigma_1s=sigma_1s,
         scale=past.scale,
         returns=n,
@@ -292,4 +498,6 @@ def estimate(times_ms: Sequence[int], values: Sequence[float], past: History) ->
         rho=past.rho,
         ratios=past.ratios,
         last_return=returns[-1],
+        regime_var=regime,
+        factors=past.factors,
     )

@@ -654,16 +654,18 @@ class PolymarketSource:
                 if not spot.covered(start_ms, ts_ms, MAX_GAP_MS):
                     return None, None, sigma, scale, None  # a hole in what is averaged
                 known_mean = spot.mean(start_ms, ts_ms) or price
+        # The spread measured on this settlement's own rule and horizon (volatility.py).
+        spread, jump_var = vol.spread(market.rule, market.lookback_s, tau)
         p_up = probability_up(
             price,
             k,
             tau,
-            vol.sigma,
+            spread,
             market.rule,
             market.lookback_s,
             known_mean,
             jump_rate=vol.jump_rate,
-            jump_var=vol.jump_var,
+            jump_var=jump_var,
             rho=vol.rho,
             last_return=vol.last_return,
             ratios=vol.ratios,
