@@ -12,14 +12,15 @@ minutes, to compare two versions of the model on the same paths.
     python -m bench.model_replay binance DATA [--days 2026-03-14,2026-03-15]
                                  [--multipliers] [--json OUT]
 
-``binance`` reads ``BTCUSDT-1s-<day>.zip`` under DATA (docs/real-data.md; the day before the
-first is read for warm-up when present). For each rule (spot, 30 s and 60 s TWAP; the
-outcome and the price to beat computed from the path by the rule, ties UP) it prints the log
-loss at each checkpoint and over all, and the tails: where it said < 10 % (> 90 %), the mean
-said and how often UP came. ``--multipliers`` adds, per checkpoint, the variance multiplier
-that would have scored best (0.3 to 1.7 times the model's own) and what it would have
-gained: where the model is still too wide or too narrow. To compare two versions run it
-from each checkout (a ``git worktree``). Nothing is pinned and no time is a figure here.
+``binance`` reads ``BTCUSDT-1s-<day>.zip`` under DATA (docs/real-data.md; the day before
+the first is read for warm-up when present, and not scored). For each rule (spot, 30 s and
+60 s TWAP; the outcome and the price to beat computed from the path by the rule, ties UP)
+it prints the log loss at each checkpoint and over all, and the tails: where it said
+< 10 % (> 90 %), the mean said and how often UP came. ``--multipliers`` adds, per
+checkpoint, the variance multiplier that would have scored best (0.3 to 1.7 times the
+model's own) and what it would have gained: where the model is still too wide or too
+narrow. To compare two versions run it from each checkout (a ``git worktree``). Nothing is
+pinned and no time is a figure here.
 """
 
 from __future__ import annotations
@@ -64,12 +65,14 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def replay(
-    start_s: int, prices: Sequence[float], multipliers: Sequence[float]
+    start_s: int, prices: Sequence[float], multipliers: Sequence[float], from_s: int = 0
 ) -> dict[str, Scored]:
-    """Every whole window with ``HISTORY_S`` before it, scored at the checkpoints per rule."""
+    """Every whole window starting at or after ``from_s`` with ``HISTORY_S`` before it,
+    scored at the checkpoints per rule."""
     times = [(start_s + k) * 1000 for k in range(len(prices))]
     found = {name: Scored({c: [] for c in REMS}) for name in RULES}
-    first = ((start_s + HISTORY_S) // WINDOW_S + 1) * WINDOW_S
+    warm = ((start_s + HISTORY_S) // WINDOW_S + 1) * WINDOW_S
+    first = max(warm, -(-from_s // WINDOW_S) * WINDOW_S)
     for t0 in range(first, start_s + len(prices) - WINDOW_S - 1, WINDOW_S):
         i0, end = t0 - start_s, t0 - start_s + WINDOW_S
         past = volatility.history(times[i0 - HISTORY_S : i0 + 1], prices[i0 - HISTORY_S : i0 + 1])
@@ -170,7 +173,8 @@ def _print(out: dict[str, Any], label: str, multipliers: bool) -> None:
             print(f"          best multiplier: {best}")
 
 
-def _binance(data: Path, days: list[str]) -> tuple[int, list[float]]:
+def _binance(data: Path, days: list[str]) -> tuple[int, list[float], int]:
+    from harness.real_data import klines
     from harness.real_data.klines import find, read_closes
 
     files = find([data], "BTCUSDT")
@@ -189,7 +193,8 @@ def _binance(data: Path, days: list[str]) -> tuple[int, list[float]]:
     for t in range(first, last + 1):
         price = closes.get(t, price)  # a second without a trade keeps the last price
         prices.append(price)
-    return first, prices
+    scored_from = min(klines.day_start(day) for day in files if str(day) in wanted)
+    return first, prices, scored_from
 
 
 def _next_day(day: str) -> str:
@@ -226,13 +231,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.path == "binance":
         if args.data is None:
             parser.error("binance needs the klines' folder")
-        start, prices = _binance(args.data, [d for d in args.days.split(",") if d])
+        start, prices, scored_from = _binance(args.data, [d for d in args.days.split(",") if d])
         label = f"binance {args.days or 'all days'}"
     else:
         start, prices = _simulated(args.path, args.hours, args.seed)
-        label = f"{args.path} {args.hours:g} h seed {args.seed}"
+        scored_from, label = 0, f"{args.path} {args.hours:g} h seed {args.seed}"
     multipliers = MULTIPLIERS if args.multipliers else (1.0,)
-    out = figures(replay(start, prices, multipliers), multipliers)
+    out = figures(replay(start, prices, multipliers, scored_from), multipliers)
     _print(out, label, args.multipliers)
     if args.json_out:
         args.json_out.write_text(json.dumps({"label": label, "figures": out}, indent=1))
