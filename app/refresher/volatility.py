@@ -151,7 +151,6 @@ class Volatility:
     rho: tuple[float, ...] = ()  # the history's autocorrelations (``History.rho``)
     ratios: tuple[tuple[int, float], ...] = ()  # ``History.ratios``
     last_return: float = 0.0  # the last 1-second log return: what may continue
-    regime_var: float = 0.0  # the diffusion's variance per second, uninflated
     factors: tuple[tuple[tuple[str, int], tuple[tuple[int, float], ...]], ...] = field(
         default=(), repr=False
     )
@@ -165,10 +164,9 @@ class Volatility:
     def spread(self, rule: str, lookback_s: int | None, tau_s: float) -> tuple[float, float]:
         """(sigma, a jump's mean square size) for the model at ``tau_s`` left under ``rule``:
         the diffusion and the jumps times the settlement's own factor."""
-        if not self.factors or self.regime_var <= 0:
-            return self.sigma, self.jump_var
-        k = self.factor(rule, lookback_s, tau_s)
-        return math.sqrt(self.regime_var * k), self.jump_var / self.inflation * k
+        # sigma and jump_var carry the inflation: the factor takes its place.
+        share = self.factor(rule, lookback_s, tau_s) / self.inflation
+        return self.sigma * math.sqrt(share), self.jump_var * share
 
 
 def second_grid(times_ms: Sequence[int], values: Sequence[float], start_s: int) -> list[float]:
@@ -485,9 +483,8 @@ def estimate(times_ms: Sequence[int], values: Sequence[float], past: History) ->
     # The horizon's scale is the model's, from the autocorrelations (``model.horizon_ratio``):
     # sigma here is the 1-second diffusion, inflated for its own uncertainty.
     factor = past.inflation
-    regime = _regime_variance(diffusion, n)
     return Volatility(
-        sigma=math.sqrt(regime * factor),
+        sigma=math.sqrt(_regime_variance(diffusion, n) * factor),
         sigma_1s=sigma_1s,
         scale=past.scale,
         returns=n,
@@ -498,6 +495,5 @@ def estimate(times_ms: Sequence[int], values: Sequence[float], past: History) ->
         rho=past.rho,
         ratios=past.ratios,
         last_return=returns[-1],
-        regime_var=regime,
         factors=past.factors,
     )
