@@ -15,7 +15,7 @@ import secrets
 KEY_PREFIX = "pbk_"
 SESSION_PREFIX = "pbs_"
 _BODY_LENGTH = 43  # token_urlsafe(32)
-_FORMAT = re.compile(r"(pbk_|pbs_)[A-Za-z0-9_-]{43}")
+_FORMAT = re.compile(rf"(pbk_|pbs_)[A-Za-z0-9_-]{{{_BODY_LENGTH}}}")
 DISPLAY_PREFIX_LENGTH = 12  # "pbk_" and 8 characters: enough to tell keys apart
 
 

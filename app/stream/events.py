@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-RETRY_BASE_MS = 2000
-
 
 def board_event(seq: int, board_json: str) -> bytes:
     """``id``, ``event: board`` and the BoardResponse JSON on a single ``data:`` line."""

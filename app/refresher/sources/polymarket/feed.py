@@ -117,7 +117,6 @@ class Feed(threading.Thread):
         self.connected = False
         self._connected_before = False  # a later connection counts as a reconnect
         self.messages = 0
-        self._generation = 0  # bumped to force a resubscription
         self._ws: Connection | None = None  # the connection being read
         self.tape: Tape | None = None  # set before start() to record every frame
         self._outage: Outage | None = None  # down since, until data flows again
@@ -146,10 +145,6 @@ class Feed(threading.Thread):
     def wants_new_connection(self) -> bool:
         """Hook: True to open a new connection (subscribed afresh) before closing this one."""
         return False
-
-    def resubscribe(self) -> None:
-        """Reconnect with a fresh subscription."""
-        self._generation += 1
 
     def _open(self) -> Connection:
         connection = connect(
@@ -220,7 +215,6 @@ class Feed(threading.Thread):
             self._ws = None
 
     def _serve(self, ws: Connection, frames: list[str]) -> None:
-        generation = self._generation
         for frame in frames:
             ws.send(frame)
         self.connected = True
@@ -232,7 +226,7 @@ class Feed(threading.Thread):
         level = logging.INFO if self._outage is None else logging.DEBUG
         log.log(level, "%s: connected to %s", self.name_for_logs, self.url)
         last_ping = last_heard = time.monotonic()
-        while not self.stop_event.is_set() and generation == self._generation:
+        while not self.stop_event.is_set():
             for frame in self.pending():
                 ws.send(frame)
             if self.wants_new_connection():
