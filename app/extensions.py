@@ -16,7 +16,7 @@ from flask_migrate import Migrate
 from flask_sqlalchemy import SQLAlchemy
 from sqlalchemy.orm import Session as DbSession
 
-from app.accounts.deadline import DatabaseGuard
+from app.accounts.db_deadline import DatabaseGuard
 from app.accounts.models import Base
 from app.accounts.pepper import load_pepper
 from app.config import Settings

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from flask import Flask, current_app
 
 if TYPE_CHECKING:
-    from app.accounts.deadline import DatabaseGuard
+    from app.accounts.db_deadline import DatabaseGuard
     from app.auth import Authenticator
     from app.board.render import BoardRenderer
     from app.board.trail import WindowTrail

@@ -11,6 +11,7 @@ import os
 from collections.abc import Mapping
 
 from flask import Flask
+from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import (
     api,
@@ -86,6 +87,11 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
         trail=trail,
     )
 
+    # The WSGI middleware, innermost first. ProxyFix for the trusted hops only: the caller's
+    # address (limits, logs) comes from X-Forwarded-For that many hops from the right.
+    if settings.trusted_proxies:
+        hops = settings.trusted_proxies
+        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
     # Outermost: every answer is counted, whichever layer produced it.
     app.wsgi_app = RequestMetrics(app.wsgi_app)  # type: ignore[method-assign]
 

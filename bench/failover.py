@@ -20,7 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness.failover import BusRecorder, interleaved, strictly_increasing
+from harness.failover_clients import BusRecorder, interleaved, strictly_increasing
 from harness.processes import BIN, Process, RedisServer, service_env, wait_until
 
 TARGET_S = 2.0  # issue 19: a standby publishes within 2 s of the leader's death

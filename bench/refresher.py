@@ -24,7 +24,7 @@ from typing import Any
 import redis
 
 from app.bus.redis_bus import BOARD_CHANNEL
-from app.refresher.sources import window_start
+from app.markets import window_start
 from harness.fake_polymarket import FakePolymarket
 from harness.processes import BIN, ROOT, Process, RedisServer, service_env
 

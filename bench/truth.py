@@ -31,7 +31,7 @@ import time
 from decimal import Decimal
 from typing import Any
 
-from app.refresher.sources import WINDOW_S, window_start
+from app.markets import WINDOW_S, window_start
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
 from harness import tapes
 from harness.fake_polymarket import TWAP, FakeBook, FakeMarket, FakePolymarket, live_span

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from harness.accounts import TEST_PEPPER, create_user, issue_key, migrated
-from harness.failover import (
+from harness.failover_clients import (
     BusRecorder,
     Poller,
     ResumingStream,

@@ -29,7 +29,7 @@ from typing import Any
 from flask import Blueprint, Response, current_app, request
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.accounts.deadline import DatabaseTimeoutError
+from app.accounts.db_deadline import DatabaseTimeoutError
 from app.api import periods
 from app.api.symbols import requested_market
 from app.board.snapshot import dumps

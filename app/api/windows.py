@@ -17,7 +17,7 @@ from __future__ import annotations
 from flask import Blueprint, Response, request
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.accounts.deadline import DatabaseTimeoutError
+from app.accounts.db_deadline import DatabaseTimeoutError
 from app.api.windows_csv import csv_lines
 from app.api.windows_query import CSV, WindowsRequest, windows_request
 from app.board.snapshot import dumps

@@ -15,7 +15,7 @@ from flask import Flask, Request, Response
 from flask.sessions import SessionInterface, SessionMixin
 from sqlalchemy.exc import SQLAlchemyError
 
-from app.accounts.deadline import DatabaseGuard
+from app.accounts.db_deadline import DatabaseGuard
 from app.accounts.models import utcnow
 from app.auth.credentials import invalid_key, missing_key, read_credentials
 from app.auth.directory import Directory, KeyRecord

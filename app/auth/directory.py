@@ -19,7 +19,7 @@ from sqlalchemy import Select, select
 from sqlalchemy.orm import Session as DbSession
 
 from app.accounts import tokens
-from app.accounts.deadline import DatabaseTimeoutError
+from app.accounts.db_deadline import DatabaseTimeoutError
 from app.accounts.models import Account, ApiKey, Session
 
 CACHE_SIZE = 10_000
@@ -72,7 +72,7 @@ _MISSING = object()
 
 
 class Guard(Protocol):
-    """Runs a database job with a deadline (``app.accounts.deadline.DatabaseGuard``)."""
+    """Runs a database job with a deadline (``app.accounts.db_deadline.DatabaseGuard``)."""
 
     def __call__(self, job: Callable[[], R], name: str = ...) -> R:
         """``job()``'s result, or ``DatabaseTimeoutError`` when it overran."""

@@ -19,7 +19,7 @@ from datetime import datetime
 from sqlalchemy import or_, update
 from sqlalchemy.orm import Session as DbSession
 
-from app.accounts.deadline import DatabaseGuard, DatabaseTimeoutError
+from app.accounts.db_deadline import DatabaseGuard, DatabaseTimeoutError
 from app.accounts.models import ApiKey
 
 log = logging.getLogger(__name__)

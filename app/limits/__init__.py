@@ -17,7 +17,7 @@ other key-taking blueprints refuse blocked addresses before anything else and co
 they answer.
 
 The guests' limit is flask-limiter's (the design names it): a ``Limiter`` on the app, its
-storage built from ``REDIS_URL`` through the scheme ``failover.py`` registers with the
+storage built from ``REDIS_URL`` through the scheme ``fallback_storage.py`` registers with the
 ``limits`` library, its sliding-window-counter strategy, and ``GUEST_RATE_LIMIT`` declared with
 ``limiter.limit`` on a function that the guest step calls (flask-limiter's own check runs
 then, and only then). flask-limiter's hooks run on every request of the app; its request
@@ -32,9 +32,10 @@ much of it still overlaps, costs one round trip and two counters per key, and ne
 client burst past the limit at a window edge.
 
 The client address is the socket peer unless ``TRUSTED_PROXIES`` > 0, in which case
-werkzeug's ProxyFix takes it from ``X-Forwarded-For`` that many hops from the right, so
-no client can choose its own address. When Redis is away the limiter counts in memory,
-per worker (logged once), and goes back to Redis by itself when it answers again.
+werkzeug's ProxyFix (installed by the app factory, ``app.web``) takes it from
+``X-Forwarded-For`` that many hops from the right, so no client can choose its own address.
+When Redis is away the limiter counts in memory, per worker (logged once), and goes back to
+Redis by itself when it answers again.
 """
 
 from __future__ import annotations
@@ -47,16 +48,15 @@ from flask import Flask, Response, request
 from flask_limiter import Limiter, RateLimitExceeded
 from limits import parse_many
 from limits.storage import Storage
-from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app.auth import Identity
 from app.auth.credentials import presents_key
 from app.config import ConfigError, Settings
 from app.errors import api_error_response, too_many_requests
-from app.limits import failover as failover  # registers the probboard+redis storage schemes
 from app.limits import failures
-from app.limits.accounts import AccountLimits, Quota
+from app.limits import fallback_storage as fallback_storage  # registers its storage schemes
 from app.limits.failures import FailureThrottle
+from app.limits.per_account import AccountLimits, Quota
 from app.logs import limit_repeats
 from app.plans import USER, VIP_PRO
 from app.services import services
@@ -200,13 +200,10 @@ def count_failure(response: Response) -> Response:
 
 
 def init_app(app: Flask, settings: Settings) -> Limits:
-    """Give ``app`` its limits: counters on ``REDIS_URL``, ProxyFix for trusted hops.
+    """Give ``app`` its limits: counters on ``REDIS_URL``.
 
     The endpoints call the steps of the returned ``Limits`` (kept in the app's services).
     """
-    if settings.trusted_proxies:
-        hops = settings.trusted_proxies
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
     limiter = Limiter(
         key_func=client_address,
         request_identifier=limited_step,

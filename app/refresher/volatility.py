@@ -66,6 +66,7 @@ import operator
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from app.markets import WINDOW_S
 from app.refresher.model import (
     TWAP,
     continuation,
@@ -102,7 +103,6 @@ RHO_ERRORS = 4.0
 # The settlement's own spread: the rules replayed (the lookbacks markets have used; another
 # lookback takes the nearest), the horizons measured (seconds left; interpolated in log between
 # them), a pseudo-window ending every PSEUDO_STEP_S seconds, the multipliers tried.
-WINDOW_S = 300
 # Spot settlements keep the block inflation: replayed the same way on real exchange days
 # (2026-03-14 to -18), their factor broke the tails (UP came 6.9 % where 2.5 % was said), for
 # a spot settlement's last second carries it whole, and a regime the estimate lags moves the
@@ -115,6 +115,10 @@ FACTOR_TOLERANCE = 0.02  # in log: the factor to 2 %
 DISTANCE_QUANTILES = 64  # the distances d each factor is scored on
 MIN_PSEUDO_S = 3600  # fewer seconds of pseudo-windows (an hour): the block inflation
 PRIOR_SPANS = 20.0  # a horizon's factor is shrunk toward the shorter one's by 20 spans' worth
+
+
+# Per settlement rule (rule, lookback): (horizon, variance factor) ascending.
+Factors = tuple[tuple[tuple[str, int], tuple[tuple[int, float], ...]], ...]
 
 
 @dataclass(frozen=True)
@@ -130,9 +134,8 @@ class History:
     rho: tuple[float, ...] = ()
     # (horizon, its variance ratio to 1-second returns, shrunk) beyond the lags' reach.
     ratios: tuple[tuple[int, float], ...] = ()
-    # Per settlement rule (rule, lookback): (horizon, variance factor) ascending
-    # (``settlement_factors``); empty: the block inflation at every horizon.
-    factors: tuple[tuple[tuple[str, int], tuple[tuple[int, float], ...]], ...] = ()
+    # ``settlement_factors``; empty: the block inflation at every horizon.
+    factors: Factors = ()
 
 
 @dataclass(frozen=True)
@@ -151,9 +154,7 @@ class Volatility:
     rho: tuple[float, ...] = ()  # the history's autocorrelations (``History.rho``)
     ratios: tuple[tuple[int, float], ...] = ()  # ``History.ratios``
     last_return: float = 0.0  # the last 1-second log return: what may continue
-    factors: tuple[tuple[tuple[str, int], tuple[tuple[int, float], ...]], ...] = field(
-        default=(), repr=False
-    )
+    factors: Factors = field(default=(), repr=False)
 
     def factor(self, rule: str, lookback_s: int | None, tau_s: float) -> float:
         """The variance factor at ``tau_s`` seconds left for a settlement of ``rule`` (and
@@ -322,7 +323,7 @@ def settlement_factors(
     rho: Sequence[float],
     ratios: Sequence[tuple[int, float]],
     prior: float,
-) -> tuple[tuple[tuple[str, int], tuple[tuple[int, float], ...]], ...]:
+) -> Factors:
     """Per rule of ``RULES``, (horizon, variance factor) at ``FACTOR_HORIZONS``: the model
     replayed on pseudo-windows of the history ``grid`` (log prices per second; ``regimes[t]``
     the diffusion's variance known at second ``t``, ``jump_per_s`` the jumps' variance per
@@ -423,9 +424,12 @@ def autocorrelations(returns: Sequence[float], lags: int = LAGS) -> tuple[float,
     return tuple(found)
 
 
-def history(times_ms: Sequence[int], values: Sequence[float]) -> History:
-    """The horizon scale, the jumps, the variance's inflation and the autocorrelations over
-    the whole history."""
+def history(
+    times_ms: Sequence[int], values: Sequence[float], factors: Factors | None = None
+) -> History:
+    """The horizon scale, the jumps, the variance's inflation, the autocorrelations and the
+    settlement factors over the whole history; ``factors`` given are kept instead of
+    measured again (they move over hours, and cost as much as the rest together)."""
     if not times_ms:
         return History()
     grid = second_grid(times_ms, values, times_ms[0] // 1000)
@@ -459,7 +463,8 @@ def history(times_ms: Sequence[int], values: Sequence[float]) -> History:
     horizons = tuple(
         (h, _scale_of(grid, h, ratio_from_autocorrelations(rho, h))[0]) for h in LONG_HORIZONS
     )
-    factors = settlement_factors(grid, regimes, rate * jump_var, rho, horizons, inflation)
+    if factors is None:
+        factors = settlement_factors(grid, regimes, rate * jump_var, rho, horizons, inflation)
     return History(scale, history_s, rate, jump_var, inflation, rho, horizons, factors)
 
 

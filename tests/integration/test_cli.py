@@ -1,8 +1,8 @@
 """The documented ``flask --app wsgi ...`` commands, each run as its own process.
 
 Their in-process counterparts (the Flask CLI runner) are the unit tests of the same commands:
-``tests/unit/test_accounts_cli.py``, ``tests/unit/test_config.py``,
-``tests/unit/test_simulated.py``.
+``tests/unit/accounts/test_accounts_cli.py``, ``tests/unit/test_config.py``,
+``tests/unit/refresher/sources/test_simulated.py``.
 """
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from flask import Flask
 
 from harness.processes import BIN, ROOT, service_env
 from tests.conftest import TEST_PEPPER
-from tests.unit.test_accounts_cli import KEY, succeeds
-from tests.unit.test_simulated import check_once_output
+from tests.unit.accounts.test_accounts_cli import KEY, succeeds
+from tests.unit.refresher.sources.test_simulated import check_once_output
 
 # -- accounts: users, keys ---------------------------------------------------------------
 

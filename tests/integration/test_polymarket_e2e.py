@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from app.refresher.sources import window_start
+from app.markets import window_start
 from app.schemas import check
 from app.schemas.board import PublishedBoardSchema
 from harness.fake_polymarket import SPOT_TOPIC, FakePolymarket, running

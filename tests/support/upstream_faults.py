@@ -51,8 +51,8 @@ from typing import Any
 
 import pytest
 
+from app.markets import WINDOW_S, window_start
 from app.refresher.model import SPOT, TWAP, probability_up
-from app.refresher.sources.base import WINDOW_S, window_start
 from app.refresher.sources.polymarket.source import PolymarketSource
 from harness.fake_polymarket import BrownianPath, FakeBook, FakeMarket, FakePolymarket, running
 from tests.support.live_source import sources_on

@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 from app.config import Settings
-from app.markets import WINDOW_S, window_start
 from app.refresher.sources.base import Source
 
-__all__ = ["WINDOW_S", "Source", "create_source", "window_start"]
+__all__ = ["Source", "create_source"]
 
 
 def create_source(settings: Settings) -> Source:

@@ -1,17 +1,12 @@
-"""What every source shares: the ``Source`` protocol.
-
-The window (``WINDOW_S``, ``window_start``) is ``app.markets``'; it is re-exported here for the
-imports that still name this module.
-"""
+"""What every source shares: the ``Source`` protocol (the window is ``app.markets``')."""
 
 from __future__ import annotations
 
 from typing import Protocol
 
 from app.board.row import BoardRow
-from app.markets import WINDOW_S, window_start
 
-__all__ = ["WINDOW_S", "Source", "window_start"]
+__all__ = ["Source"]
 
 
 class Source(Protocol):

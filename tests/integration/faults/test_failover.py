@@ -24,7 +24,7 @@ from harness.accounts import (
     issue_session,
     scratch_accounts,
 )
-from harness.failover import (
+from harness.failover_clients import (
     BusRecorder,
     Poller,
     ResumingStream,

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from app.refresher.sources.polymarket.deadline import DeadlineTransport
+from app.refresher.sources.polymarket.http_deadline import DeadlineTransport
 from app.refresher.sources.polymarket.recording import RecordingTransport
 from app.refresher.tape import Tape
 

@@ -17,7 +17,7 @@ from decimal import Decimal
 
 import pytest
 
-from app.refresher.sources.base import WINDOW_S
+from app.markets import WINDOW_S
 from app.refresher.sources.polymarket import feed as feed_module
 from app.refresher.sources.polymarket import source as source_module
 from app.refresher.sources.polymarket.rtds import SPOT_KEY, PriceSeries

@@ -59,6 +59,9 @@ EXCHANGE_TOPIC = "crypto_prices"
 SPOT_HISTORY_S = 4 * 3600  # hours of spot: the volatility's horizon scale is measured on it
 TWAP_HISTORY_S = 1800
 SCALE_EVERY_S = 60.0  # the scale is about hours of data: recomputing it once a minute is plenty
+# The settlement factors (volatility.settlement_factors) move over hours and cost as much as
+# the rest of the history: measured again every 5 minutes (or when a snapshot has arrived).
+FACTORS_EVERY_S = 300.0
 EXACT_TOLERANCE = 0.01  # full_accuracy_value may differ from value by rounding, not by 1 %
 SCALE = Decimal(10**18)
 # A series never holds more points than this (4 h of the spot at 1 Hz is 14,400): a flood of
@@ -178,6 +181,7 @@ class PriceSeries:
         self._history = volatility.History()
         self._scale_at = -math.inf
         self._scale_points = 0  # how many points the scale was measured on
+        self._factors_at = -math.inf
         # Spans the feed may have missed (a reconnect): [last point before, first after or
         # None]; a history snapshot that spans one repairs it.
         self._gaps: list[tuple[int, int | None]] = []
@@ -478,7 +482,7 @@ class PriceSeries:
     def volatility(self) -> volatility.Volatility | None:
         """The volatility estimate of this series (cached until a point arrives; what the
         whole history says (scale, jumps, inflation) is recomputed at most every
-        ``SCALE_EVERY_S``)."""
+        ``SCALE_EVERY_S``, its settlement factors every ``FACTORS_EVERY_S``)."""
         with self._lock:
             if self._vol_version == self._version:
                 return self._vol
@@ -497,8 +501,14 @@ class PriceSeries:
                 start = max(0, bisect.bisect_left(self._times, edge) - 1)
                 times, values = self._times[start:], self._values[start:]
         if recompute_scale:
-            self._history = volatility.history(times, values)
-            self._scale_at, self._scale_points = clocks.monotonic(), len(times)
+            now = clocks.monotonic()
+            grown = len(times) > 2 * self._scale_points + 60
+            again = grown or now - self._factors_at >= FACTORS_EVERY_S
+            kept = None if again else self._history.factors
+            self._history = volatility.history(times, values, kept)
+            self._scale_at, self._scale_points = now, len(times)
+            if again:
+                self._factors_at = now
         estimate = volatility.estimate(times, values, self._history)
         with self._lock:
             self._vol, self._vol_version = estimate, version

@@ -31,21 +31,20 @@ from datetime import UTC, datetime
 import httpx
 
 from app.board.row import BoardRow, LiveDetails
-from app.markets import DEFAULT_SYMBOLS, MARKETS, Market
+from app.markets import DEFAULT_SYMBOLS, MARKETS, WINDOW_S, Market, window_start
 from app.metrics.refresher import UPSTREAM_ERRORS
 from app.refresher import clocks
 from app.refresher.changes import Changes
 from app.refresher.model import TWAP, horizon_ratio, percentages, probability_up
-from app.refresher.sources.base import WINDOW_S, window_start
 from app.refresher.sources.polymarket.book import Books, Quote
 from app.refresher.sources.polymarket.clob import REST, ClobFeed, fetch_books, winners_of
-from app.refresher.sources.polymarket.deadline import DeadlineTransport
 from app.refresher.sources.polymarket.gamma import (
     GammaClient,
     UpstreamError,
     WindowMarket,
     WrongMarketError,
 )
+from app.refresher.sources.polymarket.http_deadline import DeadlineTransport
 from app.refresher.sources.polymarket.identity import (
     IDENTITY,
     TOP_KINDS,

@@ -1,4 +1,4 @@
-"""Account limits (app/limits/accounts.py) on a real Redis, as two workers see them.
+"""Account limits (app/limits/per_account.py) on a real Redis, as two workers see them.
 
 Two ``AccountLimits`` with storages of their own stand for two gunicorn workers sharing one
 Redis. The promise: never more than the limit in a window, whichever worker serves, exact
@@ -17,8 +17,8 @@ from limits import parse_many
 from limits.storage import MemoryStorage
 
 from app.errors import ApiError
-from app.limits.accounts import AccountLimits, Quota
-from app.limits.failover import FailoverStorage
+from app.limits.fallback_storage import FailoverStorage
+from app.limits.per_account import AccountLimits, Quota
 from harness.processes import RedisServer
 
 PLAN = "vip_pro"

@@ -444,7 +444,7 @@ def test_the_spot_at_t0_is_latched_only_without_a_hole_over_3_s_around_it(
 # stream is taken within 0.1 % of the spot's point at T0 (issue 35: the old allowance of
 # 0.1 % + 0.06 % x sqrt(dt) grew with the distance); a spot whose nearest point is 100 s
 # before T0 witnesses nothing (one side only: within 30 s), so nothing is taken on it.
-# The bridge across a hole: tests/unit/test_price_to_beat_witness.py.
+# The bridge across a hole: tests/unit/refresher/sources/polymarket/test_price_to_beat_witness.py.
 @pytest.mark.parametrize(
     ("value", "away_s", "believed"),
     [

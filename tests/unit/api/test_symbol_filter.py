@@ -15,7 +15,7 @@ from flask.testing import FlaskClient
 from app.web import create_app
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
-from tests.unit.test_latest_memory import LATEST, T0_MS, board, publish, row
+from tests.unit.api.test_latest_memory import LATEST, T0_MS, board, publish, row
 
 CALIBRATION = "/api/probboard/calibration"
 

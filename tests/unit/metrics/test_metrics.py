@@ -24,7 +24,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 import app.api.latest as latest_view
 import app.web as web_module
-from app.accounts.deadline import DatabaseGuard, DatabaseTimeoutError
+from app.accounts.db_deadline import DatabaseGuard, DatabaseTimeoutError
 from app.board.row import BoardRow
 from app.bus import BoardBus
 from app.bus.memory import MemoryBoardBus
@@ -38,7 +38,7 @@ from app.web import create_app
 from harness.processes import free_port
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
-from tests.unit.test_latest_memory import row
+from tests.unit.api.test_latest_memory import row
 
 LATEST = "/api/probboard/latest"
 STREAM = "/api/probboard/stream"

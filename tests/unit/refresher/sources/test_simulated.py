@@ -15,10 +15,9 @@ from flask.testing import FlaskClient, FlaskCliRunner
 from app.board.row import BoardRow
 from app.bus import BoardBus
 from app.bus.memory import MemoryBoardBus
-from app.markets import MARKETS, parse_symbols
+from app.markets import MARKETS, WINDOW_S, parse_symbols, window_start
 from app.refresher.loop import Refresher
 from app.refresher.model import percentages, probability_up
-from app.refresher.sources import WINDOW_S, window_start
 from app.refresher.sources.simulated import DEFAULT_SIGMA, START_PRICE, SimulatedSource, token_id
 from app.schemas import ContractError, check
 from app.schemas.board import PublishedBoardSchema

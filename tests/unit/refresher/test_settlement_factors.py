@@ -10,6 +10,7 @@ import random
 
 import pytest
 
+from app.markets import WINDOW_S
 from app.refresher import volatility
 from app.refresher.model import SPOT, TWAP
 from harness.settlement_feed import FEED_SIGMA, SettlementFeedPath
@@ -67,7 +68,7 @@ def test_in_a_twaps_last_seconds_the_factor_is_the_discrete_averages_variance() 
 
 def test_a_short_history_keeps_the_block_inflation() -> None:
     """Too few pseudo-windows to say anything: every factor is the inflation."""
-    times, values = _feed(volatility.SIGMA_WINDOW_S + volatility.WINDOW_S + 3000, 5)
+    times, values = _feed(volatility.SIGMA_WINDOW_S + WINDOW_S + 3000, 5)
     past = volatility.history(times, values)
     for _, points in past.factors:
         assert all(factor == past.inflation for _, factor in points)
@@ -110,3 +111,15 @@ def test_a_spot_settlement_keeps_the_inflation() -> None:
     assert estimate.spread(SPOT, None, 60.0) == (estimate.sigma, estimate.jump_var)
     sigma, _ = estimate.spread(TWAP, 30, 60.0)
     assert sigma < 0.9 * estimate.sigma
+
+
+def test_factors_given_are_kept_and_not_measured_again() -> None:
+    """The live series measures them every 5 minutes and keeps them between (rtds.py)."""
+    times, values = _brownian(2 * 3600, 4)
+    kept = (((TWAP, 30), ((5, 2.0), (290, 3.0))),)
+    past = volatility.history(times, values, kept)
+    assert past.factors == kept
+    estimate = volatility.estimate(times, values, past)
+    assert estimate is not None
+    assert estimate.factor(TWAP, 30, 5.0) == 2.0
+    assert volatility.history(times, values).factors != kept
