@@ -115,6 +115,8 @@ FACTOR_TOLERANCE = 0.02  # in log: the factor to 2 %
 DISTANCE_QUANTILES = 64  # the distances d each factor is scored on
 MIN_PSEUDO_S = 3600  # fewer seconds of pseudo-windows (an hour): the block inflation
 PRIOR_SPANS = 20.0  # a horizon's factor is shrunk toward the shorter one's by 20 spans' worth
+# The history the factors need before any is measured (the longest lookback's pseudo-windows).
+FACTOR_HISTORY_S = SIGMA_WINDOW_S + WINDOW_S + 60 + MIN_PSEUDO_S
 
 
 # Per settlement rule (rule, lookback): (horizon, variance factor) ascending.

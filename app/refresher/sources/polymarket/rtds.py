@@ -60,7 +60,8 @@ SPOT_HISTORY_S = 4 * 3600  # hours of spot: the volatility's horizon scale is me
 TWAP_HISTORY_S = 1800
 SCALE_EVERY_S = 60.0  # the scale is about hours of data: recomputing it once a minute is plenty
 # The settlement factors (volatility.settlement_factors) move over hours and cost as much as
-# the rest of the history: measured again every 5 minutes (or when a snapshot has arrived).
+# the rest of the history: measured again every 5 minutes (at once when a snapshot arrives
+# after a start whose history was too short for them).
 FACTORS_EVERY_S = 300.0
 EXACT_TOLERANCE = 0.01  # full_accuracy_value may differ from value by rounding, not by 1 %
 SCALE = Decimal(10**18)
@@ -502,8 +503,11 @@ class PriceSeries:
                 times, values = self._times[start:], self._values[start:]
         if recompute_scale:
             now = clocks.monotonic()
+            # A snapshot that has just arrived makes them worth measuring at once only if
+            # the last ones rested on too short a history to be measured at all.
             grown = len(times) > 2 * self._scale_points + 60
-            again = grown or now - self._factors_at >= FACTORS_EVERY_S
+            short = self._history.history_s < volatility.FACTOR_HISTORY_S
+            again = (grown and short) or now - self._factors_at >= FACTORS_EVERY_S
             kept = None if again else self._history.factors
             self._history = volatility.history(times, values, kept)
             self._scale_at, self._scale_points = now, len(times)
