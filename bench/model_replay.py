@@ -34,18 +34,18 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from app.calibration import scores
 from app.calibration.checkpoints import REMS
+from app.markets import WINDOW_S
 from app.refresher import model, volatility
+from app.refresher.sources.polymarket.rtds import SPOT_HISTORY_S as HISTORY_S
 
 RULES: dict[str, tuple[str, int | None]] = {
     "spot": (model.SPOT, None),
     "twap30": (model.TWAP, 30),
     "twap60": (model.TWAP, 60),
 }
-HISTORY_S = 4 * 3600  # what the live source keeps (rtds.SPOT_HISTORY_S)
-WINDOW_S = 300
 MULTIPLIERS = (0.3, 0.45, 0.6, 0.75, 1.0, 1.3, 1.7)
-CLIP = 1e-4  # as app.calibration.scores
 
 
 @dataclasses.dataclass
@@ -56,8 +56,7 @@ class Scored:
 
 
 def _loss(p: float, up: bool) -> float:
-    p = min(1.0 - CLIP, max(CLIP, p))
-    return -math.log(p if up else 1.0 - p)
+    return scores.log_loss(p, int(up))
 
 
 def _mean(values: Sequence[float]) -> float:

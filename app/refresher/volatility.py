@@ -266,6 +266,11 @@ def _regime_variance(squares: Sequence[float], end: int) -> float:
         return 0.0
     slow = math.fsum(squares[end - slow_n : end]) / slow_n
     fast = math.fsum(squares[end - fast_n : end]) / fast_n
+    return _regime_of(slow, fast)
+
+
+def _regime_of(slow: float, fast: float) -> float:
+    """The regime's variance from the slow and the fast window's."""
     return fast if fast > slow * FAST_SIGNIFICANCE else slow
 
 
@@ -280,7 +285,7 @@ def _regimes(squares: Sequence[float]) -> list[float]:
         slow_n, fast_n = min(end, SIGMA_WINDOW_S), min(end, FAST_WINDOW_S)
         slow = (prefix[end] - prefix[end - slow_n]) / slow_n
         fast = (prefix[end] - prefix[end - fast_n]) / fast_n
-        found.append(fast if fast > slow * FAST_SIGNIFICANCE else slow)
+        found.append(_regime_of(slow, fast))
     return found
 
 
@@ -326,7 +331,7 @@ def settlement_factors(
     ratios: Sequence[tuple[int, float]],
     prior: float,
 ) -> Factors:
-    """Per rule of ``RULES``, (horizon, variance factor) at ``FACTOR_HORIZONS``: the model
+    """Per TWAP rule of ``RULES``, (horizon, variance factor) at ``FACTOR_HORIZONS``: the model
     replayed on pseudo-windows of the history ``grid`` (log prices per second; ``regimes[t]``
     the diffusion's variance known at second ``t``, ``jump_per_s`` the jumps' variance per
     second), scored as the module says, shrunk toward ``prior``."""
@@ -336,8 +341,7 @@ def settlement_factors(
         prefix.append(prefix[-1] + x)
     found = []
     for rule, lookback in RULES:
-        span = lookback if rule == TWAP else 1  # the settlement: the mean of its last seconds
-        lb = float(lookback) if rule == TWAP else None
+        lb = float(lookback)  # the settlement: the mean of its last lookback seconds
         misses: dict[int, list[float]] = {h: [] for h in FACTOR_HORIZONS}
         distances: dict[int, list[float]] = {h: [] for h in FACTOR_HORIZONS}
         seconds = {
@@ -346,18 +350,19 @@ def settlement_factors(
         }
         # The continuation is linear in the last return: its coefficient once per horizon.
         carried = {h: continuation(rho, 1.0, h, rule, lb) for h in FACTOR_HORIZONS}
-        for end in range(SIGMA_WINDOW_S + WINDOW_S + span, n, PSEUDO_STEP_S):
+        for end in range(SIGMA_WINDOW_S + WINDOW_S + lookback, n, PSEUDO_STEP_S):
             start = end - WINDOW_S
-            beat = (prefix[start + 1] - prefix[start + 1 - span]) / span
-            settled = (prefix[end + 1] - prefix[end + 1 - span]) / span
+            beat = (prefix[start + 1] - prefix[start + 1 - lookback]) / lookback
+            first = end + 1 - lookback  # the first second the settlement averages
+            settled = (prefix[end + 1] - prefix[first]) / lookback
             for h in FACTOR_HORIZONS:
                 t = end - h
                 variance = (regimes[t] + jump_per_s) * seconds[h]
                 if variance <= 0:
                     continue
                 centre = grid[t]
-                if rule == TWAP and h < lookback:
-                    known = (prefix[t + 1] - prefix[end + 1 - span]) / (t + 1 - (end + 1 - span))
+                if h < lookback:
+                    known = (prefix[t + 1] - prefix[first]) / (t + 1 - first)
                     centre += (lookback - h) / lookback * (known - centre)
                 centre += carried[h] * (grid[t] - grid[t - 1])
                 root = math.sqrt(variance)
@@ -370,14 +375,14 @@ def settlement_factors(
             if seen_s < MIN_PSEUDO_S:
                 factors.append((h, prior))
                 continue
-            # What a horizon's misses say is worth the spans of it they hold, not their
+            # What a horizon's misses say is worth the lookbacks of it they hold, not their
             # count (they overlap); each is shrunk toward the shorter horizon's factor, which
             # is known better (a long horizon's pseudo-windows start near their price to
             # beat, where the factor hardly changes the score).
-            spans = seen_s / h
+            lookbacks = seen_s / h
             log_k = math.log(_best_factor(misses[h], distances[h]))
             toward = math.exp(
-                (spans * log_k + PRIOR_SPANS * math.log(toward)) / (spans + PRIOR_SPANS)
+                (lookbacks * log_k + PRIOR_SPANS * math.log(toward)) / (lookbacks + PRIOR_SPANS)
             )
             factors.append((h, toward))
         found.append(((rule, lookback), tuple(factors)))

@@ -490,10 +490,8 @@ class PriceSeries:
             version = self._version
             # Once a minute, or at once when the history has grown a lot (a history
             # snapshot has just arrived).
-            recompute_scale = (
-                clocks.monotonic() - self._scale_at >= SCALE_EVERY_S
-                or len(self._times) > 2 * self._scale_points + 60
-            )
+            grown = len(self._times) > 2 * self._scale_points + 60
+            recompute_scale = grown or clocks.monotonic() - self._scale_at >= SCALE_EVERY_S
             if recompute_scale:
                 times, values = list(self._times), list(self._values)
             else:  # the last SIGMA_WINDOW_S seconds (and the point in force before them)
@@ -505,7 +503,6 @@ class PriceSeries:
             now = clocks.monotonic()
             # A snapshot that has just arrived makes them worth measuring at once only if
             # the last ones rested on too short a history to be measured at all.
-            grown = len(times) > 2 * self._scale_points + 60
             short = self._history.history_s < volatility.FACTOR_HISTORY_S
             again = (grown and short) or now - self._factors_at >= FACTORS_EVERY_S
             kept = None if again else self._history.factors
