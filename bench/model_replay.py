@@ -38,7 +38,7 @@ from app.calibration import scores
 from app.calibration.checkpoints import REMS
 from app.markets import WINDOW_S
 from app.refresher import model, volatility
-from app.refresher.sources.polymarket.rtds import SPOT_HISTORY_S as HISTORY_S
+from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S as HISTORY_S
 
 RULES: dict[str, tuple[str, int | None]] = {
     "spot": (model.SPOT, None),

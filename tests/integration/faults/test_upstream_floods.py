@@ -20,7 +20,8 @@ import pytest
 from app.markets import WINDOW_S
 from app.refresher.sources.polymarket import feed as feed_module
 from app.refresher.sources.polymarket import source as source_module
-from app.refresher.sources.polymarket.rtds import SPOT_KEY, PriceSeries
+from app.refresher.sources.polymarket.price_series import PriceSeries
+from app.refresher.sources.polymarket.rtds import SPOT_KEY
 from harness.fake_polymarket import Trickle
 from tests.support.live_source import wait_for
 from tests.support.upstream_faults import SITE, Sample, budget, staged
@@ -129,7 +130,7 @@ BIG_FRAMES = 3
 POINTS_PER_FRAME = 60_000  # about 3.3 MB of JSON each
 SPAN_S = 1100  # each frame's points spread over this many seconds of the path (to now)
 # docs/reliability.md ("Bounded by design"): a price series holds at most 20,000 points. Stated
-# here, not read from rtds.MAX_POINTS: a test computed from the cap passes whatever it becomes.
+# here, not read from points.MAX_POINTS: a test computed from the cap passes whatever it becomes.
 CAP = 20_000
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from app.refresher import volatility
 from app.refresher.model import horizon_ratio
-from app.refresher.sources.polymarket.rtds import SPOT_HISTORY_S, PriceSeries
+from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceSeries
 
 SIGMA = 1.2e-4
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from app.refresher.sources.polymarket.rtds import PriceSeries
+from app.refresher.sources.polymarket.price_series import PriceSeries
 from app.refresher.volatility import Volatility
 
 # A floor for rounding and for a neighbouring second's value (BTC's 1 s moves are 0.35-0.67

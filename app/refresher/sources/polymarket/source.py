@@ -52,6 +52,7 @@ from app.refresher.sources.polymarket.identity import (
     Verdict,
     top_verdicts,
 )
+from app.refresher.sources.polymarket.price_series import PriceSeries
 from app.refresher.sources.polymarket.price_to_beat import (
     sigma_of,
     spot_witness,
@@ -59,13 +60,7 @@ from app.refresher.sources.polymarket.price_to_beat import (
     twap_witness,
 )
 from app.refresher.sources.polymarket.recording import RecordingTransport
-from app.refresher.sources.polymarket.rtds import (
-    SPOT_KEY,
-    TOPICS,
-    TWAP_KEYS,
-    PriceSeries,
-    RtdsFeed,
-)
+from app.refresher.sources.polymarket.rtds import SPOT_KEY, TOPICS, TWAP_KEYS, RtdsFeed
 from app.refresher.sources.polymarket.suspects import Suspects
 from app.refresher.tape import Tape
 

@@ -19,7 +19,7 @@ point that carried it, even where the world comes back to it. A point stamped af
 exchange price WAITS until the exchange has spoken for its second. While the witness is
 silent (nothing for ``SILENT_S``) or has not learned its basis yet (``MIN_POINTS`` ratios),
 it has no verdict (NONE) and the spot is judged by its own plausibility alone
-(``rtds.PriceSeries.offer``), as on a tape recorded without the exchange topic.
+(``price_series.PriceSeries.offer``), as on a tape recorded without the exchange topic.
 """
 
 from __future__ import annotations

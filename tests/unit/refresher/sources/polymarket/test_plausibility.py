@@ -23,14 +23,8 @@ import pytest
 from app.markets import parse_symbols
 from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.gamma import WrongMarketError, parse_event
-from app.refresher.sources.polymarket.rtds import (
-    SPOT_HISTORY_S,
-    SPOT_KEY,
-    TOPICS,
-    PriceSeries,
-    RtdsFeed,
-    point_value,
-)
+from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceSeries
+from app.refresher.sources.polymarket.rtds import SPOT_KEY, TOPICS, RtdsFeed, point_value
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
 from harness.fake_polymarket import FakeMarket, FakeRtds
 

@@ -31,7 +31,8 @@ from app.refresher.sources.polymarket import feed as feed_module
 from app.refresher.sources.polymarket import gamma
 from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.clob import ClobFeed
-from app.refresher.sources.polymarket.rtds import TWAP_KEYS, PriceSeries, RtdsFeed
+from app.refresher.sources.polymarket.price_series import PriceSeries
+from app.refresher.sources.polymarket.rtds import TWAP_KEYS, RtdsFeed
 from app.refresher.sources.polymarket.source import T0_REPORT_WAIT_S, PolymarketSource
 from app.refresher.volatility import SCALE_BOUNDS, SIGMA_WINDOW_S
 from app.services import services_of

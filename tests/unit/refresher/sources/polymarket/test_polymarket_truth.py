@@ -432,7 +432,7 @@ def test_lost_price_changes_are_repaired_by_the_upstreams_top_and_crossed_is_sta
     re-read the book over REST; uncrossed, the rows are fresh again."""
     market = world.list_market(FakeMarket(T0))
     up = market.up_token
-    # Two points that agree: an empty series believes nothing less (rtds.CONFIRM_POINTS).
+    # Two points that agree: an empty series believes nothing less (price_series.CONFIRM_POINTS).
     world.rtds.push(SPOT_TOPIC, (T0 + 9) * 1000, S0)
     world.rtds.push(SPOT_TOPIC, (T0 + 10) * 1000, S0)
     clock = Clock(T0 + 10.5)  # static: the price is always 500 ms old
@@ -487,7 +487,7 @@ def test_a_level_change_without_a_top_that_crosses_the_book_is_stale_until_rest_
     source asks REST for the book, and once REST answers the board shows the true top."""
     market = world.list_market(FakeMarket(T0))
     up = market.up_token
-    # Two points that agree: an empty series believes nothing less (rtds.CONFIRM_POINTS).
+    # Two points that agree: an empty series believes nothing less (price_series.CONFIRM_POINTS).
     world.rtds.push(SPOT_TOPIC, (T0 + 9) * 1000, S0)
     world.rtds.push(SPOT_TOPIC, (T0 + 10) * 1000, S0)
     clock = Clock(T0 + 10.5)

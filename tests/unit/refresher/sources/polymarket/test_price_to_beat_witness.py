@@ -14,13 +14,14 @@ import pytest
 
 from app.markets import DEFAULT_SYMBOLS, MARKETS
 from app.refresher.sources.polymarket.gamma import WindowMarket
+from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceSeries
 from app.refresher.sources.polymarket.price_to_beat import (
     second_mean,
     sigma_of,
     spot_witness,
     twap_witness,
 )
-from app.refresher.sources.polymarket.rtds import SPOT_HISTORY_S, SPOT_KEY, PriceSeries
+from app.refresher.sources.polymarket.rtds import SPOT_KEY
 from app.refresher.volatility import Volatility
 
 T0 = 1_800_000_000

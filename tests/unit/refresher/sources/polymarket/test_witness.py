@@ -15,7 +15,7 @@ import random
 import pytest
 
 from app.markets import MARKETS
-from app.refresher.sources.polymarket.rtds import SPOT_HISTORY_S, PriceSeries
+from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceSeries
 from app.refresher.sources.polymarket.witness import ExchangeWitness, TwapWitness, Verdict
 
 T0 = 1_800_000_000

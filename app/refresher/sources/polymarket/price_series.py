@@ -1,0 +1,258 @@
+"""A price series that judges every point before believing it (docs/reliability.md).
+
+A value is judged against the believed point nearest in time (``PriceSeries.offer``): a move
+larger than real markets make (``JUMP_BASE`` plus ``JUMP_PER_ROOT_S`` per square root of the
+seconds between them) is held as suspect, so a stray value never becomes the price, the price
+to beat or the volatility. A suspect run that stays self-consistent for ``RELEARN_S`` is
+believed (the old level was the wrong one, or the world moved; the old points stay in the
+history); a TWAP series with nothing believed yet is judged by the spot, and a spot series
+with nothing believed yet waits for ``CONFIRM_POINTS`` points that agree. A spot with a
+witness (the exchange price, the TWAP reports: ``witness.py``) is judged by it instead.
+
+The believed points themselves live in ``points.Points``; the volatility is measured on them
+(``app.refresher.volatility``), cached until a point arrives.
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+import time
+from collections.abc import Callable
+
+from app.markets import WINDOW_S
+from app.refresher import clocks, volatility
+from app.refresher.sources.polymarket.points import Points
+from app.refresher.sources.polymarket.witness import (
+    MAX_PENDING,
+    ExchangeWitness,
+    TwapWitness,
+    Verdict,
+)
+
+SPOT_HISTORY_S = 4 * 3600  # hours of spot: the volatility's horizon scale is measured on it
+TWAP_HISTORY_S = 1800
+SCALE_EVERY_S = 60.0  # the scale is about hours of data: recomputing it once a minute is plenty
+# The settlement factors (volatility.settlement_factors) move over hours and cost as much as
+# the rest of the history: measured again every 5 minutes (at once when a snapshot arrives
+# after a start whose history was too short for them).
+FACTORS_EVERY_S = 300.0
+# The largest move believed between two points dt seconds apart, in log terms:
+# JUMP_BASE + JUMP_PER_ROOT_S * sqrt(dt). Set from BTC's real 1 s data (docs/reliability.md):
+# about 3x its largest real second (34 bp), far below a stray price.
+JUMP_BASE = 0.01
+JUMP_PER_ROOT_S = 0.002
+CONFIRM_POINTS = 2  # a series with nothing believed yet: this many points that agree
+# Without a witness only (a TWAP series; a spot whose exchange price is silent, or a tape
+# recorded without it): a self-consistent suspect run this long (and RELEARN_POINTS) is
+# believed. With a witness, persistence proves nothing: the witness decides.
+RELEARN_S = 30.0
+RELEARN_POINTS = 10
+WINDOW_MS = WINDOW_S * 1000  # a window: the unit of ``Market.window_move``
+
+
+def allowed_move(dt_ms: int, base: float = JUMP_BASE) -> float:
+    """The largest |log return| believed between two points ``dt_ms`` apart (``base``: the
+    market's own, ``Market.jump_base``)."""
+    return base + JUMP_PER_ROOT_S * math.sqrt(max(1.0, abs(dt_ms) / 1000))
+
+
+def _agrees(reference: tuple[int, float], point: tuple[int, float], base: float) -> bool:
+    return abs(math.log(point[1] / reference[1])) <= allowed_move(point[0] - reference[0], base)
+
+
+class PriceSeries(Points):
+    """Recent points of one topic, each judged before it is believed; the volatility."""
+
+    def __init__(
+        self,
+        history_s: int = TWAP_HISTORY_S,
+        clock: Callable[[], float] = time.time,
+        anchor: PriceSeries | None = None,
+        jump_base: float = JUMP_BASE,
+        witness: ExchangeWitness | None = None,
+        window_move: float | None = None,
+        twaps: tuple[TwapWitness, ...] = (),
+    ) -> None:
+        super().__init__(history_s, clock)
+        self._jump_base = jump_base
+        # The spot's: the exchange price that must agree with each point (``witness.py``),
+        # the TWAP reports a point waits for while the exchange has no verdict (so no row
+        # shows it before they can contradict its mean), and the largest move believed
+        # within a window, whatever agrees with it.
+        self._witness = witness
+        self._twaps = twaps
+        self._window_move = window_move
+        self._pending: list[tuple[int, float]] = []  # waiting for the witness's verdict
+        # The newest point the witness contradicted (stamp, why), until a believed point at
+        # or after its stamp: the row is stale meanwhile (its price disagrees).
+        self._doubt: tuple[int, str] | None = None
+        # Another series of the same asset (a TWAP's: the spot) that judges this one's points
+        # while it has nothing believed of its own.
+        self._anchor = anchor
+        # Points not believed yet: a suspect run, or the first points of an empty series.
+        self._run: list[tuple[int, float]] = []
+        self._vol_version = -1
+        self._vol: volatility.Volatility | None = None
+        self._history = volatility.History()
+        self._scale_at = -math.inf
+        self._scale_points = 0  # how many points the scale was measured on
+        self._factors_at = -math.inf
+
+    def _add(self, ts_ms: int, value: float) -> None:
+        """Believe a point (the caller holds the lock): it ends a doubt as old as it."""
+        if self._doubt is not None and ts_ms >= self._doubt[0]:
+            self._doubt = None  # a believed point as new as the contradicted one
+        super()._add(ts_ms, value)
+
+    def merge(self, points: list[tuple[int, float]]) -> list[str]:
+        """Merge a history snapshot, each point judged as by ``offer``; a gap it spans is
+        repaired. Returns the suspect kinds of the points not believed."""
+        verdicts = [self.offer(ts_ms, value) for ts_ms, value in sorted(points)]
+        suspect = [kind for kind in verdicts if kind is not None]
+        if points:
+            self._repair(min(t for t, _ in points), max(t for t, _ in points))
+        return suspect
+
+    def offer(self, ts_ms: int, value: float) -> str | None:
+        """Take a point if it is believable. Returns None when taken (or waiting: for the
+        witness's verdict, or in a series with nothing believed yet for ``CONFIRM_POINTS``
+        that agree), else the suspect kind: ``out_of_range`` (a level no window reaches),
+        ``disagrees`` (the witness contradicts it) or ``jump`` (judged alone: too far from
+        the believed point nearest in time, ``allowed_move``)."""
+        if not self._reachable(ts_ms, value):
+            return "out_of_range"
+        verdict, why = self._verdict(ts_ms, value)
+        if verdict is Verdict.WAIT:
+            with self._lock:
+                self._pending = [*self._pending[1 - MAX_PENDING :], (ts_ms, value)]
+            return None
+        if verdict is Verdict.DISAGREES:
+            with self._lock:
+                self._run = []  # never part of a run that persistence could make believed
+                if self._doubt is None or ts_ms >= self._doubt[0]:
+                    self._doubt = (ts_ms, why)
+            return "disagrees"
+        if verdict is Verdict.AGREES:
+            with self._lock:
+                self._run = []
+                self._add(ts_ms, value)
+                same_since, frozen = self._same_since, self._frozen
+            believed = [(ts_ms, value)]
+            suspect = None
+            if not frozen and self._witness is not None and self._witness.moved_since(same_since):
+                with self._lock:
+                    self._frozen = self._same_since == same_since
+        else:
+            suspect, believed = self._offer_alone(ts_ms, value)
+        if self._witness is not None:
+            for point in believed:
+                self._witness.learn(*point)
+        return suspect
+
+    def _verdict(self, ts_ms: int, value: float) -> tuple[Verdict, str]:
+        """The exchange price's verdict; without one, WAIT while every TWAP topic that speaks
+        has no report for the point's second yet (then NONE: judged alone)."""
+        verdict, why = self._witness.judge(ts_ms, value) if self._witness else (Verdict.NONE, "")
+        if verdict is Verdict.NONE:
+            reports = [t.newest_ms() for t in self._twaps if t.judging]
+            if reports and all(r is None or r < ts_ms for r in reports):
+                return Verdict.WAIT, ""
+        return verdict, why
+
+    def settle(self) -> list[str]:
+        """A witness has spoken for more seconds: judge the points waiting for one (those
+        still ahead of it wait on). Returns the suspect kinds found."""
+        with self._lock:
+            waiting, self._pending = self._pending, []
+        kinds = (self.offer(ts_ms, value) for ts_ms, value in waiting)
+        return [kind for kind in kinds if kind is not None]
+
+    def doubt(self) -> str | None:
+        """Why the newest point offered is not believed, when the witness contradicted it
+        (None when a believed point has come since)."""
+        with self._lock:
+            return self._doubt[1] if self._doubt else None
+
+    def _reachable(self, ts_ms: int, value: float) -> bool:
+        """Within ``window_move`` (per square root of the windows between them, at least
+        one) of the believed point nearest in time: a level no window reaches is never
+        believed."""
+        if self._window_move is None:
+            return True
+        with self._lock:
+            nearest = self._nearest(ts_ms)
+        if nearest is None:
+            return True
+        reference_ms, reference = nearest
+        windows = max(1.0, abs(ts_ms - reference_ms) / WINDOW_MS)
+        return abs(math.log(value / reference)) <= self._window_move * math.sqrt(windows)
+
+    def _offer_alone(self, ts_ms: int, value: float) -> tuple[str | None, list[tuple[int, float]]]:
+        """``offer`` without a witness: within ``allowed_move`` of the believed point nearest
+        in time, else a suspect run believed after ``RELEARN_S`` (or, in a series with
+        nothing believed yet, ``CONFIRM_POINTS`` that agree). Returns (the suspect kind or
+        None, the points believed)."""
+        point = (ts_ms, value)
+        # The anchor (another series' lock, taken before ours: never nested) only matters
+        # while this series has nothing believed of its own.
+        anchored = None
+        if self._anchor is not None and not self._times:
+            anchored = self._anchor.nearest(ts_ms)
+        with self._lock:
+            reference = self._nearest(ts_ms) or anchored
+            if reference is not None and _agrees(reference, point, self._jump_base):
+                self._run = []  # a believed point ends a suspect run
+                believed = [point]
+            else:
+                run = self._run
+                joins = (
+                    bool(run) and run[-1][0] != ts_ms and _agrees(run[-1], point, self._jump_base)
+                )
+                displaced = bool(run) and not joins
+                self._run = run = [*run, point] if joins else [point]
+                cold = reference is None and len(run) >= CONFIRM_POINTS
+                relearn = len(run) >= RELEARN_POINTS and run[-1][0] - run[0][0] >= (
+                    RELEARN_S * 1000
+                )
+                if not (cold or relearn):
+                    return (None if reference is None and not displaced else "jump"), []
+                believed, self._run = run, []
+            for believed_point in believed:
+                self._add(*believed_point)
+        return None, believed
+
+    def volatility(self) -> volatility.Volatility | None:
+        """The volatility estimate of this series (cached until a point arrives; what the
+        whole history says (scale, jumps, inflation) is recomputed at most every
+        ``SCALE_EVERY_S``, its settlement factors every ``FACTORS_EVERY_S``)."""
+        with self._lock:
+            if self._vol_version == self._version:
+                return self._vol
+            version = self._version
+            # Once a minute, or at once when the history has grown a lot (a history
+            # snapshot has just arrived).
+            grown = len(self._times) > 2 * self._scale_points + 60
+            recompute_scale = grown or clocks.monotonic() - self._scale_at >= SCALE_EVERY_S
+            if recompute_scale:
+                times, values = list(self._times), list(self._values)
+            else:  # the last SIGMA_WINDOW_S seconds (and the point in force before them)
+                newest = self._times[-1] if self._times else 0
+                edge = newest - (volatility.SIGMA_WINDOW_S + 2) * 1000
+                start = max(0, bisect.bisect_left(self._times, edge) - 1)
+                times, values = self._times[start:], self._values[start:]
+        if recompute_scale:
+            now = clocks.monotonic()
+            # A snapshot that has just arrived makes them worth measuring at once only if
+            # the last ones rested on too short a history to be measured at all.
+            short = self._history.history_s < volatility.FACTOR_HISTORY_S
+            again = (grown and short) or now - self._factors_at >= FACTORS_EVERY_S
+            kept = None if again else self._history.factors
+            self._history = volatility.history(times, values, kept)
+            self._scale_at, self._scale_points = now, len(times)
+            if again:
+                self._factors_at = now
+        estimate = volatility.estimate(times, values, self._history)
+        with self._lock:
+            self._vol, self._vol_version = estimate, version
+        return estimate
