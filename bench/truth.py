@@ -31,7 +31,7 @@ import time
 from decimal import Decimal
 from typing import Any
 
-from app.markets import WINDOW_S, window_start
+from app.markets import MARKETS, WINDOW_S, window_start
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
 from harness import tapes
 from harness.fake_polymarket import TWAP, FakeBook, FakeMarket, FakePolymarket, live_span
@@ -136,6 +136,7 @@ def main() -> int:
                 rtds=world.rtds.url,
                 site=world.site.url,
             ),
+            (MARKETS["BTC"],),  # the fake world's one market
             stale_after_ms=STALE_MS,
         )
         source.warm_up(20)

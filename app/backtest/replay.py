@@ -19,7 +19,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
-from app.markets import DEFAULT_SYMBOLS, MARKETS, Market
+from app.markets import MARKETS, Market
 from app.refresher import clocks
 from app.refresher.sources.polymarket.clob import winners_of
 from app.refresher.sources.polymarket.source import UPKEEP_S, PolymarketSource, Upstreams
@@ -34,6 +34,9 @@ REPLAY_UPSTREAMS = Upstreams(
     site="http://site.tape",
 )
 HTTP_SOURCES = frozenset({"gamma", "clob-rest", "site"})
+# A tape whose RTDS subscription names no market was recorded by the one-market refresher of
+# before SYMBOLS, which served BTC only: that is its market.
+UNNAMED_TAPE_MARKET = "BTC"
 Key = tuple[str, str, tuple[tuple[str, str], ...], str | None]
 
 
@@ -105,11 +108,7 @@ class Replay:
     last_t: float | None = None
 
 
-def new_replay(
-    stale_after_ms: int,
-    start_t: float = 0.0,
-    markets: tuple[Market, ...] = (MARKETS[DEFAULT_SYMBOLS],),
-) -> Replay:
+def new_replay(stale_after_ms: int, start_t: float, markets: tuple[Market, ...]) -> Replay:
     """A threadless live source of ``markets`` on a virtual clock, answered from the tape;
     the source comes to life at ``start_t`` (the tape's first ``t``), as the live one did."""
     clock = VirtualClock()
@@ -128,7 +127,7 @@ def new_replay(
 
 def markets_of(lines: list[dict[str, Any]]) -> tuple[Market, ...]:
     """The markets a tape was recorded for: the Chainlink symbols of its first RTDS subscribe
-    frame (in their order), else the default (tapes of a one-market refresher)."""
+    frame (in their order), else ``UNNAMED_TAPE_MARKET``'s."""
     by_chainlink = {market.chainlink: market for market in MARKETS.values()}
     for line in lines:
         if line.get("src") != "rtds" or line.get("dir") != "out":
@@ -142,7 +141,7 @@ def markets_of(lines: list[dict[str, Any]]) -> tuple[Market, ...]:
         found = list(dict.fromkeys(by_chainlink[f] for f in filters if f in by_chainlink))
         if found:
             return tuple(found)
-    return (MARKETS[DEFAULT_SYMBOLS],)
+    return (MARKETS[UNNAMED_TAPE_MARKET],)
 
 
 def _chainlink_symbol(subscription: Any) -> str | None:

@@ -10,10 +10,13 @@ from typing import Any
 
 import pytest
 
+from app.markets import MARKETS, Market
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
 from harness.fake_polymarket import FakePolymarket
 
 POLL_S = 30.0  # generous: another process may be loading the machine
+# The market of a one-market source, said where it is used: a source has no default market.
+BTC_ONLY: tuple[Market, ...] = (MARKETS["BTC"],)
 
 Row = dict[str, Any]
 
@@ -84,12 +87,15 @@ MakeSource = Callable[[Callable[[], float]], PolymarketSource]
 
 
 @contextmanager
-def sources_on(world: FakePolymarket, **options: Any) -> Iterator[MakeSource]:
-    """Make sources on the fakes with a given clock; all closed (threads stopped) at the end."""
+def sources_on(
+    world: FakePolymarket, markets: tuple[Market, ...] = BTC_ONLY, **options: Any
+) -> Iterator[MakeSource]:
+    """Make sources of ``markets`` on the fakes with a given clock; all closed (threads
+    stopped) at the end."""
     made: list[PolymarketSource] = []
 
     def make(clock: Callable[[], float]) -> PolymarketSource:
-        source = PolymarketSource(upstreams(world), clock=clock, **options)
+        source = PolymarketSource(upstreams(world), markets, clock=clock, **options)
         made.append(source)
         return source
 

@@ -29,6 +29,7 @@ from app.refresher import volatility
 from app.refresher.sources.polymarket.gamma import slug_for
 from harness.fake_polymarket import SPOT, TWAP, WINDOW_S, BrownianPath, FakeMarket
 from harness.tapes import TapeSpec, exact_p_up, settled_up, write
+from tests.support.live_source import BTC_ONLY
 
 T0 = 1_800_000_000
 SIGMA = 1.2e-4
@@ -119,7 +120,7 @@ def test_outcomes_come_from_the_market_when_it_said_and_from_the_feed_otherwise(
         w for w in doc["perWindow"] if w["windowStart"] < T0 + WINDOWS * 300
     ):
         start = window["windowStart"]
-        assert window["slug"] == slug_for(start) and window["rule"] == rule
+        assert window["slug"] == slug_for(start, BTC_ONLY[0]) and window["rule"] == rule
         up = settled_up(spec.path, rule, spec.lookback, start)
         assert window["outcome"] == ("up" if up else "down"), window
         expected = "market" if (start - T0) // WINDOW_S % spec.resolved_every == 0 else "feed"

@@ -25,7 +25,7 @@ from app.refresher import tape as tape_module
 from app.refresher.main import main, with_tape
 from app.refresher.tape import Tape, hour_name
 from harness.fake_polymarket import SPOT_TOPIC, FakeMarket, FakePolymarket, running
-from tests.support.live_source import Clock, first_row, poll, sources_on, wait_for
+from tests.support.live_source import BTC_ONLY, Clock, first_row, poll, sources_on, wait_for
 
 HOUR = 1_800_000_000 - 1_800_000_000 % 3600  # the start of an hour (UTC)
 
@@ -239,7 +239,7 @@ def test_a_recorded_tape_replays_to_the_boards_the_live_source_built(tmp_path: P
         line["t"] for line in lines if line["src"] in ("clob-ws", "rtds") and "frame" in line
         and "dir" not in line
     )  # fmt: skip
-    replay = new_replay(3000, lines[0]["t"])
+    replay = new_replay(3000, lines[0]["t"], BTC_ONLY)
     boards = list(run(replay, iter(lines), 500, at=[now for now, _, _ in live]))
     assert len(boards) == len(live)
 

@@ -23,13 +23,12 @@ from typing import Any
 
 import httpx
 
-from app.markets import DEFAULT_SYMBOLS, MARKETS, WINDOW_S, Market
+from app.markets import WINDOW_S, Market
 from app.refresher.model import SPOT, TWAP
 
 TOKEN_ID = re.compile(r"[0-9]{1,78}")
 TWAP_STREAM = re.compile(r"twap-([0-9]{1,3})s")
 MAX_LOOKBACK_S = 300
-DEFAULT_MARKET = MARKETS[DEFAULT_SYMBOLS]
 
 
 class UpstreamError(Exception):
@@ -64,7 +63,7 @@ class WindowMarket:
     price_to_beat: float | None  # Gamma's eventMetadata.priceToBeat, when present
 
 
-def slug_for(window_start: int, market: Market = DEFAULT_MARKET) -> str:
+def slug_for(window_start: int, market: Market) -> str:
     """The Gamma slug of ``market``'s window starting at ``window_start``."""
     return market.slug(window_start)
 
@@ -134,7 +133,7 @@ def check_window(
                 raise WrongMarketError(f"{slug}: {name} {str(owner[name])[:40]!r} is not {t}")
 
 
-def parse_event(event: Any, window_start: int, coin: Market = DEFAULT_MARKET) -> WindowMarket:
+def parse_event(event: Any, window_start: int, coin: Market) -> WindowMarket:
     """The window market in a Gamma event object; ``UpstreamError`` when it does not fit,
     ``WrongMarketError`` when it is not the window asked for."""
     if not isinstance(event, dict):
@@ -182,7 +181,7 @@ def parse_event(event: Any, window_start: int, coin: Market = DEFAULT_MARKET) ->
 class GammaClient:
     """``GET {gamma}/events/slug/{slug}``, with timeouts; None while a window is not listed."""
 
-    def __init__(self, base_url: str, http: httpx.Client, market: Market = DEFAULT_MARKET) -> None:
+    def __init__(self, base_url: str, http: httpx.Client, market: Market) -> None:
         self._base = base_url.rstrip("/")
         self._http = http
         self._market = market

@@ -27,6 +27,7 @@ MAX_POINTS = 20_000
 MAX_NORMAL_LAG_MS = 2_000
 LAG_SAMPLES = 31
 MEAN_GAP_MS = 3_000  # a mean the TWAP witness compares covers its span with no longer gap
+MAX_GAP_MS = 3000  # consecutive Chainlink points (about 1 Hz) further apart: a hole
 GAPS_KEPT = 8  # spans a reconnect may have missed, remembered at most
 
 

@@ -1,177 +1,259 @@
-"""Witnesses of a window's price to beat: what the settlement stream's own points allow.
+"""A window's price to beat: latched from the settlement stream, else from its fallbacks.
 
-No single upstream is believed alone (issue 35, point 3). Whatever gives a price to beat (the
-site, Gamma, a TWAP report), the Chainlink spot on RTDS, the settlement stream's own points,
-is its witness (docs/price-to-beat.md):
+The settlement stream comes first (``latch``): a spot window's price to beat is the spot in
+force at T0, a TWAP window's the TWAP report at T0, each taken only once the points around T0
+have arrived with no hole between them, so a point missed in a gap is never latched past. A
+TWAP report is believed when the spot's own mean over the lookback witnesses it; a TWAP topic
+that is silent (or has a hole at T0) is replaced by that mean. A spot window whose stream
+gives nothing ``FALLBACK_AFTER_S`` after T0 asks the site's open price (at most every
+``SITE_RETRY_S``), then takes Gamma's ``priceToBeat``; both are believed only when the spot's
+points around T0 witness them (``price_to_beat_witness.py``). A refused value keeps the row
+stale with the reason until a believable one comes (docs/price-to-beat.md).
 
-- A spot window: the value in force at T0 lies on a Brownian bridge between the believed
-  points on both sides of T0 (the same point, when one is stamped at T0). Its spread is
-  ``sigma * sqrt((T0 - a) * (b - T0) / (b - a))`` for points at ``a`` and ``b``: at most
-  ``sigma * sqrt(hole / 4)``, however far the nearer side is, so the bound never grows past
-  what the hole's length allows. With points on one side only (the stream stopped before
-  T0, or our history starts after it), the nearest one within ``ONE_SIDED_MAX_S`` is the
-  witness, with the spread of a Brownian move over that distance; farther, none yet.
-- A TWAP window: the report at T0 against the spot's own mean over [T0 - L, T0]. Two means
-  of one path over windows ``d`` seconds apart differ by about ``d / L`` of the path's move
-  over L, so by ``sigma * d / sqrt(L)`` (one sd); ``d`` is ``TWAP_SHIFT_S``, more than the
-  few seconds the report is said to stop averaging before its stamp, when the spot covers
-  the lookback (its last ``max_gap`` may still be on their way: inside that ``d``). With a
-  hole in it, the mean of the seconds the spot has, within ``sigma * sqrt(L)`` (coarse).
-
-A value is believed within ``BASE + SIGMAS * spread`` (in log terms) of its witness;
-``sigma`` is the spot's own measured volatility per root second, jumps included
-(``FALLBACK_SIGMA`` until the spot has enough history for an estimate).
+The site is asked from the source's upkeep thread (``upkeep``), never while a row is built.
 """
 
 from __future__ import annotations
 
+import logging
 import math
-from dataclasses import dataclass
+from datetime import UTC, datetime
 
+import httpx
+
+from app.markets import WINDOW_S, Market
+from app.metrics.refresher import UPSTREAM_ERRORS
+from app.refresher import clocks
+from app.refresher.model import TWAP
+from app.refresher.sources.polymarket.doubts import Doubts
+from app.refresher.sources.polymarket.points import MAX_GAP_MS
 from app.refresher.sources.polymarket.price_series import PriceSeries
-from app.refresher.volatility import Volatility
+from app.refresher.sources.polymarket.price_to_beat_witness import (
+    sigma_of,
+    spot_witness,
+    topic_agrees_now,
+    twap_witness,
+)
+from app.refresher.sources.polymarket.rtds import SPOT_KEY, TOPICS, TWAP_KEYS, RtdsFeed
+from app.refresher.sources.polymarket.suspects import Suspects
+from app.refresher.sources.polymarket.windows import Window
 
-# A floor for rounding and for a neighbouring second's value (BTC's 1 s moves are 0.35-0.67
-# bp sd; Gamma's and the site's values may be rounded, or taken a second off T0): 10 bp, as
-# the bound before it had.
-BASE = 0.001
-# How many sds of the Brownian spread a value may be off: 4 (about 1 in 16,000 for a
-# Gaussian, two-sided; the spot's fat tails enter through sigma, which counts its jumps,
-# and fade over the tens of seconds judged here). A refused honest value costs the window
-# its P(up) (stale); a believed wrong one would be fresh and wrong: the tighter side wins.
-SIGMAS = 4.0
-# How many seconds apart the TWAP report's averaging window and ours may be (the report is
-# said to stop averaging about 3 s before its stamp; our points arrive per second, 2 % of
-# the seconds missing): 10 s.
-TWAP_SHIFT_S = 10.0
-# With points on one side of T0 only: the nearest within this many seconds witnesses it
-# (the bound then reaches what a bridge over a 120 s hole allows, 0.36 % at sigma 1.2e-4).
-ONE_SIDED_MAX_S = 30.0
-# The spot's sigma per root second while it has too little history for an estimate: BTC's
-# 1.2e-4 of the issue (the real feed's 1 s moves are 0.35-0.67 bp sd: this is wider).
-FALLBACK_SIGMA = 1.2e-4
+log = logging.getLogger(__name__)
+
+SITE_RETRY_S = 2.0  # while a spot window has no price to beat: one cheap request every 2 s
+FALLBACK_AFTER_S = 5.0  # no settlement point at T0 this long after it: try the fallbacks
+# A TWAP report for T0 has been seen 2.6-3.1 s late, after the one for T0 + 1 s (issue 37):
+# the first report after T0 stands in for it only once T0's has had this long to come.
+T0_REPORT_WAIT_S = 8.0
+SPOT_MEAN = "mean"
+PRICE_TO_BEAT = "price_to_beat"  # the kind of a window's doubt about its price to beat
 
 
-@dataclass(frozen=True)
-class Witness:
-    """What the settlement stream says a price to beat can be: ``value`` +- ``bound`` (log)."""
+def _bracketed(
+    series: PriceSeries, before: tuple[int, float] | None, after: tuple[int, float] | None
+) -> bool:
+    """Points on both sides of an instant, close enough and with no reconnect between them
+    (a point there may have been missed: wait for the back-fill)."""
+    if before is None or after is None or after[0] - before[0] > MAX_GAP_MS:
+        return False
+    return not series.has_gap(before[0], after[0])
 
-    value: float
-    bound: float
-    what: str  # for the row's reason: "the spot at T0", "the spot's mean over [T0-60s, T0]"
 
-    def admits(self, candidate: float) -> bool:
-        """Whether ``candidate`` (a finite positive price) is within the bound."""
-        return abs(math.log(candidate / self.value)) <= self.bound
+class PriceToBeat:
+    """Finds, judges and sets the price to beat of each window."""
 
-    def reason(self, candidate: float, via: str) -> str:
-        """Why ``candidate`` from ``via`` is not believed, for the row's ``suspect``."""
-        off = 100 * (candidate / self.value - 1)
+    def __init__(
+        self,
+        rtds: RtdsFeed,
+        http: httpx.Client,
+        site_url: str,
+        suspects: Suspects,
+        doubts: Doubts,
+    ) -> None:
+        self._rtds = rtds
+        self._http = http
+        self._site_url = site_url.rstrip("/")
+        self._suspects = suspects  # Gamma's and the site's answers
+        self._doubts = doubts
+
+    def _spot(self, coin: Market) -> PriceSeries:
+        return self._rtds.of(coin)[SPOT_KEY]
+
+    @staticmethod
+    def wants_lookup(window: Window, now: float) -> bool:
+        """A spot market still without a price to beat once the fallbacks are due: Gamma's
+        ``priceToBeat`` comes late (or came unusable), so ask again."""
         return (
-            f"price to beat {candidate:.2f} from {via} is {off:+.3f} % from {self.what} "
-            f"{self.value:.2f} (believed within {100 * self.bound:.3f} %)"
+            window.market is not None
+            and window.market.rule != TWAP
+            and window.price_to_beat is None
+            and now - window.t0 > FALLBACK_AFTER_S
         )
 
+    def latch(self, window: Window, now: float) -> None:
+        """Latch the price to beat from the settlement stream once it is known for sure:
+        the points around T0 have arrived with no hole between them (a back-fill after a
+        reconnect counts), so a point missed in a gap can never be latched past."""
+        market = window.market
+        if window.final or market is None:
+            return
+        t0_ms = window.t0 * 1000
+        spot = self._spot(window.coin)
+        if market.rule != TWAP:
+            before, after = spot.around(t0_ms)
+            if before is not None and (before[0] == t0_ms or _bracketed(spot, before, after)):
+                self.set(window, before[1], f"rtds:{TOPICS[SPOT_KEY]}", True)
+            return
+        lookback = market.lookback_s
+        if lookback is None:
+            return
+        key = TWAP_KEYS.get(lookback)
+        if key is not None:
+            series = self._rtds.of(window.coin)[key]
+            before, after = series.around(t0_ms - 1)  # after: the first report at or after T0
+            stands_in = now - window.t0 >= T0_REPORT_WAIT_S and _bracketed(series, before, after)
+            if after is not None and (after[0] == t0_ms or stands_in):
+                self._latch_twap_report(window, series, after, lookback, now)
+                return
+        # The TWAP topic is silent (or has a hole at T0): the same average from the spot.
+        if window.price_to_beat is None and now - window.t0 >= FALLBACK_AFTER_S:
+            self._set_spot_mean(window, lookback, False)
 
-def sigma_of(volatility: Volatility | None) -> float:
-    """The spot's volatility per root second, its jumps included (``FALLBACK_SIGMA`` without
-    an estimate)."""
-    if volatility is None:
-        return FALLBACK_SIGMA
-    variance = volatility.sigma**2 + volatility.jump_rate * volatility.jump_var
-    return math.sqrt(variance) if math.isfinite(variance) and variance > 0 else FALLBACK_SIGMA
+    def _set_spot_mean(self, window: Window, lookback: int, final: bool) -> None:
+        """The price to beat from our own mean of the spot over [T0 - L, T0], when the spot
+        has no hole there."""
+        t0_ms = window.t0 * 1000
+        start_ms = t0_ms - lookback * 1000
+        spot = self._spot(window.coin)
+        if spot.covered(start_ms, t0_ms, MAX_GAP_MS):
+            mean = spot.mean(start_ms, t0_ms)
+            if mean is not None:
+                via = f"rtds:{TOPICS[SPOT_KEY]}:{SPOT_MEAN}{lookback}s"
+                self.set(window, mean, via, final)
 
+    def _latch_twap_report(
+        self,
+        window: Window,
+        series: PriceSeries,
+        report: tuple[int, float],
+        lookback: int,
+        now: float,
+    ) -> None:
+        """The TWAP report at T0 is the price to beat when the spot's own mean over the
+        lookback witnesses it. One that disagrees is refused and the row is stale with the
+        reason, until the topic's latest report agrees with the spot again: then the report
+        at T0 was the topic's passing error and the spot's mean is the price to beat (the
+        settlement stream's own points, which the model rests on anyway)."""
+        via = f"rtds:{TOPICS[TWAP_KEYS[lookback]]}"
+        spot, t0_ms = self._spot(window.coin), window.t0 * 1000
+        sigma = sigma_of(spot.volatility())
+        if (report[1], via) not in window.refused:
+            witness = twap_witness(spot, t0_ms, lookback, sigma, MAX_GAP_MS)
+            if witness is None:
+                # The spot's history may come after its live points (and after the TWAP's):
+                # nothing before the lookback yet, wait for it; nor are the points up to T0
+                # all in during the first seconds.
+                unheard = spot.around(t0_ms - lookback * 1000)[0] is None
+                latest = spot.latest()
+                behind = latest is None or latest[0] < t0_ms - MAX_GAP_MS
+                if unheard or (behind and now - window.t0 < FALLBACK_AFTER_S):
+                    return
+                # A hole in the spot's lookback: the seconds it has, a coarse witness; with
+                # none, the report was judged as a point only (docs/price-to-beat.md).
+                witness = twap_witness(spot, t0_ms, lookback, sigma, MAX_GAP_MS, partial=True)
+            if witness is None or witness.admits(report[1]):
+                self.set(window, report[1], via, True)
+                return
+            window.refused.add((report[1], via))
+            reason = witness.reason(report[1], via)
+            self._doubts.doubt(window, PRICE_TO_BEAT, reason, feed="rtds")
+        if topic_agrees_now(spot, series, t0_ms, lookback, sigma, MAX_GAP_MS):
+            self._set_spot_mean(window, lookback, True)
 
-def bridge_bound(before_ms: int, after_ms: int, at_ms: int, sigma: float) -> float:
-    """The bound for a value at ``at_ms`` between believed points at ``before_ms`` and
-    ``after_ms``: ``BASE`` plus ``SIGMAS`` sds of the Brownian bridge there."""
-    a, b, t = before_ms / 1000, after_ms / 1000, at_ms / 1000
-    variance_s = (t - a) * (b - t) / (b - a) if b > a else 0.0
-    return BASE + SIGMAS * sigma * math.sqrt(max(0.0, variance_s))
-
-
-def spot_witness(spot: PriceSeries, t0_ms: int, sigma: float) -> Witness | None:
-    """The spot's own value at T0 (a point stamped there), else the bridge between its
-    nearest believed points on both sides, else the nearest within ``ONE_SIDED_MAX_S``."""
-    before, after = spot.around(t0_ms)
-    if before is not None and before[0] == t0_ms:
-        return Witness(before[1], BASE, "the spot at T0")
-    if before is None or after is None:
-        return _one_sided(before or after, t0_ms, sigma)
-    a_ms, a_value = before
-    b_ms, b_value = after
-    weight = (t0_ms - a_ms) / (b_ms - a_ms)
-    centre = math.exp((1 - weight) * math.log(a_value) + weight * math.log(b_value))
-    hole = f"the spot across its hole of {(b_ms - a_ms) / 1000:.0f} s at T0"
-    return Witness(centre, bridge_bound(a_ms, b_ms, t0_ms, sigma), hole)
-
-
-def _one_sided(point: tuple[int, float] | None, t0_ms: int, sigma: float) -> Witness | None:
-    """The only side's nearest point as the witness, when close enough to T0."""
-    if point is None:
-        return None
-    distance_s = abs(point[0] - t0_ms) / 1000
-    if distance_s > ONE_SIDED_MAX_S:
-        return None
-    bound = BASE + SIGMAS * sigma * math.sqrt(distance_s)
-    return Witness(point[1], bound, f"the spot {distance_s:.0f} s from T0")
-
-
-def second_mean(spot: PriceSeries, end_ms: int, lookback_s: int, max_gap_ms: int) -> float | None:
-    """The mean of the spot in force at each whole second of (end - L, end] (a second with
-    no point within ``max_gap_ms`` is left out; None when none has one). Per second, so a
-    stretch of faster points weighs no more than its seconds."""
-    values = []
-    first_s = -(-(end_ms - lookback_s * 1000 + 1) // 1000)  # the first whole second after
-    for second in range(first_s, end_ms // 1000 + 1):
-        value = spot.at(second * 1000, max_gap_ms)
-        if value is not None:
-            values.append(value)
-    return math.fsum(values) / len(values) if values else None
-
-
-def twap_witness(
-    spot: PriceSeries,
-    end_ms: int,
-    lookback_s: int,
-    sigma: float,
-    max_gap_ms: int,
-    *,
-    partial: bool = False,
-) -> Witness | None:
-    """The spot's own mean over the ``lookback_s`` seconds up to ``end_ms``: the witness of
-    a TWAP report stamped ``end_ms``; None unless the spot covers them (to ``max_gap_ms``
-    before the end). ``partial``: with a hole in them, the mean of the seconds the spot has,
-    off the whole mean by at most the spot's move over the lookback, ``sigma * sqrt(L)``
-    (a coarse witness: it catches a report far off, not one a little off)."""
-    covered = spot.covered(end_ms - lookback_s * 1000, end_ms - max_gap_ms, max_gap_ms)
-    if not (covered or partial):
-        return None
-    mean = second_mean(spot, end_ms, lookback_s, max_gap_ms)
-    if mean is None:
-        return None
-    if covered:
-        spread = sigma * TWAP_SHIFT_S / math.sqrt(lookback_s)
-        return Witness(mean, BASE + SIGMAS * spread, f"the spot's mean over its {lookback_s} s")
-    spread = sigma * math.sqrt(lookback_s)
-    what = f"the spot's mean of the seconds it has of its {lookback_s} s"
-    return Witness(mean, BASE + SIGMAS * spread, what)
-
-
-def topic_agrees_now(
-    spot: PriceSeries,
-    twap: PriceSeries,
-    t0_ms: int,
-    lookback_s: int,
-    sigma: float,
-    max_gap_ms: int,
-) -> bool:
-    """Whether the TWAP topic's latest report after T0 (up to the spot's newest point, so
-    the spot can cover its lookback) agrees with the spot's own mean: the topic and the spot
-    are on one scale now."""
-    latest = spot.latest()
-    report = twap.around(latest[0])[0] if latest is not None else None
-    if report is None or report[0] <= t0_ms:
+    def _plausible(self, window: Window, value: float, via: str) -> bool | None:
+        """A price to beat from outside the settlement stream is believed only when it is a
+        finite price the spot's own points around T0 witness (``price_to_beat_witness.py``);
+        None while they cannot (no point near T0 yet). A refused one makes the row stale
+        with the reason until a believable one comes."""
+        if not (math.isfinite(value) and value > 0):
+            self._suspects.note("out_of_range", f"price to beat {value!r} from {via}")
+            # Counted as out_of_range just above, not again as disagrees: no ``doubt``.
+            window.doubts[PRICE_TO_BEAT] = f"price to beat {value!r} from {via} is no price"
+            return False
+        spot = self._spot(window.coin)
+        witness = spot_witness(spot, window.t0 * 1000, sigma_of(spot.volatility()))
+        if witness is None:
+            return None
+        if witness.admits(value):
+            return True
+        self._doubts.doubt(window, PRICE_TO_BEAT, witness.reason(value, via))
         return False
-    witness = twap_witness(spot, report[0], lookback_s, sigma, max_gap_ms)
-    return witness is not None and witness.admits(report[1])
+
+    def set(self, window: Window, value: float, via: str, final: bool) -> None:
+        """Take ``value`` (from ``via``) as ``window``'s price to beat: one from outside the
+        settlement stream only once its witness admits it; ``final``: the settlement's own
+        value, which nothing replaces."""
+        if window.final and not final:
+            return  # the settlement's own value (latched meanwhile) stays
+        candidate = (value, via)
+        if candidate in window.refused:
+            return
+        known = (window.price_to_beat, window.price_to_beat_via)
+        if candidate != known and not via.startswith("rtds:"):
+            verdict = self._plausible(window, value, via)
+            if verdict is False:
+                window.refused.add(candidate)  # judged once: not counted again on every tick
+            if not verdict:
+                return
+        if window.price_to_beat_via != via:
+            log.info("price to beat %.2f from %s", value, via)
+        window.price_to_beat, window.price_to_beat_via, window.final = value, via, final
+        self._doubts.clear(window, PRICE_TO_BEAT)  # a believed one ends a refusal's doubt
+
+    def upkeep(self, window: Window, now: float) -> None:
+        """The settlement stream's price to beat, else (a spot window, from
+        ``FALLBACK_AFTER_S`` after T0) the site's open price, else Gamma's."""
+        self.latch(window, now)
+        market = window.market
+        if market is None or window.price_to_beat is not None or market.rule == TWAP:
+            # A TWAP market's price to beat is the TWAP at T0: the report, or our own mean of
+            # the spot over [T0 - L, T0] (both in ``latch``), else none and no P(up). The
+            # site's open price is the SPOT at T0 (a public study; twapEnabled=true changes
+            # nothing we can verify) and Gamma's priceToBeat may be either: neither is used,
+            # the site is not even asked (docs/price-to-beat.md).
+            return
+        if now - window.t0 > FALLBACK_AFTER_S and (
+            clocks.monotonic() - window.site_tried_at >= SITE_RETRY_S
+        ):
+            window.site_tried_at = clocks.monotonic()
+            opened = self._site_open_price(window.coin, window.t0)
+            if opened is not None:
+                self.set(window, opened, "site:crypto-price", False)
+                return
+        if market.price_to_beat is not None:
+            self.set(window, market.price_to_beat, "gamma", False)
+
+    def _site_open_price(self, coin: Market, t0: int) -> float | None:
+        """The site's open price of a SPOT market's window (a TWAP market's is never asked,
+        see ``upkeep``)."""
+
+        def iso(t: int) -> str:
+            return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+        params = {
+            "symbol": coin.symbol,
+            "eventStartTime": iso(t0),
+            "variant": "fiveminute",
+            "endDate": iso(t0 + WINDOW_S),
+        }
+        try:
+            response = self._http.get(f"{self._site_url}/api/crypto/crypto-price", params=params)
+            payload = response.json() if response.status_code == 200 else None
+        except (httpx.HTTPError, ValueError) as exc:
+            UPSTREAM_ERRORS.labels("site").inc()
+            log.debug("crypto-price lookup failed: %s", exc)
+            return None
+        value = payload.get("openPrice") if isinstance(payload, dict) else None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)  # judged (finite, near the spot) in ``set``
+        return None

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.markets import DEFAULT_SYMBOLS, MARKETS, Market
+from app.markets import Market
 from app.refresher.sources.polymarket.feed import Feed, each
 from app.refresher.sources.polymarket.price_series import (
     SPOT_HISTORY_S,
@@ -118,8 +118,8 @@ class RtdsFeed(Feed):
         self,
         url: str,
         stop: threading.Event,
+        markets: tuple[Market, ...],
         clock: Callable[[], float] = time.time,
-        markets: tuple[Market, ...] = (MARKETS[DEFAULT_SYMBOLS],),
     ) -> None:
         super().__init__(url, stop)
         self._clock = clock  # our wall clock: a point stamped ahead of it is not believed

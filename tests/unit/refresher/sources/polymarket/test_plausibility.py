@@ -27,6 +27,7 @@ from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceS
 from app.refresher.sources.polymarket.rtds import SPOT_KEY, TOPICS, RtdsFeed, point_value
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
 from harness.fake_polymarket import FakeMarket, FakeRtds
+from tests.support.live_source import BTC_ONLY
 
 T0 = 1_800_000_000
 SPOT_TOPIC = TOPICS[SPOT_KEY]
@@ -181,7 +182,9 @@ class _Clock:
 
 
 def _feed(now: float) -> RtdsFeed:
-    return RtdsFeed("ws://127.0.0.1:9", threading.Event(), clock=_Clock(now))  # never started
+    return RtdsFeed(
+        "ws://127.0.0.1:9", threading.Event(), BTC_ONLY, clock=_Clock(now)
+    )  # never started
 
 
 def _history(feed: RtdsFeed, seconds: range) -> None:
@@ -286,21 +289,21 @@ def _event(**changes: Any) -> dict[str, Any]:
 
 
 def test_the_right_event_is_believed() -> None:
-    market = parse_event(_event(), T0)
+    market = parse_event(_event(), T0, BTC_ONLY[0])
     assert market.slug == f"btc-updown-5m-{T0}" and market.up_token_id != market.down_token_id
 
 
 @pytest.mark.parametrize("other", [T0 - 300, T0 + 300])
 def test_another_windows_event_is_refused(other: int) -> None:
     with pytest.raises(WrongMarketError):
-        parse_event(FakeMarket(other).event(), T0)
+        parse_event(FakeMarket(other).event(), T0, BTC_ONLY[0])
 
 
 def test_an_event_with_this_slug_but_another_windows_times_is_refused() -> None:
     event = FakeMarket(T0 + 300).event()
     event["slug"] = event["markets"][0]["slug"] = f"btc-updown-5m-{T0}"
     with pytest.raises(WrongMarketError):
-        parse_event(event, T0)
+        parse_event(event, T0, BTC_ONLY[0])
 
 
 def test_two_outcomes_with_one_token_are_refused() -> None:
@@ -308,13 +311,13 @@ def test_two_outcomes_with_one_token_are_refused() -> None:
     up = json.loads(event["markets"][0]["clobTokenIds"])[0]
     event["markets"][0]["clobTokenIds"] = json.dumps([up, up])
     with pytest.raises(WrongMarketError):
-        parse_event(event, T0)
+        parse_event(event, T0, BTC_ONLY[0])
 
 
 @pytest.mark.parametrize("raw", ["1e400", "Infinity", "NaN", "-5", "0"])
 def test_a_price_to_beat_that_is_no_price_is_none(raw: str) -> None:
     event = _event(eventMetadata={"priceToBeat": raw})
-    assert parse_event(event, T0).price_to_beat is None
+    assert parse_event(event, T0, BTC_ONLY[0]).price_to_beat is None
 
 
 def test_a_price_point_stamped_long_ago_is_old_news() -> None:
@@ -331,7 +334,7 @@ def test_a_price_point_stamped_long_ago_is_old_news() -> None:
 def _steady_feed(lag_s: float, seconds: int = 40) -> RtdsFeed:
     """A spot point a second, each stamped ``lag_s`` before it arrives."""
     clock = _Clock(T0 + lag_s)
-    feed = RtdsFeed("ws://127.0.0.1:9", threading.Event(), clock=clock)  # never started
+    feed = RtdsFeed("ws://127.0.0.1:9", threading.Event(), BTC_ONLY, clock=clock)  # never started
     _history(feed, range(0, 1))
     for t in range(1, seconds):
         clock.t = T0 + t + lag_s
@@ -366,7 +369,7 @@ def test_the_normal_lag_is_the_median_of_the_last_31_points() -> None:
     # the median lag of the last 31 newest points. 40 points 1 s late, then 15 at 1.5 s: 15
     # of the last 31 are not the median; the 16th is.
     clock = _Clock(T0 + 1.0)
-    feed = RtdsFeed("ws://127.0.0.1:9", threading.Event(), clock=clock)  # never started
+    feed = RtdsFeed("ws://127.0.0.1:9", threading.Event(), BTC_ONLY, clock=clock)  # never started
     _history(feed, range(0, 1))
     spot = feed.series[SPOT_KEY]
 
@@ -409,6 +412,7 @@ def _offline_source() -> PolymarketSource:
     nowhere = "http://127.0.0.1:9"
     return PolymarketSource(
         Upstreams(nowhere, nowhere, "ws://127.0.0.1:9", "ws://127.0.0.1:9", nowhere),
+        BTC_ONLY,
         clock=lambda: T0 + 10.0,
         background=False,
     )
@@ -423,12 +427,13 @@ def test_the_spot_at_t0_is_latched_only_without_a_hole_over_3_s_around_it(
 ) -> None:
     source = _offline_source()
     try:
-        market = parse_event(_event(), T0)  # a spot market
-        window = source._window(source.markets[0], T0)
+        market = parse_event(_event(), T0, BTC_ONLY[0])  # a spot market
+        window = source.windows.get(source.markets[0], T0)
+        window.market = market
         spot = source.rtds.series[SPOT_KEY]
         spot.add(T0 * 1000 - 1_500, BTC)  # the last point before T0
         spot.add(T0 * 1000 + after_ms, BTC + 1)  # the first after it
-        source._latch(window, T0, market, T0 + 10.0)
+        source.price_to_beat.latch(window, T0 + 10.0)
         assert window.price_to_beat == (BTC if latched else None)
     finally:
         source.close()
@@ -459,12 +464,12 @@ def test_a_price_to_beat_from_outside_the_stream_must_sit_by_the_spot(
 ) -> None:
     source = _offline_source()
     try:
-        window = source._window(source.markets[0], T0)
-        source._set_price_to_beat(window, value, "site:crypto-price", False)
+        window = source.windows.get(source.markets[0], T0)
+        source.price_to_beat.set(window, value, "site:crypto-price", False)
         assert window.price_to_beat is None  # no spot to judge it by: not yet
         for t in range(-5, 1):  # the spot's newest point away_s before T0
             source.rtds.series[SPOT_KEY].add((T0 - away_s + t) * 1000, BTC)
-        source._set_price_to_beat(window, value, "site:crypto-price", False)
+        source.price_to_beat.set(window, value, "site:crypto-price", False)
         assert (window.price_to_beat == value) is believed
     finally:
         source.close()
@@ -475,7 +480,7 @@ def test_a_price_to_beat_from_outside_the_stream_must_sit_by_the_spot(
 
 def test_one_rtds_socket_serves_every_market_with_series_of_its_own() -> None:
     markets = parse_symbols("BTC,ETH")
-    feed = RtdsFeed("ws://127.0.0.1:9", threading.Event(), clock=_Clock(T0 + 60.0), markets=markets)
+    feed = RtdsFeed("ws://127.0.0.1:9", threading.Event(), markets, clock=_Clock(T0 + 60.0))
     [message] = feed.subscription() or []
     filters = [(s["topic"], s["filters"]) for s in json.loads(message)["subscriptions"]]
     assert filters == [

@@ -32,8 +32,9 @@ from app.refresher.sources.polymarket import gamma
 from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.clob import ClobFeed
 from app.refresher.sources.polymarket.price_series import PriceSeries
+from app.refresher.sources.polymarket.price_to_beat import T0_REPORT_WAIT_S
 from app.refresher.sources.polymarket.rtds import TWAP_KEYS, RtdsFeed
-from app.refresher.sources.polymarket.source import T0_REPORT_WAIT_S, PolymarketSource
+from app.refresher.sources.polymarket.source import PolymarketSource
 from app.refresher.volatility import SCALE_BOUNDS, SIGMA_WINDOW_S
 from app.services import services_of
 from app.web import create_app
@@ -55,6 +56,7 @@ from harness.processes import wait_until
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 from tests.support.live_source import (
+    BTC_ONLY,
     Clock,
     MakeSource,
     first_row,
@@ -179,7 +181,7 @@ def test_parse_event_pairs_token_ids_by_label(outcomes: tuple[str, str]) -> None
     first = fake.up_token if outcomes[0] == "Up" else fake.down_token
     assert json.loads(raw["clobTokenIds"])[0] == first  # the fake keeps the pairing
 
-    market = gamma.parse_event(event, T0)
+    market = gamma.parse_event(event, T0, BTC_ONLY[0])
 
     assert (market.up_token_id, market.down_token_id) == fake.tokens
     assert market.window_start == T0
@@ -213,7 +215,7 @@ def _with_market(**changes: Any) -> dict[str, Any]:
 )
 def test_parse_event_rejects_garbage(event: Any) -> None:
     with pytest.raises(gamma.UpstreamError):
-        gamma.parse_event(event, T0)
+        gamma.parse_event(event, T0, BTC_ONLY[0])
 
 
 @pytest.mark.parametrize(
@@ -232,13 +234,13 @@ def test_settlement_rule_is_read_from_the_market(
     assert ("cryptoMarketConfig" in event["markets"][0]) is with_config
 
     assert gamma.settlement_rule(event["markets"][0]) == expected
-    assert gamma.parse_event(event, T0).rule == expected
+    assert gamma.parse_event(event, T0, BTC_ONLY[0]).rule == expected
 
 
 def test_gamma_client_404_is_none_500_is_an_error(world: FakePolymarket) -> None:
     listed = world.list_market(FakeMarket(T0, outcomes=("Down", "Up")))
     with httpx.Client(timeout=3.0) as http:
-        client = gamma.GammaClient(world.gamma.url, http)
+        client = gamma.GammaClient(world.gamma.url, http, BTC_ONLY[0])
         found = client.window(T0)
         assert found is not None and (found.up_token_id, found.down_token_id) == listed.tokens
         assert client.window(NEXT) is None
@@ -349,7 +351,7 @@ def test_a_change_with_an_unknown_side_is_ignored() -> None:
 
 def _rtds() -> RtdsFeed:
     # never started; its clock a little after the points' stamps (none is from the future)
-    return RtdsFeed("ws://127.0.0.1:9", threading.Event(), clock=lambda: T0 + 10.0)
+    return RtdsFeed("ws://127.0.0.1:9", threading.Event(), BTC_ONLY, clock=lambda: T0 + 10.0)
 
 
 def _believed(feed: RtdsFeed, key: str, value: float) -> None:
@@ -873,7 +875,7 @@ def test_rest_reads_the_books_of_a_quote_unconfirmed_for_over_2_s(
             for token in market.tokens:  # the socket's books, confirmed at 10 s
                 source.books.snapshot(token, bids, asks, "clob-ws")
         with clocks.use(lambda: 10.0 + unconfirmed_s):
-            source._refresh_books(list(market.tokens))
+            source.rest_books.refresh(list(market.tokens))
     assert bool(world.clob.requests_to("/books")) is asked
 
 

@@ -21,7 +21,7 @@ from app.refresher.sources.polymarket.identity import (
 )
 from app.refresher.sources.polymarket.source import PolymarketSource
 from harness.fake_polymarket import FakeMarket, FakePolymarket, running
-from tests.support.live_source import upstreams
+from tests.support.live_source import BTC_ONLY, upstreams
 
 T0 = 1_800_000_000 - 1_800_000_000 % 300
 
@@ -38,7 +38,7 @@ def world() -> Iterator[FakePolymarket]:
 def _gamma(world: FakePolymarket, t0: int = T0) -> WindowMarket:
     """What Gamma's answer about window ``t0`` parses to (faults as switched on)."""
     answer = httpx.get(f"{world.gamma.url}/events/slug/btc-updown-5m-{t0}", timeout=5)
-    return parse_event(answer.json(), t0)
+    return parse_event(answer.json(), t0, BTC_ONLY[0])
 
 
 def _clob(market: FakeMarket) -> ClobMarket:
@@ -269,7 +269,7 @@ def test_a_rest_book_answered_before_the_next_lying_top_still_contradicts_it() -
 
 def _threadless(world: FakePolymarket, now: float) -> PolymarketSource:
     """A live source on the fakes without its threads: ``upkeep`` is called by the test."""
-    return PolymarketSource(upstreams(world), clock=lambda: now, background=False)
+    return PolymarketSource(upstreams(world), BTC_ONLY, clock=lambda: now, background=False)
 
 
 def test_the_clobs_market_is_asked_in_upkeep_never_while_rows_are_built(

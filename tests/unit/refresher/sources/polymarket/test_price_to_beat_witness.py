@@ -12,10 +12,9 @@ from typing import Any
 
 import pytest
 
-from app.markets import DEFAULT_SYMBOLS, MARKETS
 from app.refresher.sources.polymarket.gamma import WindowMarket
 from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceSeries
-from app.refresher.sources.polymarket.price_to_beat import (
+from app.refresher.sources.polymarket.price_to_beat_witness import (
     second_mean,
     sigma_of,
     spot_witness,
@@ -23,6 +22,7 @@ from app.refresher.sources.polymarket.price_to_beat import (
 )
 from app.refresher.sources.polymarket.rtds import SPOT_KEY
 from app.refresher.volatility import Volatility
+from tests.support.live_source import BTC_ONLY
 
 T0 = 1_800_000_000
 T0_MS = T0 * 1000
@@ -174,11 +174,12 @@ def test_a_twap_report_the_spot_does_not_witness_is_refused_until_the_topic_agre
     nowhere = "http://127.0.0.1:9"
     source = PolymarketSource(
         Upstreams(nowhere, nowhere, "ws://127.0.0.1:9", "ws://127.0.0.1:9", nowhere),
+        BTC_ONLY,
         clock=lambda: T0 + 12.0,
         background=False,
     )
     try:
-        coin = MARKETS[DEFAULT_SYMBOLS]
+        coin = BTC_ONLY[0]
         walk = _walk(range(-900, 14))
         series = source.rtds.of(coin)
         spot, twap = series[SPOT_KEY], series["twap60"]
@@ -198,9 +199,9 @@ def test_a_twap_report_the_spot_does_not_witness_is_refused_until_the_topic_agre
         for t in range(-3, 13):
             twap.add((T0 + t) * 1000, means[t] * 1.01)  # the whole topic 1 % high
         market = WindowMarket(T0, "btc-updown-5m", "up", "down", "twap", 60, None, None)
-        window = source._window(coin, T0)
+        window = source.windows.get(coin, T0)
         window.market = market
-        source._latch(window, T0, market, T0 + 12.0)
+        source.price_to_beat.latch(window, T0 + 12.0)
         assert window.price_to_beat is None
         [reason] = window.doubts.values()
         assert "crypto_prices_twap_sixty" in reason and "+1.000 %" in reason
@@ -211,7 +212,7 @@ def test_a_twap_report_the_spot_does_not_witness_is_refused_until_the_topic_agre
 
         means = spot_until(13)
         twap.add((T0 + 13) * 1000, means[13])  # the topic agrees with the spot again
-        source._latch(window, T0, market, T0 + 13.0)
+        source.price_to_beat.latch(window, T0 + 13.0)
         assert window.final
         assert "price_to_beat" not in window.doubts  # its doubt about the price to beat is gone
         assert window.price_to_beat == pytest.approx(means[0], rel=1e-12)
@@ -228,25 +229,26 @@ def test_a_twap_report_waits_for_the_spots_history() -> None:
     nowhere = "http://127.0.0.1:9"
     source = PolymarketSource(
         Upstreams(nowhere, nowhere, "ws://127.0.0.1:9", "ws://127.0.0.1:9", nowhere),
+        BTC_ONLY,
         clock=lambda: T0 + 30.0,
         background=False,
     )
     try:
-        coin = MARKETS[DEFAULT_SYMBOLS]
+        coin = BTC_ONLY[0]
         series = source.rtds.of(coin)
         for t in range(20, 30):  # live spot points only
             series[SPOT_KEY].add((T0 + t) * 1000, BTC)
         for t in range(-3, 30):
             series["twap60"].add((T0 + t) * 1000, BTC * 1.01)
         market = WindowMarket(T0, "btc-updown-5m", "up", "down", "twap", 60, None, None)
-        window = source._window(coin, T0)
+        window = source.windows.get(coin, T0)
         window.market = market
-        source._latch(window, T0, market, T0 + 30.0)
+        source.price_to_beat.latch(window, T0 + 30.0)
         assert window.price_to_beat is None and window.doubts == {}
 
         for t in range(-900, 20):  # the spot's history: the report is judged, and refused
             series[SPOT_KEY].add((T0 + t) * 1000, BTC)
-        source._latch(window, T0, market, T0 + 30.0)
+        source.price_to_beat.latch(window, T0 + 30.0)
         assert window.price_to_beat is None and "+1.000 %" in window.doubts["price_to_beat"]
     finally:
         source.close()
@@ -258,6 +260,7 @@ def _twap_source(now: list[float]) -> Any:
     nowhere = "http://127.0.0.1:9"
     return PolymarketSource(
         Upstreams(nowhere, nowhere, "ws://127.0.0.1:9", "ws://127.0.0.1:9", nowhere),
+        BTC_ONLY,
         clock=lambda: now[0],
         background=False,
     )
@@ -274,9 +277,9 @@ def test_the_price_to_beat_is_the_report_stamped_t0_even_when_a_later_one_comes_
     now = [T0 + 3.0]
     source = _twap_source(now)
     try:
-        from app.refresher.sources.polymarket.source import T0_REPORT_WAIT_S
+        from app.refresher.sources.polymarket.price_to_beat import T0_REPORT_WAIT_S
 
-        coin = MARKETS[DEFAULT_SYMBOLS]
+        coin = BTC_ONLY[0]
         walk = _walk(range(-900, 12))
         series = source.rtds.of(coin)
         spot, twap = series[SPOT_KEY], series["twap60"]
@@ -289,23 +292,23 @@ def test_the_price_to_beat_is_the_report_stamped_t0_even_when_a_later_one_comes_
             twap.add((T0 + t) * 1000, means[t])
         assert means[1] != means[0]
         market = WindowMarket(T0, "btc-updown-5m", "up", "down", "twap", 60, None, None)
-        window = source._window(coin, T0)
+        window = source.windows.get(coin, T0)
         window.market = market
-        source._latch(window, T0, market, now[0])
+        source.price_to_beat.latch(window, now[0])
         assert window.price_to_beat is None  # not the next second's report
         for t in range(2, 6):
             twap.add((T0 + t) * 1000, means[t])
         if t0_report_comes:
             twap.add(T0_MS, means[0])  # 3 s late
             now[0] = T0 + 5.5
-            source._latch(window, T0, market, now[0])
+            source.price_to_beat.latch(window, now[0])
             assert window.price_to_beat == means[0] and window.final
         else:
             now[0] = T0 + T0_REPORT_WAIT_S - 0.5
-            source._latch(window, T0, market, now[0])
+            source.price_to_beat.latch(window, now[0])
             assert not window.final  # at most the spot's own mean, provisional (after 5 s)
             now[0] = T0 + T0_REPORT_WAIT_S
-            source._latch(window, T0, market, now[0])
+            source.price_to_beat.latch(window, now[0])
             assert window.price_to_beat == means[1]  # the T0 report never came: the next
         assert window.price_to_beat_via == "rtds:crypto_prices_twap_sixty"
     finally:

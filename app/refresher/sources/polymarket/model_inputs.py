@@ -1,0 +1,72 @@
+"""The model's inputs from the live feeds, and its answer for one window.
+
+The model follows each market's settlement rule (``app.refresher.model``): the centre is the
+Chainlink SPOT (never the TWAP, which trails it), the volatility is the spot's, measured on
+the settlement's own rule and horizon (``Volatility.spread``), and the time left is counted
+from the spot's own timestamp. A TWAP window inside its lookback also needs the mean of the
+spot so far: a hole there means no probability, never a made-up one.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from app.markets import WINDOW_S
+from app.refresher.model import TWAP, horizon_ratio, percentages, probability_up
+from app.refresher.sources.polymarket.gamma import WindowMarket
+from app.refresher.sources.polymarket.points import MAX_GAP_MS
+from app.refresher.sources.polymarket.price_series import PriceSeries
+
+
+class ModelAnswer(NamedTuple):
+    """P(up) and P(down) in percent, the sigma used, the variance scale over the time left,
+    and the model's own unrounded P(up); each None when the model cannot answer."""
+
+    p_up_pct: float | None
+    p_down_pct: float | None
+    sigma: float | None
+    sigma_scale: float | None
+    p_up: float | None
+
+
+def answer(
+    market: WindowMarket | None, price_to_beat: float | None, spot: PriceSeries
+) -> ModelAnswer:
+    """The model's answer for ``market``'s window against ``price_to_beat``, from ``spot``."""
+    vol = spot.volatility()
+    sigma = vol.sigma if vol else None
+    nothing = ModelAnswer(None, None, sigma, vol.scale if vol else None, None)
+    latest = spot.latest()
+    if market is None or price_to_beat is None or latest is None or vol is None:
+        return nothing
+    ts_ms, price = latest
+    end_ms = (market.window_start + WINDOW_S) * 1000
+    tau = max(0.0, (end_ms - ts_ms) / 1000.0)  # from the price's own time, not ours
+    known_mean = None
+    if market.rule == TWAP:
+        if market.lookback_s is None:
+            return nothing
+        if tau < market.lookback_s:
+            start_ms = end_ms - market.lookback_s * 1000
+            if not spot.covered(start_ms, ts_ms, MAX_GAP_MS):
+                return nothing  # a hole in what is averaged
+            known_mean = spot.mean(start_ms, ts_ms) or price
+    # The spread measured on this settlement's own rule and horizon (volatility.py).
+    spread, jump_var = vol.spread(market.rule, market.lookback_s, tau)
+    p_up = probability_up(
+        price,
+        price_to_beat,
+        tau,
+        spread,
+        market.rule,
+        market.lookback_s,
+        known_mean,
+        jump_rate=vol.jump_rate,
+        jump_var=jump_var,
+        rho=vol.rho,
+        last_return=vol.last_return,
+        ratios=vol.ratios,
+    )
+    up, down = percentages(p_up)
+    # The variance scale applied over the time left (the feed's own, from its smoothing).
+    return ModelAnswer(up, down, sigma, horizon_ratio(vol.rho, tau, vol.ratios), p_up)

@@ -1,0 +1,135 @@
+"""One window's board row from its inputs: every number with where it came from and its age.
+
+The row's ``ts`` is the time of its OLDEST input that matters (both books and the price), so
+the row goes stale when any of them goes silent. A missing input leaves its fields null and
+the row stale: its age counts from when it was first asked for, and is never under the stale
+threshold. A crossed book is shown but stale. An input that disagrees with its witness (the
+window's doubts, the spot's own) makes the row stale with the reasons in its ``suspect``:
+never fresh and wrong (docs/reliability.md). Nothing here does I/O or judges anything: the
+rooms before it did.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from app.board.row import BoardRow, LiveDetails
+from app.markets import WINDOW_S
+from app.refresher.sources.polymarket.book import Quote
+from app.refresher.sources.polymarket.model_inputs import ModelAnswer
+from app.refresher.sources.polymarket.price_series import PriceSeries
+from app.refresher.sources.polymarket.rtds import SPOT_KEY, TOPICS
+from app.refresher.sources.polymarket.windows import Window
+
+
+@dataclass(frozen=True)
+class Instant:
+    """When a row is built (the source's clock, in s and ms; the monotonic clock the books'
+    confirmations use) and what the ages of missing inputs count from."""
+
+    now: float
+    now_ms: int
+    mono: float
+    stale_after_ms: int
+    asked_at: Mapping[str, float]  # token -> when it was first watched (clock s)
+    created: float  # when the source was made: the age of an input never asked for
+
+    @property
+    def never_fresh_ms(self) -> int:
+        """A time old enough to be stale at once."""
+        return self.now_ms - self.stale_after_ms - 1
+
+    def waiting(self, token: str | None) -> int:
+        """The time a missing input counts from: when it was first asked for, and never
+        younger than the stale threshold, so the row is stale while it lacks it."""
+        asked = self.asked_at.get(token, self.created) if token else self.created
+        return min(int(asked * 1000), self.never_fresh_ms)
+
+    def quote_ms(self, quote: Quote | None, token: str | None) -> int:
+        """When ``quote`` was last confirmed (a crossed one: never fresh)."""
+        if quote is None:
+            return self.waiting(token)
+        confirmed = self.now_ms - int((self.mono - quote.at) * 1000)
+        return min(confirmed, self.never_fresh_ms) if quote.crossed else confirmed
+
+
+def assemble_row(
+    window: Window,
+    up: Quote | None,
+    down: Quote | None,
+    spot: PriceSeries,
+    spot_doubts: tuple[str | None, ...],
+    price_to_beat: float | None,
+    model: ModelAnswer,
+    at: Instant,
+    source: str,
+) -> BoardRow:
+    """``window``'s row at ``at``: its books, its spot (and the spot's doubts), its price to
+    beat (read once by the caller: the one the model was given) and the model's answer,
+    each with its provenance and age."""
+    market = window.market
+    latest = spot.latest()
+    up_token = market.up_token_id if market else None
+    down_token = market.down_token_id if market else None
+    price_ms = spot.information_ms()  # its stamp plus the feed's normal lag (points.py)
+    input_times = {
+        "upBook": at.quote_ms(up, up_token),
+        "downBook": at.quote_ms(down, down_token),
+        "price": price_ms if price_ms is not None else at.waiting(None),
+    }
+    present = {"upBook": up is not None, "downBook": down is not None, "price": bool(latest)}
+    rule = market.rule if market is not None else None
+    # A row without a probability (no believable price to beat yet, too little history)
+    # shows null there: no opinion rather than a wrong one; its books and price keep
+    # their own ages (docs/reliability.md).
+    ts = min(min(input_times.values()), at.now_ms)
+    # A copy (atomic): the upkeep thread may doubt or clear while this tick reads.
+    suspect = (
+        *window.doubts.copy().values(),
+        *(f"price: {why}" for why in spot_doubts if why),
+    )
+    if suspect:
+        ts = min(ts, at.never_fresh_ms)  # inputs that disagree: stale, never fresh and wrong
+    live = LiveDetails(
+        sigma_scale=model.sigma_scale,
+        twap_lookback_s=market.lookback_s if market else None,
+        slug=market.slug if market else None,
+        sources={
+            "market": "gamma" if market else None,
+            "upBook": up.via if up else None,
+            "downBook": down.via if down else None,
+            "price": f"rtds:{TOPICS[SPOT_KEY]}" if latest else None,
+            "priceToBeat": window.price_to_beat_via,
+            "model": f"digital-option:{rule}" if model.p_up_pct is not None else None,
+        },
+        input_ages_ms={
+            name: (max(0, at.now_ms - t) if present[name] else None)
+            for name, t in input_times.items()
+        },
+        suspect=suspect,
+    )
+    t0 = window.t0
+    return BoardRow(
+        symbol=window.coin.symbol,
+        slot=t0,
+        p_up_pct=model.p_up_pct,
+        p_down_pct=model.p_down_pct,
+        up_bid=up.bid if up else None,
+        up_ask=up.ask if up else None,
+        down_bid=down.bid if down else None,
+        down_ask=down.ask if down else None,
+        up_token_id=up_token,
+        down_token_id=down_token,
+        rem_secs=round(max(0.0, t0 + WINDOW_S - at.now), 3),
+        ts=ts,
+        window_start=t0,
+        window_end=t0 + WINDOW_S,
+        price=latest[1] if latest else None,
+        price_to_beat=price_to_beat,
+        sigma=model.sigma,
+        settlement=rule,
+        source=source,
+        live=live,
+        model_p_up=model.p_up,
+    )
