@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from app.markets import DEFAULT_SYMBOLS, Market, parse_symbols
+from app.markets import Market, parse_symbols
 from app.plans import GUEST, USER, VIP_PRO
 from app.redis_urls import SentinelUrlError, is_sentinel_url, parse_sentinel_url
 
@@ -25,6 +25,9 @@ T = TypeVar("T")
 
 MIN_REFRESH_MS = 500
 BOARD_SOURCES = ("simulated", "polymarket")
+# One symbol, the contract's board: what SYMBOLS means when it is not set. The only default
+# market there is; everything after the settings is given its markets.
+DEFAULT_SYMBOL = "BTC"
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -343,7 +346,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         severe_stale_threshold_ms=severe,
         board_source=get("BOARD_SOURCE", "simulated", lambda v, n: _choice(v, n, BOARD_SOURCES)),
         # Only an unset SYMBOLS means the default: set but empty is refused, not read as BTC.
-        markets=_symbols(env.get("SYMBOLS", DEFAULT_SYMBOLS), "SYMBOLS"),
+        markets=_symbols(env.get("SYMBOLS", DEFAULT_SYMBOL), "SYMBOLS"),
         simulation_seed=_int(seed_raw, "SIMULATION_SEED") if seed_raw else None,
         embedded_refresher=get("EMBEDDED_REFRESHER", "true", _bool),
         web_concurrency=get("WEB_CONCURRENCY", "2", lambda v, n: _int(v, n, 1, 64)),

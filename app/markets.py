@@ -67,7 +67,6 @@ MARKETS: dict[str, Market] = {
         Market("XRP", "xrp/usd", "xrp-up-or-down-5m", 0.03, 2.5, 0.80, "xrpusdt", 0.25),
     )
 }
-DEFAULT_SYMBOLS = "BTC"  # the contract's board
 
 
 def parse_symbols(text: str) -> tuple[Market, ...]:

@@ -68,9 +68,11 @@ from datetime import date, timedelta
 from pathlib import Path
 from typing import Any
 
+from app.backtest.replay import UNNAMED_TAPE_MARKET
 from app.calibration import outcomes, scores
 from app.calibration.checkpoints import REMS
-from app.markets import DEFAULT_SYMBOLS, MARKETS
+from app.config import DEFAULT_SYMBOL
+from app.markets import MARKETS
 from harness.fake_polymarket import SPOT, TWAP, WINDOW_S
 from harness.real_data import binance, cronos, files, klines
 
@@ -95,7 +97,7 @@ class DayJob:
     rule: str
     lookback: int
     cache: str
-    symbol: str = DEFAULT_SYMBOLS
+    symbol: str
 
 
 def _stat(path: str) -> list[Any]:
@@ -124,7 +126,7 @@ def _key(job: DayJob) -> str:
 
 def _tape(job: DayJob) -> tuple[Path, binance.Span]:
     """The day's tape folder (written unless the cache has it) and its span."""
-    market = "" if job.symbol == DEFAULT_SYMBOLS else f"{job.symbol.lower()}-"
+    market = "" if job.symbol == UNNAMED_TAPE_MARKET else f"{job.symbol.lower()}-"
     name = f"{market}{job.day}-{job.rule}{job.lookback if job.rule == TWAP else ''}"
     folder = Path(job.cache) / f"{name}-{_key(job)}"
     marker = folder / "span.json"
@@ -452,7 +454,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rule", choices=(SPOT, TWAP), default=SPOT)
     parser.add_argument("--lookback", type=int, choices=(60, 30), default=60)
     parser.add_argument(
-        "--symbol", choices=list(MARKETS), default=DEFAULT_SYMBOLS,
+        "--symbol", choices=list(MARKETS), default=DEFAULT_SYMBOL,
         help="the market: its klines are SYMBOLUSDT-1s-*; official outcomes and books are BTC's",
     )  # fmt: skip
     parser.add_argument("--json", dest="json_out", type=Path, help="write every figure here")

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from flask import Flask
 from werkzeug.test import EnvironBuilder
 
+from app.markets import parse_symbols
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
@@ -50,7 +51,7 @@ def _app(workdir: str) -> Flask:
         }
     )
     with app.app_context():
-        Refresher(SimulatedSource(seed=1), services_of(app).bus, 500).tick()
+        Refresher(SimulatedSource(parse_symbols("BTC"), seed=1), services_of(app).bus, 500).tick()
     return app
 
 

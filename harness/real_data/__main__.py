@@ -21,7 +21,8 @@ import sys
 from datetime import date, timedelta
 from pathlib import Path
 
-from app.markets import DEFAULT_SYMBOLS, MARKETS
+from app.config import DEFAULT_SYMBOL
+from app.markets import MARKETS
 from harness.fake_polymarket import SPOT, TWAP
 from harness.real_data import binance, cronos, files, klines
 
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         help="seconds from a price's stamp to its arrival",
     )
     parser.add_argument(
-        "--symbol", choices=list(MARKETS), default=DEFAULT_SYMBOLS,
+        "--symbol", choices=list(MARKETS), default=DEFAULT_SYMBOL,
         help="the market: reads SYMBOLUSDT-1s-* klines, writes that market's frames",
     )  # fmt: skip
     parser.add_argument("--official", type=Path, help="a CSV of official outcomes (BTC's)")

@@ -37,7 +37,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from app.markets import DEFAULT_SYMBOLS
+from app.backtest.replay import UNNAMED_TAPE_MARKET
 from harness.fake_polymarket import (
     SPOT,
     SPOT_HISTORY_TOPIC,
@@ -76,7 +76,9 @@ class TapeOptions:
     lookback: int = 60  # a TWAP market's lookback (seconds): 60 or 30, each has an RTDS topic
     lag_s: float = ARRIVAL_LAG_S
     history_s: int = HISTORY_S
-    symbol: str = DEFAULT_SYMBOLS  # the market (app.markets): its stream, slugs and tokens
+    # The market (app.markets): its stream, slugs and tokens; a tape of UNNAMED_TAPE_MARKET
+    # names none (as the one-market refresher's tapes did).
+    symbol: str = UNNAMED_TAPE_MARKET
 
     def __post_init__(self) -> None:
         chainlink_of(self.symbol)  # an unknown market fails here
@@ -205,7 +207,7 @@ def _subscription(chainlink: str, topics: list[str]) -> str:
 def _head(ticks: Ticks, start: int, options: TapeOptions) -> Iterator[dict[str, Any]]:
     chainlink = chainlink_of(options.symbol)
     yield line(start, "rtds", event="connect")
-    if options.symbol != DEFAULT_SYMBOLS:  # the replay's default: its tapes stay as they were
+    if options.symbol != UNNAMED_TAPE_MARKET:  # its tapes stay as they were
         topics = [SPOT_TOPIC, *(TWAP_TOPICS[k] for k in sorted(TWAP_TOPICS))]
         yield line(start + 0.0005, "rtds", dir="out", frame=_subscription(chainlink, topics))
     yield line(start + 0.001, "clob-ws", event="connect")

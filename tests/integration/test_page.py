@@ -357,7 +357,7 @@ def publish_old_board(redis_url: str, age_ms: int) -> dict[str, Any]:
     """Publish one simulated board whose data is ``age_ms`` old, as a stalled refresher left."""
     bus = RedisBoardBus(redis_url)
     try:
-        board = Refresher(SimulatedSource(seed=1), bus, 500).build()
+        board = Refresher(SimulatedSource(parse_symbols("BTC"), seed=1), bus, 500).build()
         old = now_ms() - age_ms
         board["ts"] = old
         board["seq"] = old

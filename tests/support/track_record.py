@@ -8,7 +8,7 @@ from typing import Any
 
 from app.bus.memory import MemoryBoardBus
 from app.calibration.recorder import Recorder
-from app.markets import Market
+from app.markets import MARKETS, Market
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 
@@ -18,10 +18,10 @@ def run_simulated(
     start: float,
     seconds: float,
     seed: int = 3,
-    markets: tuple[Market, ...] | None = None,
+    markets: tuple[Market, ...] = (MARKETS["BTC"],),
 ) -> None:
     """Tick every 0.5 s of a virtual clock from ``start`` for ``seconds`` (``markets``: the
-    simulated source's, BTC when None)."""
+    simulated source's)."""
     clock = [start]
     source = SimulatedSource(seed=seed, markets=markets)
     refresher = Refresher(source, MemoryBoardBus(), 500, clock=lambda: clock[0], observer=recorder)

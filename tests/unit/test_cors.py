@@ -16,6 +16,7 @@ from werkzeug.test import TestResponse
 
 from app.config import ConfigError, load_settings
 from app.extensions import db
+from app.markets import parse_symbols
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
@@ -54,7 +55,9 @@ def make_app(tmp_path: Path, **config: str) -> Flask:
         {**BASE_CONFIG, "DATABASE_URL": f"sqlite:///{tmp_path / 'app.sqlite3'}", **config}
     )
     with app.app_context():
-        assert Refresher(SimulatedSource(seed=1), services_of(app).bus, 500).tick()
+        assert Refresher(
+            SimulatedSource(parse_symbols("BTC"), seed=1), services_of(app).bus, 500
+        ).tick()
     return app
 
 

@@ -13,22 +13,22 @@ import math
 import random
 
 from app.board.row import BoardRow
-from app.markets import DEFAULT_SYMBOLS, MARKETS, WINDOW_S, Market, parse_symbols, window_start
+from app.markets import WINDOW_S, Market, window_start
 from app.refresher.model import SPOT, RealizedVolatility, percentages, probability_up
 
 SECONDS_PER_YEAR = 365 * 24 * 3600
-# The default market's annualised volatility, per sqrt-second (each market has its own).
-DEFAULT_SIGMA = MARKETS[DEFAULT_SYMBOLS].sigma_per_year / math.sqrt(SECONDS_PER_YEAR)
-START_PRICE = MARKETS[DEFAULT_SYMBOLS].start_price
+# The first simulated market: its token ids and walk keep the form they had before there were
+# others (the same seed gives the same ids and path as it always did).
+UNSALTED_SYMBOL = "BTC"
 WARM_UP_S = 900.0  # history simulated before the first board, so the estimate is live
 MAX_CATCH_UP_S = 3600.0  # after a longer pause (a suspended laptop), start afresh
 TICK = 0.01
 
 
-def token_id(seed: int, slot: int, outcome: str, symbol: str = DEFAULT_SYMBOLS) -> str:
+def token_id(seed: int, slot: int, outcome: str, symbol: str) -> str:
     """A 77-digit decimal token id, stable for (seed, symbol, window, outcome), new each window."""
     name = f"probboard-sim:{seed}:{slot}:{outcome}"
-    if symbol != DEFAULT_SYMBOLS:  # the default market's ids stay what they always were
+    if symbol != UNSALTED_SYMBOL:
         name = f"{name}:{symbol}"
     digest = hashlib.sha256(name.encode()).digest()
     return str(10**76 + int.from_bytes(digest, "big") % (9 * 10**76))
@@ -43,8 +43,7 @@ class _Walk:
 
     def __init__(self, market: Market, seed: int, sigma: float | None) -> None:
         self.market = market
-        # The default market keeps the plain seed (its walks stay what they were).
-        salt = seed if market.symbol == DEFAULT_SYMBOLS else f"{seed}:{market.symbol}"
+        salt = seed if market.symbol == UNSALTED_SYMBOL else f"{seed}:{market.symbol}"
         self.rng = random.Random(salt)  # noqa: S311 - a simulation, not a secret
         self.sigma = sigma or market.sigma_per_year / math.sqrt(SECONDS_PER_YEAR)
         self.t: float | None = None
@@ -88,13 +87,14 @@ class SimulatedSource:
 
     def __init__(
         self,
+        markets: tuple[Market, ...],
         seed: int | None = None,
         sigma: float | None = None,
-        markets: tuple[Market, ...] | None = None,
     ) -> None:
+        if not markets:
+            raise ValueError("a source serves at least one market")
         self._seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
-        chosen = markets or parse_symbols(DEFAULT_SYMBOLS)
-        self._walks = [_Walk(market, self._seed, sigma) for market in chosen]
+        self._walks = [_Walk(market, self._seed, sigma) for market in markets]
 
     def winners(self) -> dict[str, bool]:
         """None: a simulated window settles by its own path (the next price to beat)."""

@@ -26,6 +26,7 @@ from werkzeug.test import TestResponse
 from app.accounts.models import ApiKey, Session
 from app.extensions import db
 from app.logs import RepeatFilter
+from app.markets import parse_symbols
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
@@ -119,7 +120,7 @@ class Probe:
     def publish_board(self) -> None:
         with self.app.app_context():
             bus = services_of(self.app).bus
-            assert Refresher(SimulatedSource(seed=1), bus, 500).tick()
+            assert Refresher(SimulatedSource(parse_symbols("BTC"), seed=1), bus, 500).tick()
 
     # -- requests ----------------------------------------------------------------------
 

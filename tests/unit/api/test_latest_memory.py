@@ -18,6 +18,7 @@ import app.api.latest as latest_view
 from app.board.snapshot import parse_snapshot
 from app.board.timefmt import now_ms
 from app.bus import BoardBus
+from app.markets import parse_symbols
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
@@ -130,7 +131,9 @@ def test_before_any_board(client: FlaskClient) -> None:
 def test_board_from_the_refresher_is_served_in_full(
     app: Flask, client: FlaskClient, set_now: Callable[[int], None]
 ) -> None:
-    refresher = Refresher(SimulatedSource(seed=7), bus_of(app), 500, clock=lambda: T0_MS / 1000)
+    refresher = Refresher(
+        SimulatedSource(parse_symbols("BTC"), seed=7), bus_of(app), 500, clock=lambda: T0_MS / 1000
+    )
     assert refresher.tick() is True
     snapshot = bus_of(app).latest()
     assert snapshot is not None

@@ -15,6 +15,7 @@ from flask.testing import FlaskClient
 from openapi_spec_validator import validate
 from werkzeug.test import TestResponse
 
+from app.markets import parse_symbols
 from app.web import create_app
 from harness.processes import ROOT
 from tests.conftest import BASE_CONFIG
@@ -458,7 +459,7 @@ def test_the_items_extension_fields_are_documented_and_marked(document: dict[str
     from app.board.row import LiveDetails
     from app.refresher.sources.simulated import SimulatedSource
 
-    [simulated] = SimulatedSource(seed=1).rows(1_800_000_100.0)
+    [simulated] = SimulatedSource(parse_symbols("BTC"), seed=1).rows(1_800_000_100.0)
     row = dataclasses.replace(simulated, live=LiveDetails(None, None, None, {}, {}))
     properties = document["components"]["schemas"]["BoardItem"]["properties"]
     extensions = {name for name, prop in properties.items() if prop.get(EXTENSION)}

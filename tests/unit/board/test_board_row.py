@@ -15,7 +15,7 @@ T = 1_800_000_100.0
 
 
 def _live_row() -> BoardRow:
-    [simulated] = SimulatedSource(seed=1).rows(T)
+    [simulated] = SimulatedSource(parse_symbols("BTC"), seed=1).rows(T)
     details = LiveDetails(
         sigma_scale=1.1,
         twap_lookback_s=None,
@@ -35,7 +35,7 @@ def test_every_field_the_item_schema_names_is_a_field_of_the_typed_row() -> None
     # Every field a row can carry is in the schema (so in the OpenAPI document), marked as
     # an extension unless the contract names it; and the schema names no other.
     assert set(_live_row().as_json()) == declared
-    for row in (*SimulatedSource(seed=1).rows(T), _live_row()):
+    for row in (*SimulatedSource(parse_symbols("BTC"), seed=1).rows(T), _live_row()):
         published = row.as_json()
         assert set(contract) <= set(published) <= declared, set(published) - declared
         assert list(published)[: len(contract)] == contract

@@ -14,6 +14,7 @@ import redis
 from app.bus.base import HISTORY_MS, BoardBus
 from app.bus.memory import MemoryBoardBus
 from app.bus.redis_bus import HISTORY_KEY, RedisBoardBus
+from app.markets import parse_symbols
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from harness.processes import RedisServer
@@ -35,7 +36,9 @@ def bus(request: pytest.FixtureRequest) -> Iterator[BoardBus]:
 def publish_at(bus: BoardBus, times: list[float]) -> list[int]:
     """A board at each time (seconds); their seqs."""
     clock = [0.0]
-    refresher = Refresher(SimulatedSource(seed=2), bus, 500, clock=lambda: clock[0])
+    refresher = Refresher(
+        SimulatedSource(parse_symbols("BTC"), seed=2), bus, 500, clock=lambda: clock[0]
+    )
     seqs = []
     for t in times:
         clock[0] = t

@@ -8,6 +8,7 @@ import redis
 
 from app.bus.redis_bus import BOARD_KEY, RedisBoardBus
 from app.config import load_settings
+from app.markets import parse_symbols
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from harness.processes import RedisServer, wait_until
@@ -15,7 +16,7 @@ from harness.processes import RedisServer, wait_until
 
 def _refresher(bus: RedisBoardBus) -> Refresher:
     settings = load_settings({"REDIS_URL": "memory://"})
-    return Refresher(SimulatedSource(seed=1), bus, settings.refresh_tick_ms)
+    return Refresher(SimulatedSource(parse_symbols("BTC"), seed=1), bus, settings.refresh_tick_ms)
 
 
 def test_published_board_reaches_a_subscriber_and_the_key(fresh_redis: RedisServer) -> None:

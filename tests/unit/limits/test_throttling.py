@@ -25,6 +25,7 @@ from werkzeug.test import TestResponse
 import app as app_package
 from app.config import ConfigError, load_settings
 from app.extensions import db
+from app.markets import parse_symbols
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
@@ -86,7 +87,9 @@ def accounts_db_app(database_url: str) -> Iterator[Flask]:
 
 def publish_board(app: Flask) -> None:
     with app.app_context():
-        assert Refresher(SimulatedSource(seed=1), services_of(app).bus, 500).tick()
+        assert Refresher(
+            SimulatedSource(parse_symbols("BTC"), seed=1), services_of(app).bus, 500
+        ).tick()
 
 
 def cli(app: Flask, *args: str) -> str:

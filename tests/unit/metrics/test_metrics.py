@@ -29,6 +29,7 @@ from app.board.row import BoardRow
 from app.bus import BoardBus
 from app.bus.memory import MemoryBoardBus
 from app.config import ConfigError, load_settings
+from app.markets import parse_symbols
 from app.metrics.refresher import serve
 from app.redis_pool import RedisFallback
 from app.refresher.loop import Refresher
@@ -451,7 +452,9 @@ def test_a_successful_tick_is_counted_and_its_delay_observed() -> None:
     delays = value("probboard_refresher_publish_delay_seconds_count")
     failures = value("probboard_refresher_publish_failures_total")
     bus = MemoryBoardBus()
-    refresher = Refresher(SimulatedSource(seed=7), bus, 500, clock=lambda: BOUNDARY + 1.0)
+    refresher = Refresher(
+        SimulatedSource(parse_symbols("BTC"), seed=7), bus, 500, clock=lambda: BOUNDARY + 1.0
+    )
 
     assert refresher.tick() is True
 

@@ -31,6 +31,7 @@ from app.bus.redis_bus import (
     RedisBoardBus,
 )
 from app.config import ConfigError, load_settings
+from app.markets import parse_symbols
 from app.refresher.leader import Leadership, holder_name, who_leads
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
@@ -174,7 +175,9 @@ def refresher(
     clock: Callable[[], float] = time.time,
 ) -> Refresher:
     """A refresher on the simulated source, publishing on ``bus`` under ``lease``."""
-    return Refresher(SimulatedSource(seed=1), bus, 500, clock=clock, lease=lease)
+    return Refresher(
+        SimulatedSource(parse_symbols("BTC"), seed=1), bus, 500, clock=clock, lease=lease
+    )
 
 
 def valid(board: dict[str, Any] | None) -> dict[str, Any]:
@@ -432,7 +435,7 @@ class HeldLease:
 def test_tick_retries_only_once_after_a_seq_refusal() -> None:
     bus = SeqRefusingBus(bus_seq=0)
     lease = HeldLease()
-    publisher = Refresher(SimulatedSource(seed=1), bus, 500, lease=lease)
+    publisher = Refresher(SimulatedSource(parse_symbols("BTC"), seed=1), bus, 500, lease=lease)
 
     assert publisher.tick() is True
 

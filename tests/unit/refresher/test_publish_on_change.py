@@ -37,7 +37,7 @@ class ChangingSource:
 
     def __init__(self) -> None:
         self.changes = Changes()
-        [row] = SimulatedSource(seed=1).rows(1_800_000_100.0)
+        [row] = SimulatedSource(parse_symbols("BTC"), seed=1).rows(1_800_000_100.0)
         self.row = dataclasses.replace(row, up_bid=0.40)
 
     def move(self, bid: float) -> None:

@@ -35,7 +35,9 @@ class Probe:
     def __init__(self, app: Flask) -> None:
         self.app = app
         self.client = app.test_client(use_cookies=False)
-        self.refresher = Refresher(SimulatedSource(seed=1), services_of(app).bus, 500)
+        self.refresher = Refresher(
+            SimulatedSource(parse_symbols("BTC"), seed=1), services_of(app).bus, 500
+        )
         self.open: list[TestResponse] = []
 
     def cli(self, *args: str) -> str:

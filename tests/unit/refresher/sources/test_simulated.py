@@ -18,7 +18,7 @@ from app.bus.memory import MemoryBoardBus
 from app.markets import MARKETS, WINDOW_S, parse_symbols, window_start
 from app.refresher.loop import Refresher
 from app.refresher.model import percentages, probability_up
-from app.refresher.sources.simulated import DEFAULT_SIGMA, START_PRICE, SimulatedSource, token_id
+from app.refresher.sources.simulated import SECONDS_PER_YEAR, SimulatedSource, token_id
 from app.schemas import ContractError, check
 from app.schemas.board import PublishedBoardSchema
 from app.services import services_of
@@ -74,14 +74,17 @@ def check_row_invariants(row: dict[str, Any], now: float) -> None:
 
 def test_same_seed_and_call_times_give_the_same_rows() -> None:
     times = [BOUNDARY - 123.4 + 0.7 * i for i in range(400)]
-    first, second = SimulatedSource(seed=42), SimulatedSource(seed=42)
+    first, second = (
+        SimulatedSource(parse_symbols("BTC"), seed=42),
+        SimulatedSource(parse_symbols("BTC"), seed=42),
+    )
 
     assert [first.rows(t) for t in times] == [second.rows(t) for t in times]
 
 
 def test_different_seeds_give_different_markets() -> None:
-    a = one_row(SimulatedSource(seed=1), BOUNDARY + 10)
-    b = one_row(SimulatedSource(seed=2), BOUNDARY + 10)
+    a = one_row(SimulatedSource(parse_symbols("BTC"), seed=1), BOUNDARY + 10)
+    b = one_row(SimulatedSource(parse_symbols("BTC"), seed=2), BOUNDARY + 10)
 
     assert a["slot"] == b["slot"]
     assert a["up_token_id"] != b["up_token_id"]
@@ -96,15 +99,19 @@ PINNED_DOWN_7_100 = "55787836235558527593440617291792142812837109977465230239254
 
 def test_token_ids_are_stable_per_seed_slot_and_outcome() -> None:
     """Token ids are the pinned ids for (seed, slot, outcome), distinct when any part changes."""
-    assert token_id(7, 100, "up") == PINNED_UP_7_100
-    assert token_id(7, 100, "down") == PINNED_DOWN_7_100
-    ids = {token_id(7, 100, "up"), token_id(7, 100, "down"), token_id(7, 101, "up")}
-    ids.add(token_id(8, 100, "up"))
+    assert token_id(7, 100, "up", "BTC") == PINNED_UP_7_100
+    assert token_id(7, 100, "down", "BTC") == PINNED_DOWN_7_100
+    ids = {
+        token_id(7, 100, "up", "BTC"),
+        token_id(7, 100, "down", "BTC"),
+        token_id(7, 101, "up", "BTC"),
+    }
+    ids.add(token_id(8, 100, "up", "BTC"))
     assert len(ids) == 4
     assert all(len(i) == 77 and i.isdigit() for i in ids)
-    row = one_row(SimulatedSource(seed=7), BOUNDARY + 1)
-    assert row["up_token_id"] == token_id(7, BOUNDARY // WINDOW_S, "up")
-    assert row["down_token_id"] == token_id(7, BOUNDARY // WINDOW_S, "down")
+    row = one_row(SimulatedSource(parse_symbols("BTC"), seed=7), BOUNDARY + 1)
+    assert row["up_token_id"] == token_id(7, BOUNDARY // WINDOW_S, "up", "BTC")
+    assert row["down_token_id"] == token_id(7, BOUNDARY // WINDOW_S, "down", "BTC")
 
 
 # -- windows ----------------------------------------------------------------------------------
@@ -123,7 +130,7 @@ def test_token_ids_are_stable_per_seed_slot_and_outcome() -> None:
     ],
 )
 def test_slot_and_remaining_seconds(now: float) -> None:
-    row = one_row(SimulatedSource(seed=3), now)
+    row = one_row(SimulatedSource(parse_symbols("BTC"), seed=3), now)
 
     check_row_invariants(row, now)
     assert row["windowStart"] == window_start(now)
@@ -136,7 +143,7 @@ def test_window_start_is_a_floor() -> None:
 
 
 def test_the_window_rolls_at_the_boundary_and_latches_the_price() -> None:
-    source = SimulatedSource(seed=5)
+    source = SimulatedSource(parse_symbols("BTC"), seed=5)
     before = one_row(source, BOUNDARY - 0.5)
     at = one_row(source, BOUNDARY)
     after = one_row(source, BOUNDARY + 0.5)
@@ -155,7 +162,10 @@ def test_the_window_rolls_at_the_boundary_and_latches_the_price() -> None:
 
 def test_the_price_is_latched_at_the_boundary_even_between_calls() -> None:
     """A source not called at the boundary latches the same price as one that was."""
-    watched, skipped = SimulatedSource(seed=9), SimulatedSource(seed=9)
+    watched, skipped = (
+        SimulatedSource(parse_symbols("BTC"), seed=9),
+        SimulatedSource(parse_symbols("BTC"), seed=9),
+    )
     one_row(watched, BOUNDARY - 0.5)
     at = one_row(watched, BOUNDARY)
     one_row(skipped, BOUNDARY - 0.5)
@@ -168,7 +178,7 @@ def test_the_price_is_latched_at_the_boundary_even_between_calls() -> None:
 
 
 def test_the_price_to_beat_holds_for_the_whole_window() -> None:
-    source = SimulatedSource(seed=13)
+    source = SimulatedSource(parse_symbols("BTC"), seed=13)
     rows = [one_row(source, BOUNDARY + 0.25 + 2.5 * i) for i in range(120)]
 
     assert {r["slot"] for r in rows} == {BOUNDARY}
@@ -177,7 +187,7 @@ def test_the_price_to_beat_holds_for_the_whole_window() -> None:
 
 
 def test_invariants_hold_over_many_windows() -> None:
-    source = SimulatedSource(seed=17)
+    source = SimulatedSource(parse_symbols("BTC"), seed=17)
     slots = set()
     latched: dict[int, float] = {}
     for i in range(1_500):
@@ -191,7 +201,7 @@ def test_invariants_hold_over_many_windows() -> None:
 
 
 def test_rows_follow_the_model() -> None:
-    source = SimulatedSource(seed=19)
+    source = SimulatedSource(parse_symbols("BTC"), seed=19)
     for i in range(600):
         now = BOUNDARY + 0.5 + i
         row = one_row(source, now)
@@ -209,7 +219,7 @@ def test_rows_follow_the_model() -> None:
 
 
 def test_the_price_moves_with_realistic_volatility() -> None:
-    source = SimulatedSource(seed=23)
+    source = SimulatedSource(parse_symbols("BTC"), seed=23)
     prices, sigmas = [], []
     for i in range(3_600):
         row = one_row(source, BOUNDARY + 0.5 + i)
@@ -219,23 +229,25 @@ def test_the_price_moves_with_realistic_volatility() -> None:
     returns = [math.log(b / a) for a, b in itertools.pairwise(prices)]
     realized = math.sqrt(sum(r * r for r in returns) / len(returns))
     annualised = realized * math.sqrt(365 * 24 * 3600)
-    assert realized == pytest.approx(DEFAULT_SIGMA, rel=0.15)
+    sigma = MARKETS["BTC"].sigma_per_year / math.sqrt(SECONDS_PER_YEAR)
+    assert realized == pytest.approx(sigma, rel=0.15)
     assert 0.3 < annualised < 0.8
     assert max(prices) - min(prices) > 50  # it does move
-    assert 0.9 * START_PRICE < min(prices) <= max(prices) < 1.1 * START_PRICE
+    start = MARKETS["BTC"].start_price
+    assert 0.9 * start < min(prices) <= max(prices) < 1.1 * start
     assert sum(1 for r in returns if r == 0) < len(returns) * 0.01
     # The estimate the model uses is live and close to the truth.
-    assert all(s == pytest.approx(DEFAULT_SIGMA, rel=0.25) for s in sigmas)
+    assert all(s == pytest.approx(sigma, rel=0.25) for s in sigmas)
 
 
 def test_a_clock_jump_starts_afresh_and_stays_consistent() -> None:
-    source = SimulatedSource(seed=29)
+    source = SimulatedSource(parse_symbols("BTC"), seed=29)
     for now in (BOUNDARY + 1, BOUNDARY + 7_201.5, BOUNDARY + 100.25, BOUNDARY + 100.75):
         check_row_invariants(one_row(source, now), now)
 
 
 def test_an_unseeded_source_still_works() -> None:
-    row = one_row(SimulatedSource(), BOUNDARY + 3)
+    row = one_row(SimulatedSource(parse_symbols("BTC")), BOUNDARY + 3)
 
     check_row_invariants(row, BOUNDARY + 3)
 
@@ -245,7 +257,10 @@ def test_an_unseeded_source_still_works() -> None:
 
 def test_built_board_passes_the_published_schema() -> None:
     refresher = Refresher(
-        SimulatedSource(seed=31), MemoryBoardBus(), 500, clock=lambda: BOUNDARY + 12.345
+        SimulatedSource(parse_symbols("BTC"), seed=31),
+        MemoryBoardBus(),
+        500,
+        clock=lambda: BOUNDARY + 12.345,
     )
 
     board = refresher.build()
@@ -266,7 +281,10 @@ def test_built_board_passes_the_published_schema() -> None:
 
 def test_seq_increases_even_when_the_clock_does_not() -> None:
     refresher = Refresher(
-        SimulatedSource(seed=37), MemoryBoardBus(), 500, clock=lambda: BOUNDARY + 5.0
+        SimulatedSource(parse_symbols("BTC"), seed=37),
+        MemoryBoardBus(),
+        500,
+        clock=lambda: BOUNDARY + 5.0,
     )
 
     seqs = [refresher.build()["seq"] for _ in range(5)]
@@ -278,7 +296,9 @@ def test_seq_increases_even_when_the_clock_does_not() -> None:
 def test_tick_publishes_a_board_that_latest_serves(app: Flask, client: FlaskClient) -> None:
     bus: BoardBus = services_of(app).bus
     times = iter([BOUNDARY + 1.0, BOUNDARY + 2.0])
-    refresher = Refresher(SimulatedSource(seed=7), bus, 500, clock=lambda: next(times))
+    refresher = Refresher(
+        SimulatedSource(parse_symbols("BTC"), seed=7), bus, 500, clock=lambda: next(times)
+    )
 
     assert refresher.tick() is True
     assert refresher.tick() is True
@@ -307,7 +327,7 @@ class _BrokenSource:
     def rows(self, now: float) -> list[BoardRow]:
         if not self.replaced:
             raise RuntimeError("feed down")
-        [row] = SimulatedSource(seed=1).rows(now)
+        [row] = SimulatedSource(parse_symbols("BTC"), seed=1).rows(now)
         return [dataclasses.replace(row, **self.replaced)]
 
 
@@ -368,4 +388,4 @@ def test_symbols_give_one_row_each_in_order_with_their_own_walks() -> None:
     prices = [row["price"] for row in rows]
     assert prices[0] > 10_000 > prices[1] > 1_000 > prices[2] > 10 > prices[3] > 0
     # The default market's walk is what it was with no SYMBOLS at all.
-    assert rows[0] == one_row(SimulatedSource(seed=3), BOUNDARY + 30)
+    assert rows[0] == one_row(SimulatedSource(parse_symbols("BTC"), seed=3), BOUNDARY + 30)
