@@ -9,7 +9,7 @@ apps on one Redis stand for two gunicorn workers, as in ``test_limits_failures.p
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
 from flask import Flask
@@ -167,3 +167,22 @@ def test_only_a_401_to_a_presented_key_counts_a_failure(one: Flask) -> None:
     assert answer(ask(client, STREAM, UNKNOWN_KEY, GUESSER)) == (401, "invalid_key")
     throttled(ask(client, VERIFY, key, GUESSER))
     throttled(ask(client, STREAM, key, GUESSER))
+
+
+def test_no_blueprint_runs_request_hooks(app: Flask) -> None:
+    """One wiring style: every step of an endpoint is called by its view, in the order the
+    view states; no blueprint registers hooks (the app's own are flask-limiter's, CORS's)."""
+    assert len(app.blueprints) > 5, "the blueprints were not registered"
+    registries: dict[str, Mapping[str | None, Sequence[object]]] = {
+        "before_request": app.before_request_funcs,
+        "after_request": app.after_request_funcs,
+        "teardown_request": app.teardown_request_funcs,
+        "url_value_preprocessor": app.url_value_preprocessors,
+    }
+    hooked = {
+        (kind, name): len(funcs)
+        for kind, registry in registries.items()
+        for name, funcs in registry.items()
+        if name is not None and funcs
+    }
+    assert not hooked, hooked
