@@ -22,6 +22,7 @@ from app.web import create_app
 from harness.processes import RedisServer
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
+from tests.unit.test_cors import key_of
 
 LATEST = "/api/probboard/latest"
 TRAIL = "/api/probboard/trail"
@@ -67,22 +68,6 @@ def one(database_url: str) -> Iterator[Flask]:
     _close(app)
 
 
-def key_of(app: Flask, name: str, plan: str = "vip_pro") -> str:
-    """A key of a new account ``name`` on ``plan``, made with the operator CLI."""
-    runner = app.test_cli_runner()
-
-    def cli(*args: str) -> str:
-        result = runner.invoke(args=list(args))
-        assert result.exit_code == 0, (args, result.output)
-        return str(result.stdout)
-
-    cli("users", "create", name, "--plan", "vip_pro")
-    key = cli("keys", "create", name).splitlines()[-1]
-    if plan != "vip_pro":
-        cli("users", "set-plan", name, plan)
-    return key
-
-
 def ask(
     client: FlaskClient, path: str, key: str | None, address: str, query: str = ""
 ) -> TestResponse:
@@ -118,7 +103,7 @@ def test_a_blocked_address_gets_the_same_429_everywhere_before_its_key_and_symbo
 ) -> None:
     """A failed key on any of the endpoints blocks the address on all of them."""
     first, second = (app.test_client(use_cookies=False) for app in workers)
-    key = key_of(workers[0], "alice")
+    key = key_of(workers[0], "alice", "vip_pro")
 
     # Two failures on ``path`` fill the window: answered as they were (401), counted.
     for _ in range(2):
@@ -154,7 +139,7 @@ def test_a_blocked_address_gets_the_same_429_everywhere_before_its_key_and_symbo
 def test_only_a_401_to_a_presented_key_counts_a_failure(one: Flask) -> None:
     """No key, a 403 for the plan, a 400 for the symbol: none counts; a stream's 401 does."""
     client = one.test_client(use_cookies=False)
-    key, user_key = key_of(one, "alice"), key_of(one, "ursula", "user")
+    key, user_key = key_of(one, "alice", "vip_pro"), key_of(one, "ursula", "user")
     for _ in range(3):
         assert answer(ask(client, STREAM, None, GUESSER)) == (401, "missing_credentials")
         assert answer(ask(client, VERIFY, None, GUESSER)) == (401, "missing_credentials")
