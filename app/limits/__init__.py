@@ -169,6 +169,8 @@ class KeyAttempt:
     whatever the view answers after it, a stream included, is neither held nor inspected.
     """
 
+    # A class rather than ``@contextmanager``: keyed reads of /latest are the hot path, and it
+    # costs no generator per request (it holds no request state, so one serves them all).
     __slots__ = ("_throttle",)
 
     def __init__(self, throttle: FailureThrottle) -> None:
@@ -203,7 +205,7 @@ class Limits:
         self.storage = storage  # every counter of the app's limits
         self.guest = guest  # count one guest read; 429 when over
         self._accounts = accounts
-        self._key_attempt = KeyAttempt(throttle)  # no state of its own: one serves every request
+        self._key_attempt = KeyAttempt(throttle)
 
     def account(self, identity: Identity) -> Quota | None:
         """Count one read of an account against its plan (None: no limit); 429 when over it."""
