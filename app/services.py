@@ -1,9 +1,11 @@
 """The per-app container: the services one app (one process) holds, typed, in one place.
 
-``app.web.create_app`` builds each service in a visible order and puts them here; views and
-hooks read them with ``services()``. This module imports none of the subsystems it holds
-(their types are for the type checker only), so it can be imported from anywhere without
-closing a cycle. ``Lifecycle`` is what a serving process starts after fork and runs at exit.
+``app.web.create_app`` builds each service in a visible order and puts them here; the views
+(``app.api``) and the operator commands read them with ``services()``. No subsystem does:
+the factory hands each what it needs (``tests/unit/test_imports.py`` keeps it so). This
+module imports none of the subsystems it holds (their types are for the type checker only),
+so it can be imported from anywhere without closing a cycle. ``Lifecycle`` is what a
+serving process starts after fork and runs at exit.
 """
 
 from __future__ import annotations

@@ -1,4 +1,9 @@
-"""``GET /api/keys/verify``: is this API key valid, whose is it, and under which plan."""
+"""``GET /api/keys/verify``: is this API key valid, whose is it, and under which plan.
+
+In order, every step in the view: refuse a blocked address → the key (401; a 401 to a
+presented key counts a failed attempt: both steps are the ``with limits.key_attempt():``
+block every key-taking endpoint runs) → the answer.
+"""
 
 from __future__ import annotations
 
@@ -6,16 +11,12 @@ from datetime import datetime
 
 from flask import Blueprint, Response, request
 
-from app.auth import authenticator
 from app.board.snapshot import dumps
 from app.errors import json_response
-from app.limits import count_failure, refuse_blocked
 from app.metrics.web import PLAN_KEY
+from app.services import services
 
 bp = Blueprint("keys_verify", __name__)
-# A blocked address is refused first; a 401 to a presented key counts a failure.
-bp.before_request(refuse_blocked)
-bp.after_request(count_failure)
 
 
 def _iso(moment: datetime | None) -> str | None:
@@ -27,7 +28,9 @@ def _iso(moment: datetime | None) -> str | None:
 @bp.get("/api/keys/verify")
 def verify() -> Response:
     """KeyVerificationResponse; ``lastUsedAt`` is the key's previous use (this one excluded)."""
-    identity = authenticator().require_key(request)
+    held = services()
+    with held.limits.key_attempt():  # 429 for a blocked address; a 401 counts a failure
+        identity = held.authenticator.require_key(request)  # 401 without a valid key
     request.environ[PLAN_KEY] = identity.plan
     key = identity.key
     assert key is not None  # require_key only returns key identities

@@ -1,7 +1,8 @@
 """``GET /api/probboard/latest``: the full board, served under the caller's plan.
 
 One pipeline, in this order, every step in the view: refuse a blocked address → identify
-(a 401 to a presented key counts as a failed attempt) → read ``?symbol=`` (a 400
+(a 401 to a presented key counts as a failed attempt; both steps are the ``with
+limits.key_attempt():`` block every key-taking endpoint runs) → read ``?symbol=`` (a 400
 ``invalid_symbol`` costs no rate-limit slot) → guest: the guest limit | account: its plan's
 limit (flask-limiter's check, for guests) → render (only the rows asked for, when filtered)
 → headers. Of the app-wide Flask hooks, flask-limiter's find no limit outside the guest step
@@ -15,7 +16,7 @@ from flask import Blueprint, Response, request
 
 from app.api.symbols import requested_symbols
 from app.board.timefmt import now_ms
-from app.errors import ApiError, api_error_response, json_response
+from app.errors import json_response
 from app.limits import rate_limit_headers
 from app.metrics.web import PLAN_KEY, board_served
 from app.plans import GUEST
@@ -31,11 +32,8 @@ def latest() -> Response:
     """BoardResponse under the caller's plan (the bus is in memory: no Redis per request)."""
     held = services()
     limits = held.limits
-    limits.refuse_blocked()  # 429 for an address blocked after failed keys
-    try:
+    with limits.key_attempt():  # 429 for a blocked address; a 401 to a key counts a failure
         identity = held.authenticator.identify(request)  # 401/503 for refused credentials
-    except ApiError as refused:
-        return limits.count_failure(api_error_response(refused))
     plan = GUEST if identity is None else identity.plan
     request.environ[PLAN_KEY] = plan  # the metrics count a refusal under its plan too
     symbols = requested_symbols(held.settings.markets, request)  # 400 before any limit

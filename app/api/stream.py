@@ -1,7 +1,10 @@
 """``GET /api/probboard/stream``: Server-Sent Events of the board for vip_pro keys.
 
-In order: refuse a blocked address → the key (401) → its plan (403) → ``?symbol=`` (400
-``invalid_symbol``, before a stream slot is taken) → a slot (429, 503) → the stream.
+One pipeline, in this order, every step in the view: refuse a blocked address → the key
+(401; a 401 to a presented key counts a failed attempt: both steps are the ``with
+limits.key_attempt():`` block every key-taking endpoint runs, around the key check alone)
+→ its plan (403) → ``?symbol=`` (400 ``invalid_symbol``, before a stream slot is taken) →
+a slot (429, 503) → the stream.
 """
 
 from __future__ import annotations
@@ -14,10 +17,8 @@ from socket import socket as SocketType  # noqa: N812 - the class, not the modul
 from flask import Blueprint, Response, request
 
 from app.api.symbols import requested_symbols
-from app.auth import authenticator
 from app.errors import ApiError, too_many_requests
 from app.extensions import db
-from app.limits import count_failure, refuse_blocked
 from app.metrics.web import PLAN_KEY
 from app.plans import STREAM_PLANS
 from app.services import services
@@ -26,9 +27,6 @@ from app.stream.slots import SlotsBusyError
 from app.stream.writer import DirectWriter
 
 bp = Blueprint("stream", __name__)
-# A blocked address is refused first; a 401 to a presented key counts a failure.
-bp.before_request(refuse_blocked)
-bp.after_request(count_failure)
 
 SLOT_RETRY_MS = 5000
 BUSY_RETRY_MS = 1000
@@ -38,7 +36,9 @@ STREAM_SEND_BUFFER = 32 * 1024
 @bp.get("/api/probboard/stream")
 def stream() -> Response:
     """Opens with ``retry:``, sends the current board at once, then every new board."""
-    identity = authenticator().require_key(request)
+    held = services()
+    with held.limits.key_attempt():  # 429 for a blocked address; a 401 counts a failure
+        identity = held.authenticator.require_key(request)  # 401 without a valid key
     request.environ[PLAN_KEY] = identity.plan
     key = identity.key
     assert key is not None
@@ -48,7 +48,6 @@ def stream() -> Response:
             "vip_pro_required",
             f"The stream needs the vip_pro entitlement; this key's plan is {identity.plan}.",
         )
-    held = services()
     settings, stream_broker = held.settings, held.broker
     symbols = requested_symbols(settings.markets, request)
     if request.method == "HEAD":

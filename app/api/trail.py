@@ -2,7 +2,8 @@
 
 What the page's window chart draws from the window's start when it opens mid-window
 (``app/board/trail.py``). The steps of ``/latest``, in its order: refuse a blocked address →
-identify → ``?symbol=`` → the guest or the plan's limit (one read, as a board is) → answer.
+identify (a 401 to a key counts a failure: ``limits.key_attempt()``) → ``?symbol=`` → the
+guest or the plan's limit (one read, as a board is) → answer.
 The points are the plan's refresh interval apart: no plan gets a finer path than its own
 polls would have drawn.
 """
@@ -15,7 +16,7 @@ from app.api.latest import VARY
 from app.api.symbols import requested_symbols
 from app.board.timefmt import now_ms
 from app.board.trail import STEP_MS
-from app.errors import ApiError, api_error_response, json_response
+from app.errors import json_response
 from app.limits import rate_limit_headers
 from app.markets import WINDOW_S
 from app.metrics.web import PLAN_KEY
@@ -38,11 +39,8 @@ def trail() -> Response:
     """``{"ok", "stepMs", "markets": [{"symbol", "windowStart", "points": [[s, pUp, mid]]}]}``."""
     held = services()
     limits = held.limits
-    limits.refuse_blocked()
-    try:
+    with limits.key_attempt():  # 429 for a blocked address; a 401 to a key counts a failure
         identity = held.authenticator.identify(request)
-    except ApiError as refused:
-        return limits.count_failure(api_error_response(refused))
     plan = GUEST if identity is None else identity.plan
     request.environ[PLAN_KEY] = plan
     symbols = requested_symbols(held.settings.markets, request)

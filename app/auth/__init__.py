@@ -2,7 +2,9 @@
 
 ``identify`` serves ``/latest`` (a key, a session, or nobody: the guest plan);
 ``require_key`` serves the key-only endpoints. Both answer header problems and bad keys
-with a 401 ErrorResponse whose text never says whether a key exists.
+with a 401 ErrorResponse whose text never says whether a key exists. The app factory
+builds the ``Authenticator`` (``init_app``); the views get it from the app's services,
+which nothing here reads.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from app.auth.usage import UsageRecorder
 from app.config import Settings
 from app.errors import ApiError
 from app.extensions import db_session
-from app.services import Lifecycle, services
+from app.services import Lifecycle
 
 
 @dataclass(frozen=True)
@@ -101,11 +103,6 @@ class Authenticator:
         if presented.api_key is None:
             raise missing_key()
         return self._from_key(presented.api_key)
-
-
-def authenticator() -> Authenticator:
-    """The authenticator of the current app."""
-    return services().authenticator
 
 
 class NoFlaskSessions(SessionInterface):

@@ -10,11 +10,12 @@
   that presents a key counts only when answered 401; over the limit, requests presenting a
   key get 429.
 
-How they run: the endpoints that are limited call them as steps of their own pipelines
-(``Limits`` in the app's services): ``/latest`` runs refuse a blocked address → identify
-(count a 401) → (guest: the guest limit | account: its plan's limit) → render → headers; the
-other key-taking blueprints refuse blocked addresses before anything else and count the 401s
-they answer.
+How they run: each limited endpoint's view calls them as steps of its own pipeline, in the
+order it states (``Limits``, built by the app factory and handed to the views in the app's
+services; nothing here reads the services). Every endpoint that takes a key puts its key
+check inside ``with limits.key_attempt():`` (``KeyAttempt``: a blocked address is refused
+on entry, a 401 to a presented key counts a failure on exit); ``/latest`` and ``/trail``
+then call ``limits.guest()`` or ``limits.account(identity)``, ``/windows`` ``limits.guest()``.
 
 The guests' limit is flask-limiter's (the design names it): a ``Limiter`` on the app, its
 storage built from ``REDIS_URL`` through the scheme ``fallback_storage.py`` registers with the
@@ -43,8 +44,9 @@ from __future__ import annotations
 import logging
 import math
 import time
+from types import TracebackType
 
-from flask import Flask, Response, request
+from flask import Flask, request
 from flask_limiter import Limiter, RateLimitExceeded
 from limits import parse_many
 from limits.storage import Storage
@@ -52,14 +54,13 @@ from limits.storage import Storage
 from app.auth import Identity
 from app.auth.credentials import presents_key
 from app.config import ConfigError, Settings
-from app.errors import api_error_response, too_many_requests
+from app.errors import ApiError, too_many_requests
 from app.limits import failures
 from app.limits import fallback_storage as fallback_storage  # registers its storage schemes
 from app.limits.failures import FailureThrottle
 from app.limits.per_account import AccountLimits, Quota
 from app.logs import limit_repeats
 from app.plans import USER, VIP_PRO
-from app.services import services
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +159,42 @@ def rate_limit_headers(quota: Quota | None) -> dict[str, str]:
     }
 
 
+class KeyAttempt:
+    """The failed-key throttle's steps around a key check: ``with limits.key_attempt():``.
+
+    On entry, an address blocked for failed keys that presents a key gets 429, before any
+    key lookup. On exit with a 401 ``ApiError`` to a presented key, one failure is counted,
+    and the throttle's 429 is raised instead when that failure finds the address's window
+    already full (filled on another worker). Only the key check belongs inside the block, so
+    whatever the view answers after it, a stream included, is neither held nor inspected.
+    """
+
+    # A class rather than ``@contextmanager``: keyed reads of /latest are the hot path, and it
+    # costs no generator per request (it holds no request state, so one serves them all).
+    __slots__ = ("_throttle",)
+
+    def __init__(self, throttle: FailureThrottle) -> None:
+        self._throttle = throttle
+
+    def __enter__(self) -> None:
+        """Refuse a blocked address (429) that presents a key."""
+        # Nearly always nobody is blocked: answer that before looking at the request.
+        if self._throttle.blocking and presents_key(request):
+            self._throttle.check(client_address())
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        """Count a 401 to a presented key; the 429 instead when the window was full."""
+        if isinstance(error, ApiError) and error.status == 401 and presents_key(request):
+            refusal = self._throttle.failed(client_address())
+            if refusal is not None:
+                raise refusal from None
+
+
 class Limits:
     """The limits of one app, as steps the limited endpoints call (see the module docstring)."""
 
@@ -168,41 +205,22 @@ class Limits:
         self.storage = storage  # every counter of the app's limits
         self.guest = guest  # count one guest read; 429 when over
         self._accounts = accounts
-        self._throttle = throttle
+        self._key_attempt = KeyAttempt(throttle)
 
     def account(self, identity: Identity) -> Quota | None:
         """Count one read of an account against its plan (None: no limit); 429 when over it."""
         return self._accounts.admit(identity.account_id, identity.plan)
 
-    def refuse_blocked(self) -> None:
-        """First step of a key-taking endpoint: a blocked address gets 429, no key lookup."""
-        # Nearly always nobody is blocked: answer that before looking at the request.
-        if self._throttle.blocking and presents_key(request):
-            self._throttle.check(client_address())
-
-    def count_failure(self, response: Response) -> Response:
-        """Last step of a key-taking endpoint: a 401 to a presented key counts a failure."""
-        if response.status_code == 401 and presents_key(request):
-            refusal = self._throttle.failed(client_address())
-            if refusal is not None:
-                return api_error_response(refusal)
-        return response
-
-
-def refuse_blocked() -> None:
-    """``before_request`` of a key-taking blueprint (see ``Limits.refuse_blocked``)."""
-    services().limits.refuse_blocked()
-
-
-def count_failure(response: Response) -> Response:
-    """``after_request`` of a key-taking blueprint (see ``Limits.count_failure``)."""
-    return services().limits.count_failure(response)
+    def key_attempt(self) -> KeyAttempt:
+        """The block a key-taking endpoint runs its key check in (see ``KeyAttempt``)."""
+        return self._key_attempt
 
 
 def init_app(app: Flask, settings: Settings) -> Limits:
     """Give ``app`` its limits: counters on ``REDIS_URL``.
 
-    The endpoints call the steps of the returned ``Limits`` (kept in the app's services).
+    The endpoints' views call the steps of the returned ``Limits``, which the factory keeps in
+    the app's services for them.
     """
     limiter = Limiter(
         key_func=client_address,

@@ -8,6 +8,10 @@ The same rule holds one level up, between folders, so that the folders say who d
 whom: a folder is a top-level package under ``app/`` (``app.refresher`` with everything below
 it); a top-level module (``app.config``, ``app.web``) and the package root ``app`` are nodes
 of their own, as folders of one module.
+
+And one rule of wiring: only the views (``app.api``), the operator commands
+(``app.commands``) and the app factory (``app.web``) read the app's service container; every
+other module gets what it needs from the factory.
 """
 
 from __future__ import annotations
@@ -30,6 +34,17 @@ def _is_type_checking(node: ast.If) -> bool:
     return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
         isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
     )
+
+
+def imported_from(node: ast.ImportFrom, this: str, is_package: bool) -> str:
+    """The absolute name of the module ``from ... import`` reads, in module ``this``."""
+    base = node.module or ""
+    if not node.level:
+        return base
+    anchor = this if is_package else this.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        anchor = anchor.rpartition(".")[0]
+    return f"{anchor}.{base}" if base else anchor
 
 
 def _imports(path: Path, modules: set[str]) -> set[str]:
@@ -55,12 +70,7 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
                 if alias.name.split(".")[0] == "app":
                     add(alias.name)
         elif isinstance(node, ast.ImportFrom):
-            base = node.module or ""
-            if node.level:
-                anchor = this if is_package else this.rpartition(".")[0]
-                for _ in range(node.level - 1):
-                    anchor = anchor.rpartition(".")[0]
-                base = f"{anchor}.{base}" if base else anchor
+            base = imported_from(node, this, is_package)
             if base.split(".")[0] == "app":
                 for alias in node.names:
                     full = f"{base}.{alias.name}"
@@ -197,3 +207,60 @@ def test_the_backtest_program_loads_no_web_framework() -> None:
     loaded = _loaded_after("import app.backtest.cli, app.backtest.report")
     assert "app.backtest.replay" in loaded
     assert not (HEAVY | {"werkzeug", "gevent", "redis"}) & loaded, HEAVY & loaded
+
+
+# Who may read the app's service container (``app.services``'s ``services()`` and
+# ``services_of()``): the views, the operator commands (each runs in an app context of its
+# own) and the app factory that fills it. Every other module is handed what it needs by the
+# factory, so a subsystem never reaches back into the app that holds it.
+CONTAINER = "app.services"
+CONTAINER_ACCESSORS = {"services", "services_of"}
+CONTAINER_READERS = ("app.api", "app.commands", "app.web")
+
+
+def container_reads(source: str, this: str, is_package: bool = False) -> set[str]:
+    """What the module ``this`` (its ``source``) imports that reads the container: an
+    accessor by name, or the whole module (through which it could call one)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names if alias.name == CONTAINER}
+        elif isinstance(node, ast.ImportFrom):
+            base = imported_from(node, this, is_package)
+            for alias in node.names:
+                if base == CONTAINER and alias.name in CONTAINER_ACCESSORS:
+                    found.add(f"{base}.{alias.name}")
+                elif f"{base}.{alias.name}" == CONTAINER:
+                    found.add(CONTAINER)
+    return found
+
+
+def test_the_container_read_finder_finds_every_form() -> None:
+    """The check can fail: accessors by name, relative or inside a function, and the module."""
+    assert container_reads("from app.services import Lifecycle, Services", "app.x") == set()
+    assert container_reads("from app.services import services", "app.x") == {
+        "app.services.services"
+    }
+    inside = "def f():\n    from ..services import services_of\n"
+    assert container_reads(inside, "app.auth.usage") == {"app.services.services_of"}
+    assert container_reads("from app import services", "app.x") == {CONTAINER}
+    assert container_reads("import app.services", "app.x") == {CONTAINER}
+
+
+def test_only_the_views_commands_and_factory_read_the_service_container() -> None:
+    """No subsystem (auth, limits, stream, board, bus...) reaches back into the container."""
+    readers: dict[str, set[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        module = _module_name(path)
+        if module == CONTAINER:
+            continue
+        found = container_reads(path.read_text(), module, path.name == "__init__.py")
+        if found:
+            readers[module] = found
+    assert any(m.startswith("app.api.") for m in readers), "the imports were not read"
+    outside = {
+        module: sorted(found)
+        for module, found in readers.items()
+        if not any(module == r or module.startswith(f"{r}.") for r in CONTAINER_READERS)
+    }
+    assert not outside, f"modules that read the service container: {outside}"

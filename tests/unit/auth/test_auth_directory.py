@@ -19,9 +19,10 @@ from flask import Flask
 from sqlalchemy import event, update
 
 from app.accounts.models import Account
-from app.auth import authenticator, directory
+from app.auth import directory
 from app.auth.directory import KeyRecord
 from app.extensions import db
+from app.services import services_of
 from app.web import create_app
 from harness.processes import wait_until
 from tests.conftest import BASE_CONFIG
@@ -50,7 +51,7 @@ def test_concurrent_misses_on_one_key_send_one_query(accounts_app: Flask) -> Non
     queries: list[str] = []
     count = key_selects(queries)
     with app.app_context():
-        directory = authenticator().directory
+        directory = services_of(app).authenticator.directory
         directory.forget()
         engine = db.engine
     event.listen(engine, "before_cursor_execute", count)
@@ -97,7 +98,7 @@ def test_a_cached_key_keeps_its_old_plan_until_the_ttl_expires(short_ttl_app: Fl
     assert made.exit_code == 0, made.output
     key = str(made.stdout).splitlines()[-1]
     with app.app_context():
-        directory = authenticator().directory
+        directory = services_of(app).authenticator.directory
         engine = db.engine
 
     def plan() -> str:
