@@ -76,6 +76,6 @@ class RequestIds:
 
 
 def init_app(app: Flask) -> None:
-    """Give every request an id, echoed in ``X-Request-ID`` and written on its log lines."""
+    """Write every request's id on its log lines (the id itself is settled by ``RequestIds``,
+    which the app factory installs with the other WSGI middleware)."""
     set_request_id_source(current_request_id)
-    app.wsgi_app = RequestIds(app.wsgi_app)  # type: ignore[method-assign]

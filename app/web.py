@@ -87,8 +87,10 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
         trail=trail,
     )
 
-    # The WSGI middleware, innermost first. ProxyFix for the trusted hops only: the caller's
-    # address (limits, logs) comes from X-Forwarded-For that many hops from the right.
+    # The WSGI middleware, innermost first. The request's id, kept from X-Request-ID when sane
+    # and echoed on every answer. ProxyFix for the trusted hops only: the caller's address
+    # (limits, logs) comes from X-Forwarded-For that many hops from the right.
+    app.wsgi_app = request_ids.RequestIds(app.wsgi_app)  # type: ignore[method-assign]
     if settings.trusted_proxies:
         hops = settings.trusted_proxies
         app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
