@@ -264,3 +264,47 @@ def test_only_the_views_commands_and_factory_read_the_service_container() -> Non
         if not any(module == r or module.startswith(f"{r}.") for r in CONTAINER_READERS)
     }
     assert not outside, f"modules that read the service container: {outside}"
+
+
+# -- sizes: the live source is a house of rooms, not one room (issue 38) ----------------------
+
+LIVE_SOURCE = PACKAGE / "refresher" / "sources" / "polymarket"
+MAX_MODULE_LINES = 350
+MAX_CLASS_LINES = 250
+
+
+def oversized(source: str, where: str) -> list[str]:
+    """What in ``source`` is over the limits: the module past ``MAX_MODULE_LINES``, a class
+    (decorators, docstring and methods included) past ``MAX_CLASS_LINES``."""
+    found = []
+    lines = len(source.splitlines())
+    if lines > MAX_MODULE_LINES:
+        found.append(f"{where}: {lines} lines")
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef) and node.end_lineno is not None:
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            span = node.end_lineno - start + 1
+            if span > MAX_CLASS_LINES:
+                found.append(f"{where}: class {node.name} of {span} lines")
+    return found
+
+
+def test_the_size_check_finds_a_long_module_and_a_long_class() -> None:
+    """The check can fail: one line over each limit is found, and at the limit nothing is."""
+    body = "    x = 1\n" * (MAX_CLASS_LINES - 1)
+    assert oversized(f"class A:\n{body}", "m") == []
+    assert oversized(f"class A:\n{body}    y = 2\n", "m") == ["m: class A of 251 lines"]
+    assert oversized("x = 1\n" * MAX_MODULE_LINES, "m") == []
+    assert oversized("x = 1\n" * (MAX_MODULE_LINES + 1), "m") == ["m: 351 lines"]
+
+
+def test_no_room_of_the_live_source_is_over_its_size() -> None:
+    """No module of the live source over 350 lines, no class over 250 (docs/code.md)."""
+    modules = sorted(LIVE_SOURCE.rglob("*.py"))
+    assert len(modules) > 10, "the live source was not found"
+    found = [
+        problem
+        for path in modules
+        for problem in oversized(path.read_text(), str(path.relative_to(PACKAGE.parent)))
+    ]
+    assert not found, f"too big: {found}"
