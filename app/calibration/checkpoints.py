@@ -11,11 +11,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from app.board.row import BoardRow
 from app.calibration import outcomes
 from app.markets import MARKETS, WINDOW_S
+
+if TYPE_CHECKING:
+    # For the annotations only: the board's package imports the schemas, which import this
+    # package (app.calibration.periods), so a real import would knot the folders together.
+    from app.board.row import BoardRow
 
 REMS = (290, 240, 180, 120, 90, 60, 30, 15, 5)
 GRACE_S = 2.0

@@ -19,16 +19,20 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
-from app.board.row import BoardRow
 from app.calibration import store
 from app.calibration.checkpoints import GRACE_S, REMS, Window, settled, track
 from app.config import Settings
 from app.database import database_url, engine_options
+
+if TYPE_CHECKING:
+    # For the annotations only: the board's package imports the schemas, which import this
+    # package (app.calibration.periods), so a real import would knot the folders together.
+    from app.board.row import BoardRow
 
 log = logging.getLogger(__name__)
 
