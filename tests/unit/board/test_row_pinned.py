@@ -8,6 +8,7 @@ field added on purpose is added here too, in the same commit.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 from app.board.render import BoardRenderer
@@ -85,28 +86,14 @@ def live_row() -> BoardRow:
         input_ages_ms={"upBook": 12, "downBook": None},
         suspect=("price to beat: witnesses differ",),
     )
-    return BoardRow(
-        symbol="BTC",
-        slot=START,
-        p_up_pct=61.25,
-        p_down_pct=38.75,
-        up_bid=0.6,
-        up_ask=0.62,
+    return dataclasses.replace(
+        plain_row(),
         down_bid=None,
-        down_ask=0.4,
-        up_token_id="123",
         down_token_id=None,
-        rem_secs=199.75,
-        ts=TS_MS,
-        window_start=START,
-        window_end=START + 300,
-        price=97123.45,
         price_to_beat=None,
-        sigma=2.5e-05,
         settlement="twap",
         source="polymarket",
         live=details,
-        model_p_up=0.61251,
     )
 
 
