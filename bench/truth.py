@@ -29,7 +29,6 @@ import statistics
 import threading
 import time
 from decimal import Decimal
-from typing import Any
 
 from app.markets import MARKETS, WINDOW_S, window_start
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
@@ -147,27 +146,32 @@ def main() -> int:
         deadline = time.monotonic() + args.seconds
         while time.monotonic() < deadline:
             now = time.time()
-            [built] = source.rows(now)
-            row: dict[str, Any] = built.as_json()
+            [row] = source.rows(now)
             counts["rows"] += 1
-            stale = int(now * 1000) - row["ts"] > STALE_MS
-            nulls = any(row[k] is None for k in ("up_bid", "up_ask", "down_bid", "down_ask"))
-            crossed = not nulls and (
-                row["up_bid"] >= row["up_ask"] or row["down_bid"] >= row["down_ask"]
+            stale = int(now * 1000) - row.ts > STALE_MS
+            books = (row.up_bid, row.up_ask, row.down_bid, row.down_ask)
+            nulls = any(level is None for level in books)
+            crossed = (
+                row.up_bid is not None
+                and row.up_ask is not None
+                and row.down_bid is not None
+                and row.down_ask is not None
+                and (row.up_bid >= row.up_ask or row.down_bid >= row.down_ask)
             )
             counts["stale"] += stale
             counts["null_books"] += nulls
             counts["crossed"] += crossed
             crossed_fresh += crossed and not stale
             null_fresh += nulls and not stale
-            if row["sigma"] is not None:
-                sigmas.append(row["sigma"])
-            if row["p_up_pct"] is None:
+            if row.sigma is not None:
+                sigmas.append(row.sigma)
+            spot_age_ms = row.live.input_ages_ms.get("price") if row.live is not None else None
+            if row.p_up_pct is None or spot_age_ms is None:
                 counts["no_probability"] += 1
             else:
-                ts_ms = int(now * 1000) - row["inputAgesMs"]["price"]  # the row's spot time
-                exact = exact_p_up(path, ts_ms, row["windowStart"], args.lookback)
-                errors.append(abs(row["p_up_pct"] - 100 * exact))
+                ts_ms = int(now * 1000) - spot_age_ms  # the row's spot time
+                exact = exact_p_up(path, ts_ms, row.window_start, args.lookback)
+                errors.append(abs(row.p_up_pct - 100 * exact))
             time.sleep(0.5)
     finally:
         stop.set()

@@ -19,6 +19,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 
+from app.board.row import BoardRow
 from app.markets import MARKETS, Market
 from app.refresher import clocks
 from app.refresher.sources.polymarket.clob import winners_of
@@ -87,11 +88,16 @@ class VirtualClock:
 
 @dataclass
 class Board:
-    """One row the replayed source built, at tape time ``t`` (one per market a tick)."""
+    """One row the replayed source built, at tape time ``t`` (one per market a tick): typed,
+    as the live refresher's recorder takes it."""
 
     t: float
-    row: dict[str, Any]
-    p_up: float | None  # the model's own fraction (not the rounded percentage)
+    row: BoardRow
+
+    @property
+    def p_up(self) -> float | None:
+        """The model's own fraction (not the rounded percentage)."""
+        return self.row.model_p_up
 
 
 @dataclass
@@ -211,7 +217,7 @@ def run(
                 else:
                     clock.t = next_tick
                     for row in source.rows(next_tick):
-                        yield Board(next_tick, row.as_json(), row.model_p_up)
+                        yield Board(next_tick, row)
                     if chosen is not None:
                         next_tick = next(chosen, math.inf)
                     else:

@@ -36,9 +36,9 @@ def backtest(
     live_log.setLevel(logging.ERROR)
     try:
         for board in run(replay, lines, tick_ms):
-            symbol = str(board.row["symbol"])
+            symbol = board.row.symbol
             boards[symbol] = boards.get(symbol, 0) + 1
-            track(windows, board.row, board.p_up, board.t, stale_after_ms)
+            track(windows, board.row, board.t, stale_after_ms)
     finally:
         live_log.setLevel(level)
         replay.source.close()

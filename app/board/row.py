@@ -1,15 +1,72 @@
 """The board row: one market's line of the board, typed, as every source builds it.
 
-A source returns ``BoardRow`` objects; ``as_json`` is the one place that names the row's JSON
-fields and their order (the contract's fields, then our extensions), so the bus, the schemas'
-tests and the renderer all see the same thing. What only the live source knows (provenance,
-input ages, the TWAP lookback) is its ``LiveDetails``; a row without them omits those fields.
+A source returns ``BoardRow`` objects. ``ROW_FIELDS`` below is the one definition of what a
+row publishes: each field's JSON name, in the board's order (the contract's fields, then our
+extensions), the attribute that holds it, and whether only the live source knows it (its
+``LiveDetails``: a row without them omits those fields). ``as_json`` is built from it, and
+the schemas, the page and the renderer are checked against it by tests
+(``tests/unit/board/test_row_fields.py``; docs/board.md, "Adding a field"). In-process
+readers (the track record, the backtest) take the typed row, never its JSON.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from operator import attrgetter
+from typing import Any, Literal, NamedTuple
+
+
+@dataclass(frozen=True, slots=True)
+class RowField:
+    """One published field of the row (see ``ROW_FIELDS``)."""
+
+    name: str  # as published (the JSON key)
+    attribute: str  # of BoardRow, or of LiveDetails when ``live``
+    contract: bool  # a field of the interface's BoardItem; else one of our extensions
+    live: bool = False  # only in a row with LiveDetails
+    # A container the row holds is published as a copy (a JSON list for a tuple), so what is
+    # published never shares anything with the frozen row.
+    copy: Literal["dict", "list"] | None = None
+
+
+# The row's published fields, in the order of the board (byte for byte: the contract's
+# fields first, in the contract's order; the live-only ones where the board has always had
+# them). Changing this table changes the board: tests/unit/board/test_row_pinned.py pins it.
+ROW_FIELDS: tuple[RowField, ...] = (
+    RowField("symbol", "symbol", contract=True),
+    RowField("slot", "slot", contract=True),
+    RowField("p_up_pct", "p_up_pct", contract=True),
+    RowField("p_down_pct", "p_down_pct", contract=True),
+    RowField("up_bid", "up_bid", contract=True),
+    RowField("up_ask", "up_ask", contract=True),
+    RowField("down_bid", "down_bid", contract=True),
+    RowField("down_ask", "down_ask", contract=True),
+    RowField("up_token_id", "up_token_id", contract=True),
+    RowField("down_token_id", "down_token_id", contract=True),
+    RowField("rem_secs", "rem_secs", contract=True),
+    RowField("ts", "ts", contract=False),
+    RowField("windowStart", "window_start", contract=False),
+    RowField("windowEnd", "window_end", contract=False),
+    RowField("price", "price", contract=False),
+    RowField("priceToBeat", "price_to_beat", contract=False),
+    RowField("sigma", "sigma", contract=False),
+    RowField("sigmaScale", "sigma_scale", contract=False, live=True),
+    RowField("settlement", "settlement", contract=False),
+    RowField("twapLookbackS", "twap_lookback_s", contract=False, live=True),
+    RowField("source", "source", contract=False),
+    RowField("slug", "slug", contract=False, live=True),
+    RowField("sources", "sources", contract=False, live=True, copy="dict"),
+    RowField("inputAgesMs", "input_ages_ms", contract=False, live=True, copy="dict"),
+    RowField("suspect", "suspect", contract=False, live=True, copy="list"),
+)
+CONTRACT_FIELDS = tuple(f.name for f in ROW_FIELDS if f.contract)
+EXTENSION_FIELDS = tuple(f.name for f in ROW_FIELDS if not f.contract)
+LIVE_FIELDS = tuple(f.name for f in ROW_FIELDS if f.live)
+# The contract's row fields that are no row's: the web worker computes them for each answer
+# at the time it serves (``app/board/render.py``) and appends them, in this order, after the
+# published fields. A published row never carries them (``PublishedItemSchema``).
+SERVE_TIME_FIELDS = ("dataAgeMs", "isStale", "latencyLevel")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,36 +111,32 @@ class BoardRow:
     model_p_up: float | None = None
 
     def as_json(self) -> dict[str, Any]:
-        """The row as it is published (field names and order of the board)."""
-        row: dict[str, Any] = {
-            "symbol": self.symbol,
-            "slot": self.slot,
-            "p_up_pct": self.p_up_pct,
-            "p_down_pct": self.p_down_pct,
-            "up_bid": self.up_bid,
-            "up_ask": self.up_ask,
-            "down_bid": self.down_bid,
-            "down_ask": self.down_ask,
-            "up_token_id": self.up_token_id,
-            "down_token_id": self.down_token_id,
-            "rem_secs": self.rem_secs,
-            "ts": self.ts,
-            "windowStart": self.window_start,
-            "windowEnd": self.window_end,
-            "price": self.price,
-            "priceToBeat": self.price_to_beat,
-            "sigma": self.sigma,
-        }
-        live = self.live
-        if live is not None:
-            row["sigmaScale"] = live.sigma_scale
-        row["settlement"] = self.settlement
-        if live is not None:
-            row["twapLookbackS"] = live.twap_lookback_s
-        row["source"] = self.source
-        if live is not None:
-            row["slug"] = live.slug
-            row["sources"] = dict(live.sources)
-            row["inputAgesMs"] = dict(live.input_ages_ms)
-            row["suspect"] = list(live.suspect)
+        """The row as it is published (``ROW_FIELDS``: names and order of the board)."""
+        names, values, copies = _PLAIN if self.live is None else _LIVE
+        row = dict(zip(names, values(self), strict=True))
+        for name, copy in copies:
+            row[name] = copy(row[name])
         return row
+
+
+class _Shape(NamedTuple):
+    """How ``as_json`` publishes a row of one kind (with LiveDetails or without)."""
+
+    names: tuple[str, ...]
+    values: Callable[[BoardRow], tuple[Any, ...]]  # every field's value, in one call
+    copies: tuple[tuple[str, Callable[[Any], Any]], ...]  # (name, copy) of each container
+
+
+def _shape(fields: tuple[RowField, ...]) -> _Shape:
+    """The shape of a row publishing ``fields`` (a live field's value is in its details)."""
+    paths = (f"live.{f.attribute}" if f.live else f.attribute for f in fields)
+    return _Shape(
+        names=tuple(f.name for f in fields),
+        values=attrgetter(*paths),
+        copies=tuple((f.name, dict if f.copy == "dict" else list) for f in fields if f.copy),
+    )
+
+
+# Built once from ROW_FIELDS: as_json runs for every row of every board the refresher builds.
+_LIVE = _shape(ROW_FIELDS)
+_PLAIN = _shape(tuple(f for f in ROW_FIELDS if not f.live))

@@ -3,17 +3,23 @@
 A window's checkpoint at ``rem`` seconds left is the first board with ``rem - GRACE_S <
 rem_secs <= rem`` (a window joined late has no earlier checkpoints: missing, never filled
 in). ``pUp`` is the model's own fraction, ``marketMid`` the mid of UP's best bid and ask
-(None when a side is empty); both None when the row was stale at that board.
+(None when a side is empty); both None when the row was stale at that board. Rows are taken
+typed (``BoardRow``), as the refresher and the backtest build them, never as their JSON.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from app.calibration import outcomes
 from app.markets import MARKETS, WINDOW_S
+
+if TYPE_CHECKING:
+    # For the annotations only: the board's package imports the schemas, which import this
+    # package (app.calibration.periods), so a real import would knot the folders together.
+    from app.board.row import BoardRow
 
 REMS = (290, 240, 180, 120, 90, 60, 30, 15, 5)
 GRACE_S = 2.0
@@ -48,45 +54,45 @@ class Window:
         return self.slug.removesuffix(start) + str(self.end)
 
 
-def _mid(bid: Any, ask: Any) -> float | None:
+def _mid(bid: float | None, ask: float | None) -> float | None:
     if bid is None or ask is None:
         return None
     return (float(bid) + float(ask)) / 2
 
 
 def track(
-    windows: dict[str, Window], row: dict[str, Any], p_up: float | None, at: float,
-    stale_after_ms: int,
-) -> Window | None:  # fmt: skip
-    """Take the board row built at ``at`` (with the model's own ``p_up``) into its window;
-    the window, or None for a row of no window."""
-    start = row.get("windowStart")
-    # A live row names its market (null while it is unknown: no window to speak of); the
+    windows: dict[str, Window], row: BoardRow, at: float, stale_after_ms: int
+) -> Window | None:
+    """Take the board row built at ``at`` (with the model's own P(up), ``model_p_up``) into
+    its window; the window, or None for a row of no window."""
+    start = row.window_start
+    live = row.live
+    # A live row names its market (None while it is unknown: no window to speak of); the
     # simulated source's rows have no slug, and their window is named as the market's would be.
-    market = MARKETS.get(str(row.get("symbol")))
-    if "slug" in row:
-        slug = row["slug"]
+    if live is not None:
+        slug = live.slug
     else:
-        slug = market.slug(start) if market is not None and isinstance(start, int) else None
-    if not isinstance(start, int) or isinstance(start, bool) or not isinstance(slug, str):
+        market = MARKETS.get(row.symbol)
+        slug = market.slug(start) if market is not None else None
+    if slug is None:
         return None
     window = windows.get(slug)
     if window is None:
         window = windows[slug] = Window(slug, start)
-    window.rule = row.get("settlement") or window.rule
-    window.lookback_s = row.get("twapLookbackS") or window.lookback_s
-    if row.get("priceToBeat") is not None:
-        window.price_to_beat = float(row["priceToBeat"])
-    window.up_token = row.get("up_token_id") or window.up_token
-    window.down_token = row.get("down_token_id") or window.down_token
-    rem = float(row["rem_secs"])
-    stale = at * 1000 - float(row["ts"]) > stale_after_ms
+    window.rule = row.settlement or window.rule
+    window.lookback_s = (live.twap_lookback_s if live is not None else None) or window.lookback_s
+    if row.price_to_beat is not None:
+        window.price_to_beat = float(row.price_to_beat)
+    window.up_token = row.up_token_id or window.up_token
+    window.down_token = row.down_token_id or window.down_token
+    rem = float(row.rem_secs)
+    stale = at * 1000 - float(row.ts) > stale_after_ms
     for checkpoint in REMS:
         if checkpoint not in window.checkpoints and checkpoint - GRACE_S < rem <= checkpoint:
             window.checkpoints[checkpoint] = {
                 "remS": checkpoint,
-                "pUp": None if stale else p_up,
-                "marketMid": None if stale else _mid(row.get("up_bid"), row.get("up_ask")),
+                "pUp": None if stale else row.model_p_up,
+                "marketMid": None if stale else _mid(row.up_bid, row.up_ask),
             }
             window.fresh.append(checkpoint)
     return window

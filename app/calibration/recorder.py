@@ -19,7 +19,7 @@ import threading
 import time
 from collections import deque
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
@@ -28,6 +28,11 @@ from app.calibration import store
 from app.calibration.checkpoints import GRACE_S, REMS, Window, settled, track
 from app.config import Settings
 from app.database import database_url, engine_options
+
+if TYPE_CHECKING:
+    # For the annotations only: the board's package imports the schemas, which import this
+    # package (app.calibration.periods), so a real import would knot the folders together.
+    from app.board.row import BoardRow
 
 log = logging.getLogger(__name__)
 
@@ -53,12 +58,10 @@ class Recorder:
         self._thread.start()
 
     # -- the refresher's side -------------------------------------------------------------
-    def observe(
-        self, row: dict[str, Any], p_up: float | None, at: float, winners: dict[str, bool]
-    ) -> None:
-        """Take the board row built at ``at`` (the model's own ``p_up``; token -> won, from
-        the market's resolutions)."""
-        window = track(self._windows, row, p_up, at, self._stale_after_ms)
+    def observe(self, row: BoardRow, at: float, winners: dict[str, bool]) -> None:
+        """Take the board row built at ``at`` (typed: its ``model_p_up`` is the model's own
+        P(up)), with the market's resolutions seen (token -> won)."""
+        window = track(self._windows, row, at, self._stale_after_ms)
         if window is not None and window.fresh:
             self._put_window(window, None, None)
             for rem in window.fresh:
@@ -70,9 +73,9 @@ class Recorder:
                         "rem_s": rem,
                         "p_up": taken["pUp"],
                         "market_mid": taken["marketMid"],
-                        "sigma": row.get("sigma"),
-                        "price": row.get("price"),
-                        "price_to_beat": row.get("priceToBeat"),
+                        "sigma": row.sigma,
+                        "price": row.price,
+                        "price_to_beat": row.price_to_beat,
                     },
                 )
             window.fresh.clear()

@@ -10,6 +10,7 @@ signal (the simulated one) is published every tick, on multiples of it.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import threading
@@ -18,6 +19,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Protocol
 
+from app.board.row import BoardRow
 from app.board.snapshot import dumps
 from app.bus import BoardBus
 from app.bus.base import PublishRefusedError
@@ -49,10 +51,9 @@ class Lease(Protocol):
 class Observer(Protocol):
     """Takes every board row built (the live record: ``app.calibration.recorder``)."""
 
-    def observe(
-        self, row: dict[str, Any], p_up: float | None, at: float, winners: dict[str, bool]
-    ) -> None:
-        """One row built at ``at``, with the model's own ``p_up`` and the resolutions seen."""
+    def observe(self, row: BoardRow, at: float, winners: dict[str, bool]) -> None:
+        """One row built at ``at`` (typed, with the model's own P(up)), and the resolutions
+        seen."""
 
 
 class Refresher:
@@ -75,7 +76,7 @@ class Refresher:
         self.min_interval_ms = min_interval_ms
         # The live source's change signal; a source without one is published on the tick.
         self._changes: Changes | None = getattr(source, "changes", None)
-        self._last_content: list[dict[str, Any]] | None = None
+        self._last_content: list[BoardRow] | None = None
         self._sent_at = -math.inf  # when the last board went out (monotonic)
         self.bus = bus
         self.tick_ms = tick_ms
@@ -84,7 +85,9 @@ class Refresher:
         self._last_seq = 0
         self._failing = False
         self._observer_failing = False
-        self._model_p_ups: list[float | None] = []  # the model's own P(up) of each row built
+        # The last board's rows as built: what follows the board in this process (the
+        # observer, the metrics, the change test) reads them typed, never the board's JSON.
+        self._rows: list[BoardRow] = []
         self.published = 0
 
     def build(self) -> dict[str, Any]:
@@ -94,7 +97,7 @@ class Refresher:
         seq = max(now_ms, self._last_seq + 1)
         newest = self._changes.newest_ms if self._changes is not None else None
         rows = self.source.rows(now)
-        self._model_p_ups = [row.model_p_up for row in rows]
+        self._rows = rows
         board = {
             "seq": seq,
             "ts": now_ms,
@@ -118,17 +121,17 @@ class Refresher:
                 if not self.leading:
                     return True
                 board = self.build()
-                content = _content(board)
+                content = _content(self._rows)
                 if only_if_changed and content == self._last_content:
                     return True
                 if self._publish(board):
                     break
             else:
                 return True
-            self._observe(board)
+            self._observe(board["ts"])
             self._last_content = content
             self._sent_at = time.monotonic()
-            _measure(board)
+            _measure(board, self._rows)
         except Exception as exc:
             _metrics().PUBLISH_FAILURES.inc()
             if not self._failing:
@@ -168,14 +171,15 @@ class Refresher:
         """Number the next board after ``bus_seq`` (a new leader continues the bus's seq)."""
         self._last_seq = max(self._last_seq, bus_seq)
 
-    def _observe(self, board: dict[str, Any]) -> None:
-        """Give the observer the board's rows; its failure never stops the board."""
+    def _observe(self, ts_ms: int) -> None:
+        """Give the observer the rows of the board of time ``ts_ms``; its failure never
+        stops the board."""
         if self.observer is None:
             return
         try:
             winners = self.source.winners()
-            for row, p_up in zip(board["items"], self._model_p_ups, strict=True):
-                self.observer.observe(row, p_up, board["ts"] / 1000, winners)
+            for row in self._rows:
+                self.observer.observe(row, ts_ms / 1000, winners)
         except Exception:
             if not self._observer_failing:
                 log.exception("the track record could not take a board")
@@ -248,21 +252,29 @@ def _metrics() -> ModuleType:
     return refresher
 
 
-def _measure(board: dict[str, Any]) -> None:
+def _measure(board: dict[str, Any], rows: list[BoardRow]) -> None:
     """The published board's delay from its newest input to its build (the publish follows
-    within one Redis round trip), and its inputs' ages."""
+    within one Redis round trip), and its inputs' ages (those of its first row)."""
     metrics = _metrics()
     metrics.BOARDS_PUBLISHED.inc()
     metrics.PUBLISH_DELAY.observe(max(0, board["ts"] - board["newestInputMs"]) / 1000)
-    for row in board["items"][:1]:
-        for name, age_ms in (row.get("inputAgesMs") or {}).items():
+    for row in rows[:1]:
+        ages = row.live.input_ages_ms if row.live is not None else {}
+        for name, age_ms in ages.items():
             metrics.INPUT_AGE.labels(name).set(math.nan if age_ms is None else age_ms / 1000)
 
 
-# What changes with time alone, not with an input: not a reason to send a board.
-_TIME_ONLY = frozenset({"ts", "rem_secs", "inputAgesMs"})
-
-
-def _content(board: dict[str, Any]) -> list[dict[str, Any]]:
-    """What a board says, apart from its time and the ages that follow from it."""
-    return [{k: v for k, v in row.items() if k not in _TIME_ONLY} for row in board["items"]]
+def _content(rows: list[BoardRow]) -> list[BoardRow]:
+    """What a board says: its rows without what changes with time alone, not with an input
+    (the data time, the time left and the inputs' ages), nor the model's unrounded P(up),
+    which is not published (not a reason to send a board)."""
+    return [
+        dataclasses.replace(
+            row,
+            ts=0,
+            rem_secs=0.0,
+            model_p_up=None,
+            live=None if row.live is None else dataclasses.replace(row.live, input_ages_ms={}),
+        )
+        for row in rows
+    ]

@@ -42,7 +42,14 @@ def _extension(
 
 
 class BoardItemSchema(Schema):
-    """One board row; the interface allows properties beyond those listed."""
+    """One board row; the interface allows properties beyond those listed.
+
+    Its fields are the row's (``ROW_FIELDS`` in ``app/board/row.py``, in that order) and the
+    serve-time ones (``SERVE_TIME_FIELDS``) after the contract's, the extensions marked:
+    ``tests/unit/board/test_row_fields.py`` checks it, so a field added to the row fails
+    there until it is declared here with its validation. (Checked, not imported: the
+    board's package imports this one.)
+    """
 
     class Meta:
         unknown = INCLUDE
@@ -61,7 +68,7 @@ class BoardItemSchema(Schema):
     dataAgeMs = StrictNumber(allow_none=True)  # noqa: N815
     isStale = StrictBoolean()  # noqa: N815
     latencyLevel = fields.String(validate=validate.OneOf(LATENCY_LEVELS))  # noqa: N815
-    # The extensions, in the order BoardRow.as_json publishes them (docs/board.md).
+    # The extensions, in the order of ROW_FIELDS (app/board/row.py; docs/board.md).
     ts = _extension(StrictInteger, "Data time of this row: its oldest input (epoch ms).")
     windowStart = _extension(StrictInteger, "The window's start, unix seconds.")  # noqa: N815
     windowEnd = _extension(StrictInteger, "The window's end, unix seconds.")  # noqa: N815

@@ -128,6 +128,9 @@
     return card;
   }
 
+  // A board row is always called `row` in this script: tests/unit/board/test_row_fields.py
+  // reads the fields the page uses (row.name, row[...]) and checks each against the row's
+  // definition in app/board/row.py, so a renamed field fails there, not on the page.
   function renderCard(card, row) {
     const f = card.fields;
     card.row = row;

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 
-from app.board.row import BoardRow, LiveDetails
+from app.board.row import SERVE_TIME_FIELDS, BoardRow, LiveDetails
 from app.markets import parse_symbols
 from app.refresher.sources.simulated import SimulatedSource
 from app.schemas import EXTENSION
 from app.schemas.board import BoardItemSchema, PublishedItemSchema
 
-SERVE_TIME = {"dataAgeMs", "isStale", "latencyLevel"}  # computed per response, not on a row
+SERVE_TIME = set(SERVE_TIME_FIELDS)  # computed per response, not on a row
 T = 1_800_000_100.0
 
 

@@ -18,6 +18,7 @@ from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import Engine
 
 import app.api.calibration as calibration_view
+from app.board.row import BoardRow
 from app.calibration import store
 from app.calibration.checkpoints import REMS
 from app.calibration.recorder import Recorder
@@ -25,6 +26,7 @@ from app.markets import parse_symbols
 from app.web import create_app
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
+from tests.support.rows import live_row
 from tests.support.track_record import run_simulated
 
 T0 = 1_800_000_000
@@ -115,10 +117,10 @@ def test_a_checkpoint_passed_while_the_row_was_stale_is_stored_as_missing(engine
     recorder = Recorder(engine, "polymarket", 3000)
     at = T0 + 10.0  # 290 s left
     for slug, age_ms in (("fresh", 2_900), ("stale", 3_100)):
-        row = {"slug": f"{slug}-{T0}", "windowStart": T0, "rem_secs": 290.0,
-               "ts": int(at * 1000) - age_ms, "settlement": "spot", "priceToBeat": 100.0,
-               "up_bid": 0.5, "up_ask": 0.52}  # fmt: skip
-        recorder.observe(row, 0.61, at, {})
+        row = live_row(f"{slug}-{T0}", T0, rem_secs=290.0, ts=int(at * 1000) - age_ms,
+                       settlement="spot", price_to_beat=100.0, up_bid=0.5, up_ask=0.52,
+                       model_p_up=0.61)  # fmt: skip
+        recorder.observe(row, at, {})
     assert recorder.flush()
     with engine.connect() as conn:
         found = {w["slug"]: w["checkpoints"] for w in store.load(conn, "polymarket")}
@@ -130,20 +132,21 @@ def test_a_checkpoint_passed_while_the_row_was_stale_is_stored_as_missing(engine
 def test_the_markets_resolution_replaces_the_feeds_outcome(engine: Engine) -> None:
     recorder = Recorder(engine, "polymarket", 3000)
 
-    def row(start: int, rem: float, ptb: float) -> dict[str, Any]:
-        return {"slug": f"m{start}", "windowStart": start, "rem_secs": rem, "ts": 0,
-                "settlement": "twap", "priceToBeat": ptb, "up_bid": 0.5, "up_ask": 0.52,
-                "up_token_id": f"u{start}", "down_token_id": f"d{start}"}  # fmt: skip
+    def row(start: int, rem: float, ptb: float, p_up: float) -> BoardRow:
+        return live_row(f"m{start}", start, rem_secs=rem, settlement="twap", price_to_beat=ptb,
+                        up_bid=0.5, up_ask=0.52, up_token_id=f"u{start}",
+                        down_token_id=f"d{start}", model_p_up=p_up)  # fmt: skip
 
     for rem in (290.0, 5.0):
-        recorder.observe(row(T0, rem, 100.0), 0.5, T0 + 300 - rem, {})
-    recorder.observe(row(T0 + 300, 299.0, 99.0), 0.4, T0 + 301, {})  # final 99 < 100: down
-    recorder.observe(row(T0 + 300, 290.0, 99.0), 0.4, T0 + 310, {})
+        recorder.observe(row(T0, rem, 100.0, 0.5), T0 + 300 - rem, {})
+    recorder.observe(row(T0 + 300, 299.0, 99.0, 0.4), T0 + 301, {})  # final 99 < 100: down
+    recorder.observe(row(T0 + 300, 290.0, 99.0, 0.4), T0 + 310, {})
     assert recorder.flush()
     with engine.connect() as conn:
         assert store.load(conn, "polymarket")[0]["outcomeSource"] == "feed"
         assert store.load(conn, "polymarket")[0]["outcome"] == "down"
-    recorder.observe(row(T0 + 300, 180.0, 99.0), 0.4, T0 + 420, {f"u{T0}": True, f"d{T0}": False})
+    winners = {f"u{T0}": True, f"d{T0}": False}
+    recorder.observe(row(T0 + 300, 180.0, 99.0, 0.4), T0 + 420, winners)
     assert recorder.flush()
     with engine.connect() as conn:
         resolved = store.load(conn, "polymarket")[0]

@@ -26,6 +26,7 @@ from app.markets import MARKETS
 from app.web import create_app
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
+from tests.support.rows import live_row
 
 WINDOWS = "/api/probboard/windows"
 T0 = 1_800_000_000
@@ -311,10 +312,12 @@ def test_reads_count_like_a_guests_latest_read(windows_app: Flask) -> None:
 def test_the_recorder_stores_a_twap_windows_lookback(database_url: str) -> None:
     engine = create_engine(database_url)
     recorder = Recorder(engine, "polymarket", 3000)
-    row = {"slug": "btc-updown-5m-1", "windowStart": T0, "rem_secs": 290.0, "ts": 0,
-           "settlement": "twap", "twapLookbackS": 30, "priceToBeat": 100.0}  # fmt: skip
-    recorder.observe(row, 0.5, T0 + 10, {})
-    recorder.observe({**row, "rem_secs": 240.0, "twapLookbackS": None}, 0.5, T0 + 60, {})
+    row = live_row("btc-updown-5m-1", T0, twap_lookback_s=30, rem_secs=290.0,
+                   settlement="twap", price_to_beat=100.0, model_p_up=0.5)  # fmt: skip
+    recorder.observe(row, T0 + 10, {})
+    later = live_row("btc-updown-5m-1", T0, twap_lookback_s=None, rem_secs=240.0,
+                     settlement="twap", price_to_beat=100.0, model_p_up=0.5)  # fmt: skip
+    recorder.observe(later, T0 + 60, {})
     assert recorder.flush()
     recorder.close()
     with engine.connect() as conn:

@@ -253,7 +253,7 @@ def test_a_recorded_tape_replays_to_the_boards_the_live_source_built(tmp_path: P
         if now - live[0][0] < 5 or not quiet(now) or p_up is None or row["up_bid"] is None:
             continue  # the first seconds: the market's lookup is answered at another moment
         levels = ("up_bid", "up_ask", "down_bid", "down_ask", "slug", "priceToBeat", "price")
-        assert {k: board.row[k] for k in levels} == {k: row[k] for k in levels}, now
+        assert {k: board.row.as_json()[k] for k in levels} == {k: row[k] for k in levels}, now
         assert board.p_up == pytest.approx(p_up, abs=1e-9), now
         compared += 1
     assert compared >= 10, f"only {compared} instants could be compared"
