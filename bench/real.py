@@ -80,7 +80,7 @@ LOW, HIGH = 0.1, 0.9
 COMPUTED, OFFICIAL = "computed", "official"
 HERE = Path(__file__).resolve()
 CONVERTER = [
-    HERE.parents[1] / "harness" / "fake_polymarket.py",
+    *sorted((HERE.parents[1] / "harness" / "fake_polymarket").glob("*.py")),
     *sorted((HERE.parents[1] / "harness" / "real_data").glob("*.py")),
 ]
 

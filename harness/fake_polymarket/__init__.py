@@ -125,10 +125,72 @@ from websockets.exceptions import ConnectionClosed
 from websockets.http11 import Request, Response
 from websockets.sync.server import Server, ServerConnection, serve
 
-from app.markets import MARKETS
+from app.markets import MARKETS, WINDOW_S
 from harness.paths import SeededPath
 
-WINDOW_S = 300
+__all__ = [
+    "CHAINLINK_OF_PAIR",
+    "CHAINLINK_SYMBOLS",
+    "COIN_NAMES",
+    "DEFAULT_CHAINLINK",
+    "DEFAULT_SYMBOL",
+    "EXCHANGE_BASIS",
+    "EXCHANGE_TOPIC",
+    "HANG_S",
+    "INVALID_OPERATION",
+    "LIVE_S",
+    "NO_NEW_ASSETS",
+    "PAIR_OF_CHAINLINK",
+    "RTDS_TOPICS",
+    "SCALE",
+    "SERVED_FILTERS",
+    "SLUG_PREFIX",
+    "SPOT",
+    "SPOT_FILTERS",
+    "SPOT_HISTORY_TOPIC",
+    "SPOT_RESOLUTION_SOURCE",
+    "SPOT_TOPIC",
+    "TOPICS",
+    "TRICKLE_POLL_S",
+    "TWAP",
+    "TWAP30_TOPIC",
+    "TWAP_RESOLUTION_SOURCE",
+    "TWAP_TOPIC",
+    "TWAP_TOPICS",
+    "WINDOW_S",
+    "WINDOW_S_OF_TOPIC",
+    "BrownianPath",
+    "FakeBook",
+    "FakeClobRest",
+    "FakeClobWs",
+    "FakeGamma",
+    "FakeMarket",
+    "FakePolymarket",
+    "FakeRtds",
+    "FakeSite",
+    "Hit",
+    "PriceChange",
+    "Trickle",
+    "chainlink_of",
+    "condition_id",
+    "default_books",
+    "exact",
+    "filters_of",
+    "from_iso",
+    "iso",
+    "junk_levels",
+    "live_span",
+    "now_ms",
+    "plain",
+    "price_text",
+    "resolution_source",
+    "running",
+    "scaled",
+    "token_id",
+    "twap_topic",
+    "wave_price",
+]
+
 SPOT = "spot"
 TWAP = "twap"
 SPOT_TOPIC = "crypto_prices_chainlink"
@@ -2083,22 +2145,3 @@ def running(auto_markets: bool = False, auto_rule: str = SPOT) -> Iterator[FakeP
     world = FakePolymarket(auto_markets=auto_markets, auto_rule=auto_rule)
     with world:
         yield world
-
-
-def main() -> None:
-    """``python -m harness.fake_polymarket``: live fakes until Ctrl-C (manual checks,
-    benchmarks); prints the environment that points the service at them. Every window of
-    every market is listed, settled on the 60-second TWAP as today's markets are, and every
-    market's Chainlink stream is live (``SYMBOLS=BTC,ETH,SOL,XRP`` gets four rows)."""
-    with running(auto_markets=True, auto_rule=TWAP) as world:
-        for symbol in CHAINLINK_SYMBOLS:
-            world.rtds.live(symbol=symbol)
-        world.clob_ws.keep_alive(0.1)
-        for name, value in world.env().items():
-            print(f"export {name}={value}", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            threading.Event().wait()
-
-
-if __name__ == "__main__":
-    main()
