@@ -14,12 +14,7 @@ from typing import Any
 
 from app.markets import MARKETS
 from harness.fake_polymarket.http_server import _HttpFake
-from harness.fake_polymarket.wire import (
-    DEFAULT_SYMBOL,
-    chainlink_of,
-    from_iso,
-    now_ms,
-)
+from harness.fake_polymarket.wire import DEFAULT_SYMBOL, chainlink_of, from_iso, now_ms
 
 
 class FakeSite(_HttpFake):
