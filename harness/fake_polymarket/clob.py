@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from harness.fake_polymarket.http_server import _HttpFake
 
 if TYPE_CHECKING:
-    from harness.fake_polymarket import FakePolymarket
+    from harness.fake_polymarket.world import FakePolymarket
 
 
 class FakeClobRest(_HttpFake):

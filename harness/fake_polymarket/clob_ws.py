@@ -37,7 +37,7 @@ from harness.fake_polymarket.wire import now_ms, price_text
 from harness.fake_polymarket.ws_server import _Client, _WsFake
 
 if TYPE_CHECKING:
-    from harness.fake_polymarket import FakePolymarket
+    from harness.fake_polymarket.world import FakePolymarket
 
 
 INVALID_OPERATION = "INVALID OPERATION"

@@ -25,7 +25,7 @@ from harness.fake_polymarket.http_server import _HttpFake
 from harness.fake_polymarket.wire import DEFAULT_SYMBOL
 
 if TYPE_CHECKING:
-    from harness.fake_polymarket import FakePolymarket
+    from harness.fake_polymarket.world import FakePolymarket
 
 
 class FakeGamma(_HttpFake):
