@@ -70,8 +70,8 @@ from typing import Any
 
 from app.calibration import outcomes, scores
 from app.calibration.checkpoints import REMS
-from app.markets import DEFAULT_SYMBOLS, MARKETS
-from harness.fake_polymarket import SPOT, TWAP, WINDOW_S
+from app.markets import DEFAULT_SYMBOLS, MARKETS, WINDOW_S
+from harness.fake_polymarket import SPOT, TWAP
 from harness.real_data import binance, cronos, files, klines
 
 FIT_DAYS = (date(2026, 3, 12), date(2026, 3, 13), date(2026, 3, 14))

@@ -37,14 +37,13 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from app.markets import DEFAULT_SYMBOLS
+from app.markets import DEFAULT_SYMBOLS, WINDOW_S
 from harness.fake_polymarket import (
     SPOT,
     SPOT_HISTORY_TOPIC,
     SPOT_TOPIC,
     TWAP,
     TWAP_TOPICS,
-    WINDOW_S,
     FakeBook,
     FakeMarket,
     FakeRtds,
