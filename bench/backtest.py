@@ -26,7 +26,8 @@ from pathlib import Path
 
 from app.backtest.report import backtest
 from app.backtest.tapes import read_tapes
-from harness.fake_polymarket import TWAP, WINDOW_S, BrownianPath
+from app.markets import WINDOW_S
+from harness.fake_polymarket import TWAP, BrownianPath
 from harness.processes import ROOT
 from harness.tapes import TapeSpec, write
 

@@ -36,8 +36,9 @@ from pathlib import Path
 from typing import Any
 
 from app.calibration.checkpoints import REMS
+from app.markets import WINDOW_S
 from bench.real import block, figures
-from harness.fake_polymarket import SPOT, TWAP, WINDOW_S, BrownianPath
+from harness.fake_polymarket import SPOT, TWAP, BrownianPath
 from harness.paths import SeededPath
 from harness.processes import BIN, ROOT
 from harness.settlement_feed import FEED_SIGMA, SettlementFeedPath

@@ -72,8 +72,8 @@ from app.backtest.replay import UNNAMED_TAPE_MARKET
 from app.calibration import outcomes, scores
 from app.calibration.checkpoints import REMS
 from app.config import DEFAULT_SYMBOL
-from app.markets import MARKETS
-from harness.fake_polymarket import SPOT, TWAP, WINDOW_S
+from app.markets import MARKETS, WINDOW_S
+from harness.fake_polymarket import SPOT, TWAP
 from harness.real_data import binance, cronos, files, klines
 
 FIT_DAYS = (date(2026, 3, 12), date(2026, 3, 13), date(2026, 3, 14))
@@ -82,7 +82,7 @@ LOW, HIGH = 0.1, 0.9
 COMPUTED, OFFICIAL = "computed", "official"
 HERE = Path(__file__).resolve()
 CONVERTER = [
-    HERE.parents[1] / "harness" / "fake_polymarket.py",
+    *sorted((HERE.parents[1] / "harness" / "fake_polymarket").glob("*.py")),
     *sorted((HERE.parents[1] / "harness" / "real_data").glob("*.py")),
 ]
 

@@ -1,6 +1,6 @@
 """Refresher latency: from a change at the (fake) upstream to the board being published.
 
-Starts the fake Polymarket upstreams (harness/fake_polymarket.py), a redis-server and
+Starts the fake Polymarket upstreams (harness/fake_polymarket/), a redis-server and
 the refresher process with ``BOARD_SOURCE=polymarket``; subscribes to the board channel;
 then, N times, moves the UP token's best bid at the fake CLOB (a ``price_change`` over its
 WebSocket) and measures the time until a published board carries the new bid. The

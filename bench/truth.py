@@ -1,6 +1,6 @@
 """Is the live board true? The real source against a moving stand-in market, on the real clock.
 
-Starts the fake Polymarket upstreams (harness/fake_polymarket.py) with every window
+Starts the fake Polymarket upstreams (harness/fake_polymarket/) with every window
 listed as a TWAP market (today's rule), a Brownian spot of known sigma with 20 minutes of
 history and its exact 60 s / 30 s TWAP reports, and a market maker that moves each window's
 UP and DOWN books (one tick wide, ``price_change`` messages with best levels) so the UP mid

@@ -4,7 +4,8 @@
   throwaway ``redis-server``, as child processes on free loopback ports, stopped by pid;
 - ``databases``: a scratch PostgreSQL database of the caller's own, dropped at the end;
 - ``accounts``: users, keys and sessions made with the documented CLI;
-- ``fake_polymarket``: the Polymarket upstreams (HTTP and WebSocket) on loopback;
+- ``fake_polymarket``: the Polymarket upstreams (HTTP and WebSocket) on loopback, a module
+  per upstream;
 - ``paths``, ``settlement_feed``: seeded spot paths with exact TWAPs for them to play (the
   Brownian one, and a stand-in that moves and arrives like the settlement feed);
 - ``tapes``: synthetic tapes of a market on such a path, for backtests;

@@ -26,13 +26,13 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
+from app.markets import WINDOW_S
 from harness.fake_polymarket import (
     SPOT,
     SPOT_HISTORY_TOPIC,
     SPOT_TOPIC,
     TWAP,
     TWAP_TOPICS,
-    WINDOW_S,
     BrownianPath,
     FakeBook,
     FakeMarket,

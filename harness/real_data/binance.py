@@ -38,13 +38,13 @@ from pathlib import Path
 from typing import Any
 
 from app.backtest.replay import UNNAMED_TAPE_MARKET
+from app.markets import WINDOW_S
 from harness.fake_polymarket import (
     SPOT,
     SPOT_HISTORY_TOPIC,
     SPOT_TOPIC,
     TWAP,
     TWAP_TOPICS,
-    WINDOW_S,
     FakeBook,
     FakeMarket,
     FakeRtds,

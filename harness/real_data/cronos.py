@@ -34,7 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.fake_polymarket import SLUG_PREFIX, WINDOW_S, FakeMarket
+from app.markets import WINDOW_S
+from harness.fake_polymarket import SLUG_PREFIX, FakeMarket
 from harness.real_data.binance import DOWN, GAMMA_AHEAD_S, UP, gamma_line, line
 
 COLUMNS = ["timestamp", "slug", "asset_id", "raw_data"]

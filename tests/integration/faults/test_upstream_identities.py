@@ -1,7 +1,7 @@
 """Identities: no single upstream is believed alone about WHICH market a number belongs to
 (issue 35, point 4).
 
-Each test plays one row of the issue's table on the fakes (``harness/fake_polymarket.py``)
+Each test plays one row of the issue's table on the fakes (``harness/fake_polymarket/``)
 against a live ``PolymarketSource``, on the real clock, sampled four times a second: every
 sample is STALE or RIGHT, never fresh and wrong, and within 5 s after the upstream turns
 honest the row is fresh and right again (``tests/support/upstream_faults.py`` says what stale

@@ -1,7 +1,7 @@
 """Upstream answers that are well-formed but WRONG never put a fresh, wrong row on the board
 (issue 27, the table of "what the upstream sent"; point 7).
 
-Each test plays one row of the table on the fakes (``harness/fake_polymarket.py``), on the
+Each test plays one row of the table on the fakes (``harness/fake_polymarket/``), on the
 real clock, against a live ``PolymarketSource``: a fault switched on, left on for a few
 seconds, switched off. While it lasts, every sample of the row (four a second) is STALE or
 RIGHT; within ``RECOVERY_S`` (5 s) after it stops the row is fresh and right again, with no

@@ -24,10 +24,10 @@ from app.backtest.report import backtest
 from app.backtest.tapes import TapeError, read_tapes
 from app.calibration import outcomes, scores
 from app.calibration.checkpoints import REMS
-from app.markets import parse_symbols
+from app.markets import WINDOW_S, parse_symbols
 from app.refresher import volatility
 from app.refresher.sources.polymarket.gamma import slug_for
-from harness.fake_polymarket import SPOT, TWAP, WINDOW_S, BrownianPath, FakeMarket
+from harness.fake_polymarket import SPOT, TWAP, BrownianPath, FakeMarket
 from harness.tapes import TapeSpec, exact_p_up, settled_up, write
 from tests.support.live_source import BTC_ONLY
 

@@ -11,7 +11,8 @@ import pytest
 
 from app.backtest.report import backtest
 from app.backtest.tapes import read_tapes
-from harness.fake_polymarket import SPOT_TOPIC, TWAP, WINDOW_S, BrownianPath
+from app.markets import WINDOW_S
+from harness.fake_polymarket import SPOT_TOPIC, TWAP, BrownianPath
 from harness.settlement_feed import FEED_SIGMA, SettlementFeedPath
 from harness.tapes import PATHS, POINT_DELAY_S, TapeSpec, lines, settled_up, write
 

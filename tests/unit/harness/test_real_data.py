@@ -23,13 +23,13 @@ import pytest
 from app.backtest.report import backtest
 from app.backtest.tapes import read_tapes
 from app.calibration.checkpoints import REMS
+from app.markets import WINDOW_S
 from bench import real
 from harness.fake_polymarket import (
     SPOT_HISTORY_TOPIC,
     SPOT_TOPIC,
     TWAP,
     TWAP_TOPIC,
-    WINDOW_S,
     BrownianPath,
     FakeMarket,
 )

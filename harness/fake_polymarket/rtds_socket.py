@@ -1,0 +1,346 @@
+"""The protocol of the RTDS stand-in (``harness.fake_polymarket.rtds``): what it takes as
+subscriptions, what it records, what it sends.
+
+- Topics ``crypto_prices_chainlink`` (spot), ``crypto_prices_twap_sixty`` and
+  ``crypto_prices_twap_thirty``; any other topic answers ``{"statusCode": 400, "body":
+  {"message": "Invalid topic: <topic>"}}``.
+- ``filters`` must be exactly the compact string ``{"symbol":"btc/usd"}`` (or another
+  market's stream: ``eth/usd``, ``sol/usd``, ``xrp/usd``): the real filter is a string
+  match, so ``{"symbol": "btc/usd"}`` (with a space) matches nothing
+  (``bad_subscriptions``). A connection gets the symbols it subscribed, each in messages
+  whose ``payload.symbol`` is its own; the methods take ``symbol`` (btc/usd).
+- After subscribing to the spot topic, the symbol's history snapshot arrives under the topic
+  ``crypto_prices`` (``type: "subscribe"``, ``payload.data``), ``history_delay_s`` late if
+  set (live updates may come first). The TWAP topics have none unless ``twap_history``.
+- ``update`` messages; the TWAP topics add ``full_accuracy_value`` (scaled by 1e18, or a
+  plain decimal string with ``plain_full_accuracy``, the announced successor) and
+  ``window_s``. ``paused = True`` keeps recording pushes into the history without
+  delivering them (a gap to repair from the snapshot); ``send_error`` sends an error frame.
+"""
+
+from __future__ import annotations
+
+import bisect
+import json
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from harness.fake_polymarket.wire import (
+    CHAINLINK_OF_PAIR,
+    CHAINLINK_SYMBOLS,
+    DEFAULT_CHAINLINK,
+    EXCHANGE_BASIS,
+    EXCHANGE_TOPIC,
+    RTDS_TOPICS,
+    SERVED_FILTERS,
+    SPOT_HISTORY_TOPIC,
+    SPOT_TOPIC,
+    WINDOW_S_OF_TOPIC,
+    now_ms,
+    plain,
+    scaled,
+)
+from harness.fake_polymarket.ws_server import _Client, _WsFake
+from harness.paths import SeededPath
+
+
+class _RtdsSocket(_WsFake):
+    """What ``FakeRtds`` is built on: the subscriptions, the recorded series per (symbol,
+    topic), the history snapshots and the ``update`` messages. All of the stand-in's state
+    is set here, its fault switches included; the faults' own methods and the paths it
+    plays are ``FakeRtds``'s (``harness.fake_polymarket.rtds``)."""
+
+    path = ""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.history: dict[str, list[tuple[int, Decimal]]] = self._empty_series()  # btc/usd's
+        self._other_history = {
+            symbol: self._empty_series()
+            for symbol in CHAINLINK_SYMBOLS
+            if symbol != DEFAULT_CHAINLINK
+        }
+        self.paused_symbols: set[str] = set()  # these streams are recorded, not delivered
+        self.history_limit = 10_800  # 3 h of 1-second points: room for 2 h of volatility
+        self.bad_subscriptions: list[Any] = []
+        self.unsubscriptions: list[Any] = []
+        self.errors_sent: list[dict[str, Any]] = []  # every error frame sent
+        self.twap_history = False  # the TWAP topics get a history snapshot too
+        self.history_delay_s = 0.0  # > 0: the snapshot comes that long after the subscription
+        self.plain_full_accuracy = False  # the successor format: a plain decimal string
+        self.paused = False  # pushes go into the history but are not delivered (a gap)
+        # A fault: live() sends what this returns instead of the true spot (kept in history).
+        self.spot_glitch: Callable[[Decimal], Any] | None = None
+        # A fault: live() stamps and sends each spot point this many seconds late (the point
+        # of that earlier second, its true value), the history keeps the truth on time.
+        self.spot_lag_s = 0.0
+        # The exchange price live() sends beside the spot (``EXCHANGE_TOPIC``): the true spot
+        # times ``exchange_basis``, rounded to the pair's tick; ``exchange_paused`` holds it.
+        self.exchange_basis = EXCHANGE_BASIS
+        self.exchange_paused = False
+        self.exchange_filters: list[str] = []  # the filters of every exchange subscription
+        # A fault: every TWAP point sent on the wire (live updates and history snapshots, of
+        # both TWAP topics) stamped within ``twap_glitch_span`` (ms; None: any) carries what
+        # this returns instead of the true TWAP; the history keeps the truth.
+        self.twap_glitch: Callable[[Decimal], Decimal] | None = None
+        self.twap_glitch_span: tuple[int, int] | None = None
+        self.drops: list[float] = []  # monotonic time of each drop made by drop_after
+        self._flood_per_s = 0.0
+        self._flooding = False  # the flood's thread is running
+        # (symbol, id(path)) -> (path, next second); the path is kept so its id stays its own
+        self._cursors: dict[tuple[str, int], tuple[SeededPath, int]] = {}
+
+    @staticmethod
+    def _empty_series() -> dict[str, list[tuple[int, Decimal]]]:
+        return {topic: [] for topic in RTDS_TOPICS}
+
+    def history_of(self, symbol: str = DEFAULT_CHAINLINK) -> dict[str, list[tuple[int, Decimal]]]:
+        """The recorded series of one Chainlink stream, per topic (``history`` for btc/usd)."""
+        if symbol == DEFAULT_CHAINLINK:
+            return self.history
+        try:
+            return self._other_history[symbol]
+        except KeyError:
+            known = ", ".join(CHAINLINK_SYMBOLS)
+            raise ValueError(f"unknown Chainlink symbol {symbol!r} (known: {known})") from None
+
+    def _series(self, topic: str, symbol: str) -> list[tuple[int, Decimal]]:
+        return self.history_of(symbol)[topic]
+
+    def _deliver(self, topic: str, symbol: str, text: str) -> None:
+        """Send ``text`` to the connections subscribed to ``symbol`` on ``topic``."""
+        for client in self.clients:
+            if (topic, symbol) in client.streams and self.deliverable(client):
+                client.send(text)
+
+    def _held(self, symbol: str) -> bool:
+        """Whether the updates of ``symbol`` are held back (``paused``, ``paused_symbols``)."""
+        return self.paused or symbol in self.paused_symbols
+
+    @staticmethod
+    def served(subscription: Any) -> bool:
+        """Whether one entry of ``subscriptions`` is served: a known topic and exactly the
+        compact filter string of a known stream."""
+        return _RtdsSocket.symbol_of(subscription) is not None
+
+    @staticmethod
+    def symbol_of(subscription: Any) -> str | None:
+        """The Chainlink symbol a served entry of ``subscriptions`` asks for; None when the
+        entry is not served."""
+        if not isinstance(subscription, dict):
+            return None
+        if subscription.get("topic") not in RTDS_TOPICS:
+            return None
+        filters = subscription.get("filters")
+        return SERVED_FILTERS.get(filters) if isinstance(filters, str) else None
+
+    def subscribed_topics(self, symbol: str | None = None) -> set[str]:
+        """Topics of every valid (served) subscription entry received (of ``symbol`` only
+        when given)."""
+        return {topic for topic, sym in self.subscribed_streams() if symbol in (None, sym)}
+
+    def subscribed_symbols(self) -> set[str]:
+        """Chainlink symbols of every valid (served) subscription entry received."""
+        return {symbol for _, symbol in self.subscribed_streams()}
+
+    def subscribed_streams(self) -> set[tuple[str, str]]:
+        """(topic, symbol) of every valid (served) subscription entry received."""
+        streams: set[tuple[str, str]] = set()
+        for message in self.subscriptions:
+            for entry in message["subscriptions"]:
+                symbol = self.symbol_of(entry)
+                if symbol is not None:
+                    streams.add((entry["topic"], symbol))
+        return streams
+
+    def symbols_of_connections(self) -> list[set[str]]:
+        """Each open connection's Chainlink symbols now (after unsubscriptions), in the order
+        the connections were accepted."""
+        return [client.symbols for client in self.clients]
+
+    def on_message(self, client: _Client, message: Any) -> None:
+        """``{"action": "subscribe" | "unsubscribe", "subscriptions": [...]}``."""
+        if not isinstance(message, dict) or message.get("action") not in (
+            "subscribe",
+            "unsubscribe",
+        ):
+            return
+        subscriptions = message.get("subscriptions")
+        if not isinstance(subscriptions, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("filters"), str) for s in subscriptions
+        ):
+            self.bad_subscriptions.append(message)
+            return
+        if message["action"] == "unsubscribe":
+            self.unsubscriptions.append(message)
+            for sub in subscriptions:
+                symbol = self.symbol_of(sub)
+                if symbol is not None:
+                    client.streams.discard((sub["topic"], symbol))
+            return
+        self.subscriptions.append(message)
+        invalid: list[str] = []
+        misfiltered = False
+        streams: list[tuple[str, str]] = []
+        for sub in subscriptions:
+            topic = sub.get("topic")
+            symbol = self.symbol_of(sub)
+            if topic == EXCHANGE_TOPIC:
+                self.exchange_filters.append(sub["filters"])
+                pairs = sub["filters"].split(",")
+                streams += [
+                    (EXCHANGE_TOPIC, CHAINLINK_OF_PAIR[p]) for p in pairs if p in CHAINLINK_OF_PAIR
+                ]
+            elif not isinstance(topic, str) or topic not in RTDS_TOPICS:
+                if str(topic) not in invalid:
+                    invalid.append(str(topic))
+            elif symbol is not None:
+                if (topic, symbol) not in streams:
+                    streams.append((topic, symbol))
+            else:
+                misfiltered |= self._misfiltered(sub["filters"])
+        if misfiltered:
+            self.bad_subscriptions.append(message)
+        for topic in invalid:
+            self._error(client, 400, f"Invalid topic: {topic}")
+        client.streams |= set(streams)
+        for topic, symbol in streams:
+            if topic == SPOT_TOPIC or (self.twap_history and topic in RTDS_TOPICS):
+                self._history_to(client, topic, symbol)
+
+    @staticmethod
+    def _misfiltered(filters: str) -> bool:
+        """A filter that is not JSON, or that means a served stream (``btc/usd``...) but is
+        not its compact string (the server compares strings: it matches nothing). Another
+        symbol is not an error."""
+        try:
+            parsed = json.loads(filters) if filters else None
+        except ValueError:
+            return True
+        return any(parsed == {"symbol": symbol} for symbol in CHAINLINK_SYMBOLS)
+
+    def _history_to(self, client: _Client, topic: str, symbol: str = DEFAULT_CHAINLINK) -> None:
+        """The history snapshot of ``symbol`` on ``topic`` (the spot's under
+        ``crypto_prices``)."""
+
+        def send() -> None:
+            if not self.deliverable(client) or not self.is_open(client):
+                return
+            with self._lock:
+                points = list(self._series(topic, symbol))  # taken when sent: later ones too
+            points = [(ts, self._on_wire(topic, ts, value)) for ts, value in points]
+            if points:
+                wire = SPOT_HISTORY_TOPIC if topic == SPOT_TOPIC else None
+                snapshot = self.first_message(topic, points, wire_topic=wire, symbol=symbol)
+                client.send(json.dumps(snapshot))
+
+        if self.history_delay_s > 0:
+            self.later(self.history_delay_s, send)
+        else:
+            send()
+
+    @staticmethod
+    def first_message(
+        topic: str,
+        points: list[tuple[int, Decimal]],
+        wire_topic: str | None = None,
+        *,
+        symbol: str = DEFAULT_CHAINLINK,
+    ) -> dict[str, Any]:
+        """The history snapshot of ``symbol``: the recent points as ``payload.data``, under
+        ``wire_topic`` (``crypto_prices`` for the spot, as the server sends it) or else
+        ``topic``."""
+        return {
+            "topic": wire_topic or topic,
+            "type": "subscribe",
+            "timestamp": now_ms(),
+            "payload": {
+                "symbol": symbol,
+                "data": [{"timestamp": ts, "value": float(v)} for ts, v in points],
+            },
+        }
+
+    @staticmethod
+    def update(
+        topic: str,
+        ts_ms: int,
+        value: Decimal,
+        *,
+        plain_full_accuracy: bool = False,
+        symbol: str = DEFAULT_CHAINLINK,
+    ) -> dict[str, Any]:
+        """An ``update`` message of ``symbol``; the TWAP topics add ``full_accuracy_value``
+        (scaled by 1e18, or a plain decimal string with ``plain_full_accuracy``) and
+        ``window_s``.
+
+        ``value`` is rounded to cents there, so a reader that ignores the exact value is seen.
+        """
+        payload: dict[str, Any] = {"symbol": symbol, "timestamp": ts_ms, "value": float(value)}
+        window_s = WINDOW_S_OF_TOPIC.get(topic)
+        if window_s is not None:
+            payload["value"] = float(round(value, 2))
+            payload["full_accuracy_value"] = plain(value) if plain_full_accuracy else scaled(value)
+            payload["window_s"] = window_s
+        return {"topic": topic, "type": "update", "timestamp": now_ms(), "payload": payload}
+
+    def seed(
+        self,
+        topic: str,
+        points: list[tuple[int, Decimal | str | float]],
+        symbol: str = DEFAULT_CHAINLINK,
+    ) -> None:
+        """Points the history snapshot of ``symbol`` on ``topic`` will carry (kept in time
+        order)."""
+        for ts, value in points:
+            self._record(topic, ts, Decimal(str(value)), symbol)
+
+    def _record(
+        self, topic: str, ts_ms: int, value: Decimal, symbol: str = DEFAULT_CHAINLINK
+    ) -> None:
+        with self._lock:
+            series = self._series(topic, symbol)
+            # Time order whatever the order of seeding and pushing: the snapshot is a series.
+            bisect.insort_right(series, (ts_ms, value), key=lambda point: point[0])
+            del series[: max(0, len(series) - self.history_limit)]
+
+    def push(
+        self,
+        topic: str,
+        ts_ms: int,
+        value: Decimal | str | float,
+        symbol: str = DEFAULT_CHAINLINK,
+    ) -> None:
+        """Record a point of ``symbol`` and send it as an ``update`` to the connections on
+        ``topic`` for ``symbol`` (only recorded while ``paused`` or the symbol is in
+        ``paused_symbols``)."""
+        amount = Decimal(str(value))
+        self._record(topic, ts_ms, amount, symbol)
+        if self._held(symbol):
+            return
+        sent = self._on_wire(topic, ts_ms, amount)
+        message = self.update(
+            topic, ts_ms, sent, plain_full_accuracy=self.plain_full_accuracy, symbol=symbol
+        )
+        self._deliver(topic, symbol, json.dumps(message))
+
+    def _on_wire(self, topic: str, ts_ms: int, value: Decimal) -> Decimal:
+        """What the wire carries for a recorded point: ``twap_glitch`` of it for a TWAP point
+        inside ``twap_glitch_span``, else the point itself."""
+        glitch, span = self.twap_glitch, self.twap_glitch_span
+        if glitch is None or topic not in WINDOW_S_OF_TOPIC:
+            return value
+        if span is not None and not span[0] <= ts_ms <= span[1]:
+            return value
+        return glitch(value)
+
+    def send_error(self, status: int, message: str) -> None:
+        """An error frame ``{statusCode, body: {message}}`` to every connection."""
+        for client in self.clients:
+            self._error(client, status, message)
+
+    def _error(self, client: _Client, status: int, message: str) -> None:
+        frame = {"statusCode": status, "body": {"message": message}}
+        if self.deliverable(client):
+            self.errors_sent.append(frame)
+            client.send(json.dumps(frame))
