@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import TypeVar
 from urllib.parse import urlsplit
 
-from app.markets import Market, parse_symbols
+from app.markets import Market, Span, parse_symbols, parse_windows
 from app.plans import GUEST, USER, VIP_PRO
 from app.redis_urls import SentinelUrlError, is_sentinel_url, parse_sentinel_url
 
@@ -28,6 +28,8 @@ BOARD_SOURCES = ("simulated", "polymarket")
 # One symbol, the contract's board: what SYMBOLS means when it is not set. The only default
 # market there is; everything after the settings is given its markets.
 DEFAULT_SYMBOL = "BTC"
+# The contract's window: what WINDOWS means when it is not set (``5m,15m`` serves both).
+DEFAULT_WINDOWS = "5m"
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
@@ -67,6 +69,7 @@ class Settings:
     severe_stale_threshold_ms: int
     board_source: str
     markets: tuple[Market, ...]  # the board's rows, in order (``SYMBOLS``)
+    windows: tuple[Span, ...]  # the windows served, in order (``WINDOWS``)
     simulation_seed: int | None
     embedded_refresher: bool
     web_concurrency: int
@@ -106,6 +109,12 @@ class Settings:
     def uses_redis(self) -> bool:
         """True when the board bus (and later the limiter) live in a Redis server."""
         return self.redis_url.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://"))
+
+    @property
+    def default_window(self) -> Span:
+        """The window served without ``?window=``: the contract's 5 minutes when served,
+        else the first of ``WINDOWS``."""
+        return next((s for s in self.windows if s.name == DEFAULT_WINDOWS), self.windows[0])
 
     @property
     def refresh_ms(self) -> dict[str, int]:
@@ -293,6 +302,14 @@ def _symbols(value: str, variable: str) -> tuple[Market, ...]:
         raise ConfigError(variable, str(exc)) from None
 
 
+def _windows(value: str, variable: str) -> tuple[Span, ...]:
+    """The windows named by ``WINDOWS`` (``app.markets.parse_windows``)."""
+    try:
+        return parse_windows(value)
+    except ValueError as exc:
+        raise ConfigError(variable, str(exc)) from None
+
+
 def _pepper(value: str, variable: str) -> str:
     text = value.strip()
     if text and len(text) < 16:
@@ -347,6 +364,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         board_source=get("BOARD_SOURCE", "simulated", lambda v, n: _choice(v, n, BOARD_SOURCES)),
         # Only an unset SYMBOLS means the default: set but empty is refused, not read as BTC.
         markets=_symbols(env.get("SYMBOLS", DEFAULT_SYMBOL), "SYMBOLS"),
+        windows=_windows(env.get("WINDOWS", DEFAULT_WINDOWS), "WINDOWS"),
         simulation_seed=_int(seed_raw, "SIMULATION_SEED") if seed_raw else None,
         embedded_refresher=get("EMBEDDED_REFRESHER", "true", _bool),
         web_concurrency=get("WEB_CONCURRENCY", "2", lambda v, n: _int(v, n, 1, 64)),

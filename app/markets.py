@@ -1,9 +1,11 @@
-"""The markets' domain: the 5-minute window every up/down market settles over, and the markets.
+"""The markets' domain: the windows up/down markets settle over, and the markets.
 
 A market is data (``Market``): what differs between BTC, ETH, SOL and XRP lives in one table
-here, and the setting ``SYMBOLS`` picks the board's rows from it (``parse_symbols``). This
-module imports nothing of the package, so the web app, the refresher, calibration and the
-backtest all import it downwards.
+here, and the setting ``SYMBOLS`` picks the board's rows from it (``parse_symbols``). A
+window's length is data too (``Span``: 5 and 15 minutes), picked by ``WINDOWS``
+(``parse_windows``); ``WINDOW_S`` and ``window_start`` are the 5-minute window's, the
+contract's board. This module imports nothing of the package, so the web app, the refresher,
+calibration and the backtest all import it downwards.
 """
 
 from __future__ import annotations
@@ -17,6 +19,42 @@ WINDOW_S = 300
 def window_start(t: float) -> int:
     """Start (unix seconds) of the 5-minute window containing ``t``: floor, never ceil."""
     return math.floor(t / WINDOW_S) * WINDOW_S
+
+
+@dataclass(frozen=True)
+class Span:
+    """A window's length as every part of the service needs it: its name (``5m``: the
+    ``?window=`` value and the slugs' tag), its seconds, and the site's name for it."""
+
+    name: str
+    seconds: int
+    site_variant: str  # ``variant=`` of the site's crypto-price endpoint
+
+    def start(self, t: float) -> int:
+        """Start (unix seconds) of this span's window containing ``t``: floor, never ceil."""
+        return math.floor(t / self.seconds) * self.seconds
+
+
+SPANS: dict[str, Span] = {
+    span.name: span for span in (Span("5m", 300, "fiveminute"), Span("15m", 900, "fifteen"))
+}
+FIVE_MINUTES = SPANS["5m"]  # the contract's board
+
+
+def parse_windows(text: str) -> tuple[Span, ...]:
+    """The spans of a ``WINDOWS`` value (comma-separated, case-insensitive, in board order);
+    ``ValueError`` naming the bad value for an unknown, repeated or empty one."""
+    names = [part.strip().lower() for part in text.split(",")]
+    known = ", ".join(SPANS)
+    if not text.strip() or any(not name for name in names):
+        raise ValueError(f"expected comma-separated windows among {known}, got {text!r}")
+    for name in names:
+        if name not in SPANS:
+            raise ValueError(f"unknown window {name!r} in {text!r} (known: {known})")
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ValueError(f"{', '.join(repeated)} given more than once in {text!r}")
+    return tuple(SPANS[name] for name in names)
 
 
 @dataclass(frozen=True)
@@ -45,8 +83,13 @@ class Market:
         return f"{self.symbol.lower()}-updown-5m-"
 
     def slug(self, window_start: int) -> str:
-        """The Gamma slug of the window starting at ``window_start``."""
+        """The Gamma slug of the 5-minute window starting at ``window_start``."""
         return f"{self.slug_prefix}{window_start}"
+
+    def span_slug(self, window_start: int, span: Span) -> str:
+        """The Gamma slug of ``span``'s window starting at ``window_start``
+        (``btc-updown-15m-<start>``)."""
+        return f"{self.symbol.lower()}-updown-{span.name}-{window_start}"
 
     @property
     def key(self) -> str:

@@ -24,5 +24,6 @@ def health() -> Response:
         "refreshMs": held.settings.refresh_ms,
         "symbols": [market.key for market in held.settings.markets],
         "source": held.settings.board_source,
+        "windows": [span.name for span in held.settings.windows],
     }
     return json_response(dumps(body))

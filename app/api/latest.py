@@ -2,12 +2,12 @@
 
 One pipeline, in this order, every step in the view: refuse a blocked address → identify
 (a 401 to a presented key counts as a failed attempt; both steps are the ``with
-limits.key_attempt():`` block every key-taking endpoint runs) → read ``?symbol=`` (a 400
-``invalid_symbol`` costs no rate-limit slot) → guest: the guest limit | account: its plan's
-limit (flask-limiter's check, for guests) → render (only the rows asked for, when filtered)
-→ headers. Of the app-wide Flask hooks, flask-limiter's find no limit outside the guest step
-and CORS's acts only on requests with ``Origin`` (the request id is settled in the WSGI
-layer).
+limits.key_attempt():`` block every key-taking endpoint runs) → read ``?symbol=`` and
+``?window=`` (a 400 ``invalid_symbol`` or ``invalid_window`` costs no rate-limit slot) →
+guest: the guest limit | account: its plan's limit (flask-limiter's check, for guests) →
+render (only the rows asked for: the window's, and the symbols' when filtered) → headers.
+Of the app-wide Flask hooks, flask-limiter's find no limit outside the guest step and CORS's
+acts only on requests with ``Origin`` (the request id is settled in the WSGI layer).
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from __future__ import annotations
 from flask import Blueprint, Response, request
 
 from app.api.symbols import requested_symbols
+from app.api.vary import VARY
+from app.api.window_param import requested_window
 from app.board.timefmt import now_ms
 from app.errors import json_response
 from app.limits import rate_limit_headers
@@ -23,8 +25,6 @@ from app.plans import GUEST
 from app.services import services
 
 bp = Blueprint("latest", __name__)
-# The board depends on who asks: a shared cache must key on the credentials.
-VARY = {"Vary": "Authorization, X-API-Key, Cookie"}
 
 
 @bp.get("/api/probboard/latest")
@@ -37,10 +37,11 @@ def latest() -> Response:
     plan = GUEST if identity is None else identity.plan
     request.environ[PLAN_KEY] = plan  # the metrics count a refusal under its plan too
     symbols = requested_symbols(held.settings.markets, request)  # 400 before any limit
+    window = requested_window(held.settings, request)  # 400 before any limit
     # 429 over the guest limit, or over the plan's
     quota = limits.guest() if identity is None else limits.account(identity)
     snapshot, now = held.bus.latest(), now_ms()
-    body = held.renderer.render(snapshot, plan, now, symbols)
+    body = held.renderer.render(snapshot, plan, now, symbols, window)
     if snapshot is not None:
         board_served(now - snapshot.ts_ms)
     return json_response(body, headers=VARY | rate_limit_headers(quota))

@@ -8,20 +8,21 @@ from functools import cache
 from flask import Blueprint, Response
 
 from app.errors import json_response
-from app.markets import Market
+from app.markets import Market, Span
 from app.services import services
 
 bp = Blueprint("openapi", __name__)
 
 
 @cache
-def _document(markets: tuple[Market, ...]) -> str:
+def _document(markets: tuple[Market, ...], windows: tuple[Span, ...]) -> str:
     from app.schemas.openapi import build_spec  # apispec is loaded only when asked for
 
-    return json.dumps(build_spec(markets), separators=(",", ":"))
+    return json.dumps(build_spec(markets, windows), separators=(",", ":"))
 
 
 @bp.get("/api/openapi.json")
 def openapi() -> Response:
     """The document generated from the marshmallow schemas (``app/schemas/openapi.py``)."""
-    return json_response(_document(services().settings.markets))
+    settings = services().settings
+    return json_response(_document(settings.markets, settings.windows))

@@ -17,6 +17,7 @@ from socket import socket as SocketType  # noqa: N812 - the class, not the modul
 from flask import Blueprint, Response, request
 
 from app.api.symbols import requested_symbols
+from app.api.window_param import requested_window
 from app.errors import ApiError, too_many_requests
 from app.extensions import db
 from app.metrics.web import PLAN_KEY
@@ -50,11 +51,17 @@ def stream() -> Response:
         )
     settings, stream_broker = held.settings, held.broker
     symbols = requested_symbols(settings.markets, request)
+    window = requested_window(settings, request)  # the stream of one window only
     if request.method == "HEAD":
         return _stream_response(b"")  # the headers a GET would get, and no stream
     try:
         client = stream_broker.connect(
-            key.key_id, key.key_hash, identity.plan, settings.stream_max_per_key, symbols
+            key.key_id,
+            key.key_hash,
+            identity.plan,
+            settings.stream_max_per_key,
+            symbols,
+            window,
         )
     except SlotsBusyError as exc:
         raise ApiError(

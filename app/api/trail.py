@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, request
 
-from app.api.latest import VARY
 from app.api.symbols import requested_symbols
+from app.api.vary import VARY
 from app.board.timefmt import now_ms
 from app.board.trail import STEP_MS
 from app.errors import json_response

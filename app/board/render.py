@@ -11,12 +11,19 @@ from app.config import Settings
 from app.plans import Plan, plan_table
 
 
-def _only(snapshot: Snapshot, symbols: tuple[str, ...]) -> Iterator[tuple[int, str]]:
-    """The pre-serialised rows of ``symbols``, in board order."""
-    for symbol, ts_ms, prefix in zip(
-        snapshot.item_symbols, snapshot.item_ts_ms, snapshot.item_prefixes, strict=True
+def _only(
+    snapshot: Snapshot, symbols: tuple[str, ...] | None, window: str
+) -> Iterator[tuple[int, str]]:
+    """The pre-serialised rows of ``window`` (and of ``symbols`` only, when given), in board
+    order."""
+    for symbol, row_window, ts_ms, prefix in zip(
+        snapshot.item_symbols,
+        snapshot.item_windows,
+        snapshot.item_ts_ms,
+        snapshot.item_prefixes,
+        strict=True,
     ):
-        if symbol in symbols:
+        if row_window == window and (symbols is None or symbol in symbols):
             yield ts_ms, prefix
 
 
@@ -24,6 +31,7 @@ class BoardRenderer:
     """Builds response bodies; everything that depends only on config is built once."""
 
     def __init__(self, settings: Settings) -> None:
+        self._default_window = settings.default_window.name
         self._stale = settings.stale_threshold_ms
         self._severe = settings.severe_stale_threshold_ms
         self.plans = plan_table(settings)
@@ -46,12 +54,15 @@ class BoardRenderer:
         plan: str,
         now_ms: int,
         symbols: tuple[str, ...] | None = None,
+        window: str | None = None,
     ) -> str:
         """The BoardResponse JSON for ``plan`` with staleness computed at ``now_ms``.
 
-        With ``symbols``, only those rows (in board order), and the board-level age and
+        Only the rows of ``window`` (the default window's when None: ``?window=`` absent),
+        and with ``symbols`` only those rows (in board order); the board-level age and
         staleness are those of the board's time and of these rows alone.
         """
+        window = self._default_window if window is None else window
         head = self._heads[plan]
         served = served_at(now_ms)
         if snapshot is None:
@@ -64,8 +75,8 @@ class BoardRenderer:
         rows: Iterable[tuple[int, str]] = zip(
             snapshot.item_ts_ms, snapshot.item_prefixes, strict=True
         )
-        if symbols is not None:
-            rows = _only(snapshot, symbols)
+        if symbols is not None or snapshot.only_window != window:
+            rows = _only(snapshot, symbols, window)
         parts = []
         for ts_ms, prefix in rows:
             age = max(0, now_ms - ts_ms)

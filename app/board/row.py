@@ -16,6 +16,8 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Literal, NamedTuple
 
+DEFAULT_WINDOW = "5m"  # the contract's window (``app.markets.FIVE_MINUTES``'s name)
+
 
 @dataclass(frozen=True, slots=True)
 class RowField:
@@ -28,6 +30,9 @@ class RowField:
     # A container the row holds is published as a copy (a JSON list for a tuple), so what is
     # published never shares anything with the frozen row.
     copy: Literal["dict", "list"] | None = None
+    # Not published while its value is this one (then published last): a 5-minute row stays
+    # byte for byte the contract's row, a 15-minute one says which window it is.
+    omitted_at: str | None = None
 
 
 # The row's published fields, in the order of the board (byte for byte: the contract's
@@ -59,6 +64,7 @@ ROW_FIELDS: tuple[RowField, ...] = (
     RowField("sources", "sources", contract=False, live=True, copy="dict"),
     RowField("inputAgesMs", "input_ages_ms", contract=False, live=True, copy="dict"),
     RowField("suspect", "suspect", contract=False, live=True, copy="list"),
+    RowField("window", "window", contract=False, omitted_at=DEFAULT_WINDOW),
 )
 CONTRACT_FIELDS = tuple(f.name for f in ROW_FIELDS if f.contract)
 EXTENSION_FIELDS = tuple(f.name for f in ROW_FIELDS if not f.contract)
@@ -109,6 +115,7 @@ class BoardRow:
     live: LiveDetails | None = None
     # The model's own P(up) behind the row, not rounded (the track record's); not published.
     model_p_up: float | None = None
+    window: str = DEFAULT_WINDOW  # the window's span (``app.markets.Span.name``)
 
     def as_json(self) -> dict[str, Any]:
         """The row as it is published (``ROW_FIELDS``: names and order of the board)."""
@@ -116,6 +123,8 @@ class BoardRow:
         row = dict(zip(names, values(self), strict=True))
         for name, copy in copies:
             row[name] = copy(row[name])
+        if self.window != DEFAULT_WINDOW:
+            row["window"] = self.window
         return row
 
 
@@ -138,5 +147,9 @@ def _shape(fields: tuple[RowField, ...]) -> _Shape:
 
 
 # Built once from ROW_FIELDS: as_json runs for every row of every board the refresher builds.
-_LIVE = _shape(ROW_FIELDS)
-_PLAIN = _shape(tuple(f for f in ROW_FIELDS if not f.live))
+_ALWAYS = tuple(f for f in ROW_FIELDS if f.omitted_at is None)
+_LIVE = _shape(_ALWAYS)
+_PLAIN = _shape(tuple(f for f in _ALWAYS if not f.live))
+# The one field published only away from its default (a test keeps this list whole).
+OMITTED_AT_DEFAULT = tuple(f.name for f in ROW_FIELDS if f.omitted_at is not None)
+assert OMITTED_AT_DEFAULT == ("window",), "as_json publishes exactly these by hand"

@@ -10,6 +10,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from app.board.row import DEFAULT_WINDOW
 from app.board.timefmt import updated_at
 from app.schemas import ContractError, check
 from app.schemas.board import PublishedBoardSchema
@@ -39,6 +40,9 @@ class Snapshot:
     item_symbols: tuple[str, ...]  # each row's symbol: a filtered answer picks rows by it
     raw: str
     newest_input_ms: int | None = None  # when the newest input arrived (epoch ms)
+    # Each row's window (``5m`` for a row without ``window``): an answer picks rows by it.
+    item_windows: tuple[str, ...] = ()
+    only_window: str | None = DEFAULT_WINDOW  # the one window of every row (None: several)
 
     @property
     def document(self) -> dict[str, Any]:
@@ -52,6 +56,7 @@ def parse_snapshot(raw: bytes | str) -> Snapshot:
     text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
     document = json.loads(text, parse_constant=_reject_constant)
     check(_SCHEMA, document, "published board")
+    windows = tuple(str(item.get("window", DEFAULT_WINDOW)) for item in document["items"])
     prefixes = []
     for item in document["items"]:
         encoded = dumps(item)
@@ -67,6 +72,8 @@ def parse_snapshot(raw: bytes | str) -> Snapshot:
         item_symbols=tuple(item["symbol"] for item in document["items"]),
         raw=text,
         newest_input_ms=document.get("newestInputMs"),
+        item_windows=windows,
+        only_window=None if len(set(windows)) > 1 else (windows[0] if windows else DEFAULT_WINDOW),
     )
 
 

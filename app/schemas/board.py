@@ -7,7 +7,7 @@ from typing import Any
 from marshmallow import INCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema
 
 from app.config import MIN_REFRESH_MS
-from app.markets import MARKETS
+from app.markets import FIVE_MINUTES, MARKETS, SPANS
 from app.plans import ALL_PLANS
 from app.schemas import EXTENSION
 from app.schemas.fields import StrictBoolean, StrictInteger, StrictNumber
@@ -19,6 +19,9 @@ MAX_EPOCH_MS = 4_102_444_800_000
 UPDATED_AT_PATTERN = r"^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}$"
 SERVED_AT_PATTERN = r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$"
 TOKEN_ID_PATTERN = r"^[0-9]{1,78}$"  # noqa: S105 - a pattern, not a password
+
+
+LONGEST_S = max(span.seconds for span in SPANS.values())
 
 
 def _percent() -> StrictNumber:
@@ -64,7 +67,8 @@ class BoardItemSchema(Schema):
     down_ask = _price()
     up_token_id = _token_id()
     down_token_id = _token_id()
-    rem_secs = StrictNumber(allow_none=True, validate=validate.Range(min=0, max=300))
+    # Up to the row's own window's length (checked below): 300 s for the contract's row.
+    rem_secs = StrictNumber(allow_none=True, validate=validate.Range(min=0, max=LONGEST_S))
     dataAgeMs = StrictNumber(allow_none=True)  # noqa: N815
     isStale = StrictBoolean()  # noqa: N815
     latencyLevel = fields.String(validate=validate.OneOf(LATENCY_LEVELS))  # noqa: N815
@@ -111,12 +115,25 @@ class BoardItemSchema(Schema):
         "disagree with their witnesses); empty when every input agrees.",
         cls_or_instance=fields.String(),
     )
+    window = _extension(
+        fields.String,
+        "The window the row belongs to (`?window=`): present on a row of another window "
+        "than the 5-minute one, which stays the contract's row byte for byte.",
+        validate=validate.OneOf(list(SPANS)),
+    )
 
     @validates_schema
     def _probabilities_add_up(self, data: dict[str, Any], **kwargs: Any) -> None:
         up, down = data.get("p_up_pct"), data.get("p_down_pct")
         if up is not None and down is not None and abs(up + down - 100) > 1e-6:
             raise ValidationError("p_up_pct and p_down_pct must add up to 100.")
+
+    @validates_schema
+    def _rem_secs_within_its_window(self, data: dict[str, Any], **kwargs: Any) -> None:
+        span = SPANS.get(str(data.get("window", FIVE_MINUTES.name)), FIVE_MINUTES)
+        rem = data.get("rem_secs")
+        if rem is not None and rem > span.seconds:
+            raise ValidationError(f"rem_secs {rem} is past a {span.name} window's length.")
 
 
 class BoardResponseSchema(Schema):

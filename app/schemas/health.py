@@ -5,7 +5,7 @@ from __future__ import annotations
 from marshmallow import RAISE, Schema, fields, validate
 
 from app.config import BOARD_SOURCES, MIN_REFRESH_MS
-from app.markets import MARKETS
+from app.markets import MARKETS, SPANS
 from app.schemas import EXTENSION
 from app.schemas.fields import StrictBoolean, StrictInteger
 
@@ -41,6 +41,15 @@ class HealthResponseSchema(Schema):
         metadata={
             "description": "Where the board's numbers come from: `simulated` (generated "
             "here) or `polymarket` (the live markets).",
+            EXTENSION: True,
+        },
+    )
+    # Extension (issue 39): the windows served, in ``WINDOWS`` order; ``?window=`` takes one.
+    windows = fields.List(
+        fields.String(validate=validate.OneOf(list(SPANS))),
+        metadata={
+            "description": "The windows served (`5m`, `15m`); `?window=` on `/latest`, the "
+            "stream and the track record picks one (without it: the 5-minute board).",
             EXTENSION: True,
         },
     )

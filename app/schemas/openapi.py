@@ -18,7 +18,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 
 from app.calibration.periods import DEFAULT as DEFAULT_PERIOD
 from app.calibration.periods import SPANS
-from app.markets import Market
+from app.markets import Market, Span
 from app.schemas import EXTENSION
 from app.schemas.board import BoardResponseSchema
 from app.schemas.calibration import CalibrationResponseSchema
@@ -155,6 +155,24 @@ def symbol_parameter(markets: tuple[Market, ...], several: bool) -> dict[str, An
     }
 
 
+def window_parameter(windows: tuple[Span, ...]) -> dict[str, Any]:
+    """``?window=``: exactly the values ``app.api.window_param`` accepts (else: 400)."""
+    names = "|".join("".join(f"[{c.upper()}{c.lower()}]" for c in s.name) for s in windows)
+    served = ", ".join(s.name for s in windows)
+    return {
+        "name": "window",
+        "in": "query",
+        "required": False,
+        "description": (
+            f"The window's board: one served window ({served}), case-insensitive. Without "
+            "it, the 5-minute board exactly as the interface describes it (the first served "
+            "window when 5m is not served). Anything else is 400 `invalid_window`."
+        ),
+        "schema": {"type": "string", "pattern": f"^(?:{names})$"},
+        EXTENSION: True,
+    }
+
+
 PERIOD = {
     "name": "period",
     "in": "query",
@@ -217,7 +235,7 @@ STREAM_OK = (
 )
 
 
-def _paths(spec: APISpec, markets: tuple[Market, ...]) -> None:
+def _paths(spec: APISpec, markets: tuple[Market, ...], windows: tuple[Span, ...]) -> None:
     spec.path(
         "/api/health",
         operations=_operation(
@@ -243,7 +261,7 @@ def _paths(spec: APISpec, markets: tuple[Market, ...]) -> None:
             "`symbol` names.",
             _json("BoardResponse", "The board.", limited=True),
             [{}, *KEY_SCHEMES, {"SessionCookie": []}],
-            parameters=[symbol_parameter(markets, several=True)],
+            parameters=[symbol_parameter(markets, several=True), window_parameter(windows)],
         ),
     )
     spec.path(
@@ -253,7 +271,11 @@ def _paths(spec: APISpec, markets: tuple[Market, ...]) -> None:
             "The board, pushed as it changes (vip_pro).",
             _text("text/event-stream", STREAM_OK),
             KEY_SCHEMES,
-            parameters=[symbol_parameter(markets, several=True), LAST_EVENT_ID],
+            parameters=[
+                symbol_parameter(markets, several=True),
+                window_parameter(windows),
+                LAST_EVENT_ID,
+            ],
         ),
     )
     spec.path(
@@ -317,8 +339,9 @@ def _paths(spec: APISpec, markets: tuple[Market, ...]) -> None:
     )
 
 
-def build_spec(markets: tuple[Market, ...]) -> dict[str, Any]:
-    """The whole document for a service serving ``markets`` (``GET /api/openapi.json``)."""
+def build_spec(markets: tuple[Market, ...], windows: tuple[Span, ...]) -> dict[str, Any]:
+    """The whole document for a service serving ``markets`` over ``windows``
+    (``GET /api/openapi.json``)."""
     spec = APISpec(
         title="Probboard",
         version=VERSION,
@@ -335,5 +358,5 @@ def build_spec(markets: tuple[Market, ...]) -> dict[str, Any]:
         },
     )
     _components(spec)
-    _paths(spec, markets)
+    _paths(spec, markets, windows)
     return spec.to_dict()

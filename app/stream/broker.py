@@ -53,11 +53,12 @@ class Client:
     seen: int = 0  # generation of the newest frame this client was given
     last_seq: int = 0  # the newest board it was given (a frame older than that is skipped)
     symbols: tuple[str, ...] | None = None  # ``?symbol=``: only these rows (None: all)
+    window: str | None = None  # ``?window=``: that window's rows (None: the default window's)
     view: str = field(init=False)  # its key in a frame's events: the plan, and the filter
 
     def __post_init__(self) -> None:
-        symbols = self.symbols
-        self.view = self.plan if symbols is None else f"{self.plan}?{','.join(symbols)}"
+        view = self.plan if self.window is None else f"{self.plan}@{self.window}"
+        self.view = view if self.symbols is None else f"{view}?{','.join(self.symbols)}"
 
 
 @dataclass(frozen=True)
@@ -140,7 +141,9 @@ class Broker:
     def _filtered(self, frame: Frame, client: Client, views: dict[str, bytes]) -> bytes:
         """The event of ``client``'s filter for ``frame``: rendered once per filter per board,
         by the first client that needs it, and kept in the frame for the others."""
-        board = self._renderer.render(frame.snapshot, client.plan, frame.now_ms, client.symbols)
+        board = self._renderer.render(
+            frame.snapshot, client.plan, frame.now_ms, client.symbols, client.window
+        )
         event = events.board_event(frame.seq, board)
         frame.by_view[client.view] = event
         frame.chunked_by_view[client.view] = chunk(event)
@@ -170,10 +173,13 @@ class Broker:
         plan: str,
         limit: int,
         symbols: tuple[str, ...] | None = None,
+        window: str | None = None,
     ) -> Client | None:
-        """Register a stream (of the rows of ``symbols`` only, if given) if its key has a
-        free slot; None when it has not."""
-        client = Client(key_id=key_id, key_digest=key_digest, plan=plan, symbols=symbols)
+        """Register a stream (of the rows of ``window`` and ``symbols`` only, if given) if
+        its key has a free slot; None when it has not."""
+        client = Client(
+            key_id=key_id, key_digest=key_digest, plan=plan, symbols=symbols, window=window
+        )
         if not self._slots.acquire(key_id, client.conn_id, limit):
             return None
         with self._lock:
@@ -214,12 +220,16 @@ class Broker:
             if missed is not None:
                 # A reconnect within the history: every board it missed, in order.
                 for old in missed:
-                    board = self._renderer.render(old, client.plan, now, client.symbols)
+                    board = self._renderer.render(
+                        old, client.plan, now, client.symbols, client.window
+                    )
                     first += events.board_event(old.seq, board)
                 client.last_seq = missed[-1].seq if missed else int(last_event_id or 0)
             elif snapshot is not None and last_event_id != str(snapshot.seq):
                 # Rendered now, so the first board's age is exact for this client.
-                board = self._renderer.render(snapshot, client.plan, now, client.symbols)
+                board = self._renderer.render(
+                    snapshot, client.plan, now, client.symbols, client.window
+                )
                 first += events.board_event(snapshot.seq, board)
                 client.last_seq = snapshot.seq
             client.seen = frame.generation if frame is not None else 0

@@ -274,3 +274,34 @@ def test_symbols_choose_the_board_rows_in_order() -> None:
     assert [m.symbol for m in four.markets] == ["XRP", "BTC", "SOL", "ETH"]
     assert [m.chainlink for m in four.markets] == ["xrp/usd", "btc/usd", "sol/usd", "eth/usd"]
     assert four.markets[0].slug(1_795_516_200) == "xrp-updown-5m-1795516200"
+
+
+@pytest.mark.parametrize(
+    ("value", "named"),
+    [("1h", "'1h'"), ("5m,15m,5m", "5m given more than once"), ("5m,,15m", "'5m,,15m'"),
+     ("", "expected comma-separated windows among 5m, 15m"), ("5m;15m", "'5m;15m'")],
+)  # fmt: skip
+def test_an_unknown_repeated_or_empty_window_stops_the_app_naming_windows(
+    value: str, named: str
+) -> None:
+    """WINDOWS is refused at start as SYMBOLS is (issue 39): the variable and the bad value."""
+    with pytest.raises(ConfigError) as caught:
+        create_app({**BASE_CONFIG, "WINDOWS": value})
+
+    assert caught.value.variable == "WINDOWS"
+    assert str(caught.value).startswith("WINDOWS: ") and named in str(caught.value)
+
+
+def test_windows_choose_the_spans_served_in_order() -> None:
+    default = load_settings({})
+    assert [(s.name, s.seconds) for s in default.windows] == [("5m", 300)]
+    both = load_settings({"WINDOWS": " 15M, 5m "})
+    assert [(s.name, s.seconds, s.site_variant) for s in both.windows] == [
+        ("15m", 900, "fifteen"),
+        ("5m", 300, "fiveminute"),
+    ]
+    assert both.windows[0].start(1_795_516_799.9) == 1_795_516_200  # a multiple of 900
+    assert both.windows[1].start(1_795_516_799.9) == 1_795_516_500
+    assert both.markets[0].span_slug(1_795_516_200, both.windows[0]) == (
+        "btc-updown-15m-1795516200"
+    )

@@ -13,7 +13,9 @@ def create_source(settings: Settings) -> Source:
     if settings.board_source == "simulated":
         from app.refresher.sources.simulated import SimulatedSource
 
-        return SimulatedSource(seed=settings.simulation_seed, markets=settings.markets)
+        return SimulatedSource(
+            settings.markets, seed=settings.simulation_seed, spans=settings.windows
+        )
     if settings.board_source == "polymarket":
         from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
         from app.refresher.tape import Tape
@@ -27,8 +29,9 @@ def create_source(settings: Settings) -> Source:
                 rtds=settings.polymarket_rtds_url,
                 site=settings.polymarket_site_url,
             ),
+            settings.markets,
             stale_after_ms=settings.stale_threshold_ms,
             tape=tape,
-            markets=settings.markets,
+            spans=settings.windows,
         )
     raise ValueError(f"unknown board source {settings.board_source!r}")

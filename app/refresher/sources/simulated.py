@@ -13,7 +13,7 @@ import math
 import random
 
 from app.board.row import BoardRow
-from app.markets import WINDOW_S, Market, window_start
+from app.markets import FIVE_MINUTES, WINDOW_S, Market, Span, window_start
 from app.refresher.model import SPOT, RealizedVolatility, percentages, probability_up
 
 SECONDS_PER_YEAR = 365 * 24 * 3600
@@ -25,11 +25,14 @@ MAX_CATCH_UP_S = 3600.0  # after a longer pause (a suspended laptop), start afre
 TICK = 0.01
 
 
-def token_id(seed: int, slot: int, outcome: str, symbol: str) -> str:
-    """A 77-digit decimal token id, stable for (seed, symbol, window, outcome), new each window."""
+def token_id(seed: int, slot: int, outcome: str, symbol: str, span: Span = FIVE_MINUTES) -> str:
+    """A 77-digit decimal token id, stable for (seed, symbol, span, window, outcome), new each
+    window (``slot``: the window's start over the span's length)."""
     name = f"probboard-sim:{seed}:{slot}:{outcome}"
     if symbol != UNSALTED_SYMBOL:
         name = f"{name}:{symbol}"
+    if span != FIVE_MINUTES:
+        name = f"{name}:{span.name}"
     digest = hashlib.sha256(name.encode()).digest()
     return str(10**76 + int.from_bytes(digest, "big") % (9 * 10**76))
 
@@ -48,8 +51,10 @@ class _Walk:
         self.sigma = sigma or market.sigma_per_year / math.sqrt(SECONDS_PER_YEAR)
         self.t: float | None = None
         self.price = market.start_price
-        self.window = 0
-        self.price_to_beat = market.start_price
+        self.window = 0  # the 5-minute grid the walk stops on (every span's starts are on it)
+        # Each span's current window: (start, its price to beat), by the span's seconds.
+        self.latched: dict[int, tuple[int, float]] = {}
+        self.spans: tuple[Span, ...] = ()
         self.gap = 0.0  # market's disagreement with the model, in probability
         self.vol = RealizedVolatility(fallback=self.sigma)
 
@@ -64,7 +69,7 @@ class _Walk:
         if self.t is None or now - self.t > MAX_CATCH_UP_S or now < self.t:
             self.t = now - WARM_UP_S
             self.window = window_start(self.t)
-            self.price_to_beat = self.price
+            self.latched = {s.seconds: (s.start(self.t), self.price) for s in self.spans}
             self.vol = RealizedVolatility(fallback=self.sigma)
             self.vol.add(self.t, self.price)
         t = self.t
@@ -75,7 +80,9 @@ class _Walk:
             t = target
             if t >= boundary:
                 self.window = boundary
-                self.price_to_beat = self.price  # latched at the window start
+                for span in self.spans:  # latched at each window's start
+                    if boundary % span.seconds == 0:
+                        self.latched[span.seconds] = (boundary, self.price)
             self.vol.add(t, self.price)
         self.t = now
 
@@ -90,25 +97,30 @@ class SimulatedSource:
         markets: tuple[Market, ...],
         seed: int | None = None,
         sigma: float | None = None,
+        spans: tuple[Span, ...] = (FIVE_MINUTES,),
     ) -> None:
-        if not markets:
-            raise ValueError("a source serves at least one market")
+        if not markets or not spans:
+            raise ValueError("a source serves at least one market and one window")
         self._seed = seed if seed is not None else random.SystemRandom().randrange(2**32)
         self._walks = [_Walk(market, self._seed, sigma) for market in markets]
+        self._spans = spans
+        for walk in self._walks:
+            walk.spans = spans
 
     def winners(self) -> dict[str, bool]:
         """None: a simulated window settles by its own path (the next price to beat)."""
         return {}
 
     def rows(self, now: float) -> list[BoardRow]:
-        """One row per market at ``now`` (unix seconds), in ``SYMBOLS`` order."""
-        return [self._row(walk, now) for walk in self._walks]
+        """One row per (span, market) at ``now`` (unix seconds): span by span, markets in
+        ``SYMBOLS`` order."""
+        return [self._row(walk, span, now) for span in self._spans for walk in self._walks]
 
-    def _row(self, walk: _Walk, now: float) -> BoardRow:
+    def _row(self, walk: _Walk, span: Span, now: float) -> BoardRow:
         walk.advance(now)
-        t0 = walk.window
-        rem = max(0.0, t0 + WINDOW_S - now)
-        p_up = probability_up(walk.price, walk.price_to_beat, rem, walk.vol.sigma(), SPOT)
+        t0, price_to_beat = walk.latched[span.seconds]
+        rem = max(0.0, t0 + span.seconds - now)
+        p_up = probability_up(walk.price, price_to_beat, rem, walk.vol.sigma(), SPOT)
         up_pct, down_pct = percentages(p_up)
         fair = min(0.985, max(0.015, p_up + walk.gap))
         up_bid = min(0.98, max(0.01, _round_tick(fair - TICK / 2)))
@@ -123,18 +135,19 @@ class SimulatedSource:
             up_ask=up_ask,
             down_bid=round(1.0 - up_ask, 2),
             down_ask=round(1.0 - up_bid, 2),
-            up_token_id=token_id(self._seed, t0 // WINDOW_S, "up", symbol),
-            down_token_id=token_id(self._seed, t0 // WINDOW_S, "down", symbol),
+            up_token_id=token_id(self._seed, t0 // span.seconds, "up", symbol, span),
+            down_token_id=token_id(self._seed, t0 // span.seconds, "down", symbol, span),
             rem_secs=round(rem, 3),
             ts=int(now * 1000),
             window_start=t0,
-            window_end=t0 + WINDOW_S,
+            window_end=t0 + span.seconds,
             price=_price(walk.price),
-            price_to_beat=_price(walk.price_to_beat),
+            price_to_beat=_price(price_to_beat),
             sigma=walk.vol.sigma(),
             settlement=SPOT,
             source=self.name,
             model_p_up=p_up,
+            window=span.name,
         )
 
 

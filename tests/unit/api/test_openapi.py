@@ -235,7 +235,7 @@ def _source_of_view(module: Path) -> str:
     readers, e.g. ``windows_query.py``)."""
     text = module.read_text()
     for name in re.findall(r"^from app\.api\.(\w+) import", text, re.M):
-        if name not in ("symbols", "params"):  # the shared parsers: found by their calls
+        if name not in ("symbols", "params", "window_param"):  # shared: found by their calls
             text += (APP / "api" / f"{name}.py").read_text()
     return text
 
@@ -256,6 +256,8 @@ def test_every_parameter_a_view_reads_is_documented_and_no_other(
                 read.setdefault(("query", "symbol"), set()).add(path)
             if "requested_period(" in text:
                 read.setdefault(("query", "period"), set()).add(path)
+            if "requested_window(" in text:
+                read.setdefault(("query", "window"), set()).add(path)
             for name in re.findall(r'query_value\(request, "(\w+)"', text):
                 read.setdefault(("query", name), set()).add(path)
             for header in re.findall(r'request\.headers\.get\("([^"]+)"\)', text):
@@ -266,6 +268,7 @@ def test_every_parameter_a_view_reads_is_documented_and_no_other(
         "/api/probboard/trail",
     }  # fmt: skip
     assert read[("query", "period")] == {"/api/probboard/calibration"}
+    assert read[("query", "window")] == {"/api/probboard/latest", "/api/probboard/stream"}
     for name in ("from", "to", "limit", "cursor", "format"):
         assert read[("query", name)] == {"/api/probboard/windows"}, name
     assert read[("header", "Last-Event-ID")] == {"/api/probboard/stream"}
@@ -460,7 +463,9 @@ def test_the_items_extension_fields_are_documented_and_marked(document: dict[str
     from app.refresher.sources.simulated import SimulatedSource
 
     [simulated] = SimulatedSource(parse_symbols("BTC"), seed=1).rows(1_800_000_100.0)
-    row = dataclasses.replace(simulated, live=LiveDetails(None, None, None, {}, {}))
+    # A 15-minute live row: the one that carries every field (a 5-minute one has no window).
+    live = LiveDetails(None, None, None, {}, {})
+    row = dataclasses.replace(simulated, live=live, window="15m")
     properties = document["components"]["schemas"]["BoardItem"]["properties"]
     extensions = {name for name, prop in properties.items() if prop.get(EXTENSION)}
     assert extensions == set(row.as_json()) - INTERFACE_ITEM_FIELDS

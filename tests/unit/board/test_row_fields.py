@@ -17,6 +17,7 @@ from app.board.row import (
     CONTRACT_FIELDS,
     EXTENSION_FIELDS,
     LIVE_FIELDS,
+    OMITTED_AT_DEFAULT,
     ROW_FIELDS,
     SERVE_TIME_FIELDS,
     BoardRow,
@@ -30,6 +31,7 @@ from tests.unit.api.test_openapi import INTERFACE, tables
 from tests.unit.board.test_row_pinned import TS_MS, live_row, plain_row
 
 NAMES = [f.name for f in ROW_FIELDS]
+ALWAYS = [n for n in NAMES if n not in OMITTED_AT_DEFAULT]  # a 5-minute row's (no "window")
 PAGE = Path(__file__).parents[3] / "app" / "static" / "board.js"
 # What the page's computed row keys (``row[side + "_bid"]``) may be built from.
 PAGE_VARIABLES = {"side": ("up", "down")}
@@ -78,9 +80,11 @@ def test_a_published_row_with_a_serve_time_field_is_refused() -> None:
 
 
 def test_as_json_publishes_the_table() -> None:
-    assert list(live_row().as_json()) == NAMES
-    assert list(plain_row().as_json()) == [n for n in NAMES if n not in LIVE_FIELDS]
-    row = live_row()
+    assert list(live_row().as_json()) == ALWAYS
+    assert list(plain_row().as_json()) == [n for n in ALWAYS if n not in LIVE_FIELDS]
+    # A 15-minute row says so, last; a 5-minute one is the contract's row byte for byte.
+    row = dataclasses.replace(live_row(), window="15m")
+    assert list(row.as_json()) == NAMES and row.as_json()["window"] == "15m"
     assert row.live is not None
     published = row.as_json()
     for field in ROW_FIELDS:
@@ -93,8 +97,8 @@ def test_the_renderer_appends_the_serve_time_fields_to_the_published_ones() -> N
              "items": [live_row().as_json(), plain_row().as_json()]}  # fmt: skip
     body = BoardRenderer(load_settings({})).render(parse_snapshot(dumps(board)), "user", TS_MS)
     live, plain = json.loads(body)["items"]
-    assert list(live) == NAMES + list(SERVE_TIME_FIELDS)
-    assert list(plain) == [n for n in NAMES if n not in LIVE_FIELDS] + list(SERVE_TIME_FIELDS)
+    assert list(live) == ALWAYS + list(SERVE_TIME_FIELDS)
+    assert list(plain) == [n for n in ALWAYS if n not in LIVE_FIELDS] + list(SERVE_TIME_FIELDS)
 
 
 def _page_reads() -> set[str]:

@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from app.markets import WINDOW_S, Market
+from app.markets import FIVE_MINUTES, Market, Span
 from app.refresher.model import SPOT, TWAP
 
 TOKEN_ID = re.compile(r"[0-9]{1,78}")
@@ -61,6 +61,12 @@ class WindowMarket:
     lookback_s: int | None  # a TWAP's lookback (twapLookbackSeconds); None for spot or unknown
     condition_id: str | None
     price_to_beat: float | None  # Gamma's eventMetadata.priceToBeat, when present
+    span: Span = FIVE_MINUTES  # the window's length
+
+    @property
+    def window_end(self) -> int:
+        """When the window ends (unix seconds)."""
+        return self.window_start + self.span.seconds
 
 
 def slug_for(window_start: int, market: Market) -> str:
@@ -118,7 +124,7 @@ def _epoch(value: Any) -> int | None:
 
 
 def check_window(
-    event: dict[str, Any], market: dict[str, Any], window_start: int, slug: str
+    event: dict[str, Any], market: dict[str, Any], window_start: int, slug: str, span: Span
 ) -> None:
     """``WrongMarketError`` unless the event and its market name the window asked for: the slug
     (required on the event), and the window's times where they are given."""
@@ -126,23 +132,26 @@ def check_window(
         raise WrongMarketError(f"asked for {slug}, the event is {str(event.get('slug'))[:80]!r}")
     if "slug" in market and market["slug"] != slug:
         raise WrongMarketError(f"asked for {slug}, the market is {str(market['slug'])[:80]!r}")
-    expected = {"eventStartTime": window_start, "endDate": window_start + WINDOW_S}
+    expected = {"eventStartTime": window_start, "endDate": window_start + span.seconds}
     for owner in (event, market):
         for name, t in expected.items():
             if name in owner and _epoch(owner[name]) != t:
                 raise WrongMarketError(f"{slug}: {name} {str(owner[name])[:40]!r} is not {t}")
 
 
-def parse_event(event: Any, window_start: int, coin: Market) -> WindowMarket:
-    """The window market in a Gamma event object; ``UpstreamError`` when it does not fit,
-    ``WrongMarketError`` when it is not the window asked for."""
+def parse_event(
+    event: Any, window_start: int, coin: Market, span: Span = FIVE_MINUTES
+) -> WindowMarket:
+    """The market of ``coin``'s ``span`` window in a Gamma event object; ``UpstreamError``
+    when it does not fit, ``WrongMarketError`` when it is not the window asked for."""
     if not isinstance(event, dict):
         raise UpstreamError("the event is not an object")
     markets = event.get("markets")
     if not isinstance(markets, list) or not markets or not isinstance(markets[0], dict):
         raise UpstreamError("the event has no market")
     market = markets[0]
-    check_window(event, market, window_start, coin.slug(window_start))
+    slug = coin.span_slug(window_start, span)
+    check_window(event, market, window_start, slug, span)
     outcomes = [str(o).strip().lower() for o in _json_list(market.get("outcomes"), "outcomes")]
     token_ids = [str(t) for t in _json_list(market.get("clobTokenIds"), "clobTokenIds")]
     if len(outcomes) != len(token_ids) or {"up", "down"} - set(outcomes):
@@ -168,28 +177,33 @@ def parse_event(event: Any, window_start: int, coin: Market) -> WindowMarket:
     rule, lookback = settlement(market)
     return WindowMarket(
         window_start=window_start,
-        slug=coin.slug(window_start),
+        slug=slug,
         up_token_id=by_label["up"],
         down_token_id=by_label["down"],
         rule=rule,
         lookback_s=lookback,
         condition_id=condition if isinstance(condition, str) else None,
         price_to_beat=price_to_beat,
+        span=span,
     )
 
 
 class GammaClient:
-    """``GET {gamma}/events/slug/{slug}``, with timeouts; None while a window is not listed."""
+    """``GET {gamma}/events/slug/{slug}`` for one market's windows of one span, with
+    timeouts; None while a window is not listed."""
 
-    def __init__(self, base_url: str, http: httpx.Client, market: Market) -> None:
+    def __init__(
+        self, base_url: str, http: httpx.Client, market: Market, span: Span = FIVE_MINUTES
+    ) -> None:
         self._base = base_url.rstrip("/")
         self._http = http
         self._market = market
+        self._span = span
 
     def window(self, window_start: int) -> WindowMarket | None:
         """The market of the window starting at ``window_start``, or None (404: not listed)."""
-        slug = self._market.slug(window_start)
+        slug = self._market.span_slug(window_start, self._span)
         response = self._http.get(f"{self._base}/events/slug/{slug}")
         if response.status_code == 404:
             return None
-        return parse_event(json_of(response, "gamma"), window_start, self._market)
+        return parse_event(json_of(response, "gamma"), window_start, self._market, self._span)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from app.markets import WINDOW_S
 from app.refresher.model import TWAP, horizon_ratio, percentages, probability_up
 from app.refresher.sources.polymarket.gamma import WindowMarket
 from app.refresher.sources.polymarket.points import MAX_GAP_MS
@@ -40,7 +39,7 @@ def answer(
     if market is None or price_to_beat is None or latest is None or vol is None:
         return nothing
     ts_ms, price = latest
-    end_ms = (market.window_start + WINDOW_S) * 1000
+    end_ms = market.window_end * 1000
     tau = max(0.0, (end_ms - ts_ms) / 1000.0)  # from the price's own time, not ours
     known_mean = None
     if market.rule == TWAP:

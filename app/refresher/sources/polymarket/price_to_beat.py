@@ -21,7 +21,7 @@ from datetime import UTC, datetime
 
 import httpx
 
-from app.markets import WINDOW_S, Market
+from app.markets import Market, Span
 from app.metrics.refresher import UPSTREAM_ERRORS
 from app.refresher import clocks
 from app.refresher.model import TWAP
@@ -226,16 +226,16 @@ class PriceToBeat:
             clocks.monotonic() - window.site_tried_at >= SITE_RETRY_S
         ):
             window.site_tried_at = clocks.monotonic()
-            opened = self._site_open_price(window.coin, window.t0)
+            opened = self._site_open_price(window.coin, window.t0, window.span)
             if opened is not None:
                 self.set(window, opened, "site:crypto-price", False)
                 return
         if market.price_to_beat is not None:
             self.set(window, market.price_to_beat, "gamma", False)
 
-    def _site_open_price(self, coin: Market, t0: int) -> float | None:
+    def _site_open_price(self, coin: Market, t0: int, span: Span) -> float | None:
         """The site's open price of a SPOT market's window (a TWAP market's is never asked,
-        see ``upkeep``)."""
+        see ``upkeep``), under the span's own ``variant``."""
 
         def iso(t: int) -> str:
             return datetime.fromtimestamp(t, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
@@ -243,8 +243,8 @@ class PriceToBeat:
         params = {
             "symbol": coin.symbol,
             "eventStartTime": iso(t0),
-            "variant": "fiveminute",
-            "endDate": iso(t0 + WINDOW_S),
+            "variant": span.site_variant,
+            "endDate": iso(t0 + span.seconds),
         }
         try:
             response = self._http.get(f"{self._site_url}/api/crypto/crypto-price", params=params)

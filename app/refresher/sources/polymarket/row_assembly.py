@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from app.board.row import BoardRow, LiveDetails
-from app.markets import WINDOW_S
 from app.refresher.sources.polymarket.book import Quote
 from app.refresher.sources.polymarket.model_inputs import ModelAnswer
 from app.refresher.sources.polymarket.price_series import PriceSeries
@@ -109,7 +108,7 @@ def assemble_row(
         },
         suspect=suspect,
     )
-    t0 = window.t0
+    t0, t1 = window.t0, window.t0 + window.span.seconds
     return BoardRow(
         symbol=window.coin.symbol,
         slot=t0,
@@ -121,10 +120,10 @@ def assemble_row(
         down_ask=down.ask if down else None,
         up_token_id=up_token,
         down_token_id=down_token,
-        rem_secs=round(max(0.0, t0 + WINDOW_S - at.now), 3),
+        rem_secs=round(max(0.0, t1 - at.now), 3),
         ts=ts,
         window_start=t0,
-        window_end=t0 + WINDOW_S,
+        window_end=t1,
         price=latest[1] if latest else None,
         price_to_beat=price_to_beat,
         sigma=model.sigma,
@@ -132,4 +131,5 @@ def assemble_row(
         source=source,
         live=live,
         model_p_up=model.p_up,
+        window=window.span.name,
     )

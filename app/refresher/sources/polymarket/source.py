@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import httpx
 
 from app.board.row import BoardRow
-from app.markets import Market, window_start
+from app.markets import FIVE_MINUTES, Market, Span
 from app.refresher import clocks
 from app.refresher.changes import Changes
 from app.refresher.sources.polymarket import model_inputs
@@ -63,9 +63,9 @@ class Upstreams:
 
 
 class PolymarketSource:
-    """The live 5-minute rows of ``markets``, in that order: one CLOB socket and one RTDS
-    socket serve them all; each row has its own windows, books, spot series, price to beat
-    and staleness. Feeds start on first use."""
+    """The live rows of ``markets`` for each span of ``spans`` (span by span, markets in
+    order): one CLOB socket and one RTDS socket serve them all; each row has its own
+    windows, books, spot series, price to beat and staleness. Feeds start on first use."""
 
     name = "polymarket"
 
@@ -79,10 +79,12 @@ class PolymarketSource:
         stale_after_ms: int = 3000,
         tape: Tape | None = None,
         background: bool = True,
+        spans: tuple[Span, ...] = (FIVE_MINUTES,),
     ) -> None:
-        if not markets:
-            raise ValueError("a source serves at least one market")
+        if not markets or not spans:
+            raise ValueError("a source serves at least one market and one window")
         self.markets = markets
+        self.spans = spans
         self.upstreams = upstreams
         self.tape = tape
         # False: no threads; whoever drives the source (a replay) feeds the sockets' frames
@@ -108,8 +110,14 @@ class PolymarketSource:
         self.suspects = Suspects("market")  # Gamma's and the site's answers
         self.clob.tape = self.rtds.tape = tape
         self.rtds.on_change = self.changes.notify
-        gamma = {coin.symbol: GammaClient(upstreams.gamma, self.http, coin) for coin in markets}
-        self.windows = Windows(markets, gamma, self.identity, self.changes, self.suspects, clock)
+        gamma = {
+            (coin.symbol, span.name): GammaClient(upstreams.gamma, self.http, coin, span)
+            for coin in markets
+            for span in spans
+        }
+        self.windows = Windows(
+            markets, spans, gamma, self.identity, self.changes, self.suspects, clock
+        )
         suspects = {"market": self.suspects, "rtds": self.rtds.suspects}
         self.doubts = Doubts(suspects, self.books, self.identity)
         self.rest_books = RestBooks(self.http, upstreams.clob, self.books, self.identity)
@@ -182,7 +190,8 @@ class PolymarketSource:
             time.sleep(0.2)
 
     def _warm(self, coin: Market, now: float) -> bool:
-        market = self.windows.get(coin, window_start(now)).market
+        span = self.spans[0]
+        market = self.windows.get(coin, span.start(now), span).market
         has_book = market is not None and self.books.quote(market.up_token_id) is not None
         return has_book and self._spot(coin).latest() is not None
 
@@ -222,11 +231,11 @@ class PolymarketSource:
 
     def _price_to_beat_upkeep(self, now: float) -> None:
         """Each market's price to beat from the settlement stream, else its fallbacks."""
-        t0 = window_start(now)
-        for coin in self.markets:
-            window = self.windows.get(coin, t0)
-            if window.market is not None:
-                self.price_to_beat.upkeep(window, now)
+        for span in self.spans:
+            for coin in self.markets:
+                window = self.windows.get(coin, span.start(now), span)
+                if window.market is not None:
+                    self.price_to_beat.upkeep(window, now)
 
     # -- the rows ---------------------------------------------------------------------
     def _watch(self, tokens: tuple[str, ...], now: float) -> None:
@@ -237,7 +246,7 @@ class PolymarketSource:
         self.clob.watch(tokens)
 
     def rows(self, now: float) -> list[BoardRow]:
-        """One row per market at ``now``, in ``markets`` order."""
+        """One row per (span, market) at ``now``: span by span, markets in order."""
         self.start()
         # From PREFETCH_S before the roll the next window's tokens are watched too, on the
         # same socket, so the board switches on the boundary with warm books.
@@ -253,11 +262,12 @@ class PolymarketSource:
             self._asked_at,
             self._created,
         )
-        return [self._row(coin, at) for coin in self.markets]
+        return [self._row(coin, span, at) for span in self.spans for coin in self.markets]
 
-    def _row(self, coin: Market, at: Instant) -> BoardRow:
-        """``coin``'s row: its own window, books, spot, price to beat and staleness."""
-        window = self.windows.get(coin, window_start(at.now))
+    def _row(self, coin: Market, span: Span, at: Instant) -> BoardRow:
+        """``coin``'s row of ``span``: its own window, books, spot, price to beat and
+        staleness."""
+        window = self.windows.get(coin, span.start(at.now), span)
         market = window.market
         up = down = None
         if market is not None:

@@ -1,9 +1,10 @@
 """Each market's windows: which market Gamma names for each, found off the tick.
 
-A window is one market's 5 minutes (``Window``): the market Gamma names for it (checked by
+A window is one market's 5 (or 15) minutes (``Window``): the market Gamma names for it (checked by
 the CLOB, ``identity.py``), its price to beat once known (``price_to_beat.py``) and the doubts
 that keep its row stale (``doubts.py``). ``Windows`` holds them by (symbol, start): it looks
-up the current window's market, and the next one's from ``PREFETCH_S`` before the roll so the
+up the current window's market (of each span served: ``WINDOWS``), and the next one's from
+``PREFETCH_S`` before the roll so the
 board switches on the boundary with warm books; it keeps a finished window's market until its
 outcome is seen on the socket (at most ``RESOLUTION_WAIT_S``), so its tokens stay watched.
 
@@ -19,7 +20,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from app.markets import WINDOW_S, Market, window_start
+from app.markets import FIVE_MINUTES, Market, Span, window_start
 from app.metrics.refresher import UPSTREAM_ERRORS
 from app.refresher import clocks
 from app.refresher.changes import Changes
@@ -45,6 +46,7 @@ class Window:
 
     coin: Market
     t0: int
+    span: Span = FIVE_MINUTES
     market: WindowMarket | None = None
     looked_up_at: float = 0.0
     price_to_beat: float | None = None
@@ -59,66 +61,82 @@ class Window:
     doubts: dict[str, str] = field(default_factory=dict)
 
 
-def watched_starts(now: float) -> list[int]:
-    """The window starts whose markets matter at ``now``: the current one, and the next one
-    from ``PREFETCH_S`` before the roll."""
-    t0 = window_start(now)
-    return [t0, t0 + WINDOW_S] if t0 + WINDOW_S - now <= PREFETCH_S else [t0]
+def watched_starts(now: float, span: Span = FIVE_MINUTES) -> list[int]:
+    """The starts of ``span``'s windows whose markets matter at ``now``: the current one,
+    and the next one from ``PREFETCH_S`` before the roll."""
+    t0 = span.start(now)
+    end = t0 + span.seconds
+    return [t0, end] if end - now <= PREFETCH_S else [t0]
 
 
 class Windows:
-    """The windows of ``markets`` by (symbol, start), their markets looked up on Gamma."""
+    """The windows of ``markets`` by (symbol, span, start), their markets looked up on Gamma."""
 
     def __init__(
         self,
         markets: tuple[Market, ...],
-        gamma: dict[str, GammaClient],
+        spans: tuple[Span, ...],
+        gamma: dict[tuple[str, str], GammaClient],
         identity: Identities,
         changes: Changes,
         suspects: Suspects,
         clock: Callable[[], float],
     ) -> None:
         self.markets = markets
-        self._gamma = gamma
+        self.spans = spans
+        self._gamma = gamma  # by (symbol, span name)
         self._identity = identity
         self._changes = changes
         self._suspects = suspects
         self._clock = clock
-        self._windows: dict[tuple[str, int], Window] = {}
+        self._windows: dict[tuple[str, str, int], Window] = {}
         self._finished: dict[str, WindowMarket] = {}  # by slug: ended, outcome not yet seen
         self._lock = threading.Lock()
 
-    def get(self, coin: Market, t0: int) -> Window:
-        """``coin``'s window starting at ``t0`` (made on first use; older ones than the one
-        before it are dropped, their markets kept until their outcome comes)."""
+    def get(self, coin: Market, t0: int, span: Span = FIVE_MINUTES) -> Window:
+        """``coin``'s ``span`` window starting at ``t0`` (made on first use; older ones than
+        the one before it are dropped, their markets kept until their outcome comes)."""
         with self._lock:
-            window = self._windows.get((coin.symbol, t0))
+            key = (coin.symbol, span.name, t0)
+            window = self._windows.get(key)
             if window is None:
-                window = self._windows[coin.symbol, t0] = Window(coin, t0)
-                old = [k for k in self._windows if k[0] == coin.symbol and k[1] < t0 - WINDOW_S]
-                for key in old:
-                    self._note_finished(self._windows.pop(key))
+                window = self._windows[key] = Window(coin, t0, span)
+                old = [k for k in self._windows if k[:2] == key[:2] and k[2] < t0 - span.seconds]
+                for done in old:
+                    self._note_finished(self._windows.pop(done))
             return window
 
     def markets_at(self, now: float) -> list[WindowMarket]:
-        """The known markets of every watched window (``watched_starts``), market by market."""
-        starts = watched_starts(now)
-        found = [self.get(coin, start).market for coin in self.markets for start in starts]
+        """The known markets of every watched window (``watched_starts``) of every span,
+        market by market."""
+        found = [
+            self.get(coin, start, span).market
+            for span in self.spans
+            for coin in self.markets
+            for start in watched_starts(now, span)
+        ]
         return [market for market in found if market is not None]
 
-    def lookup(self, coin: Market, t0: int, again: bool = False, replace: bool = False) -> None:
+    def lookup(
+        self,
+        coin: Market,
+        t0: int,
+        again: bool = False,
+        replace: bool = False,
+        span: Span = FIVE_MINUTES,
+    ) -> None:
         """Look up the window's market on Gamma (every ``DISCOVERY_RETRY_S`` until found);
         ``again``: once found, look again (for a price to beat Gamma did not have yet), and
         take the answer only when it names the same tokens; ``replace``: look again and take
         any answer (the CLOB contradicts the one we have)."""
-        window = self.get(coin, t0)
+        window = self.get(coin, t0, span)
         if (window.market is None or again) and (
             clocks.monotonic() - window.looked_up_at >= DISCOVERY_RETRY_S
         ):
             window.looked_up_at = clocks.monotonic()
             known = window.market
             try:
-                market = self._gamma[coin.symbol].window(t0)
+                market = self._gamma[coin.symbol, span.name].window(t0)
                 if known is not None and (market is None or not replace or market == known):
                     same = market is not None and (market.up_token_id, market.down_token_id) == (
                         known.up_token_id,
@@ -143,25 +161,29 @@ class Windows:
         """Gamma: each market's watched windows (``watched_starts``); a market the CLOB
         contradicts, or whose window ``wants_again`` (a price to beat Gamma had not yet), is
         asked again. The CLOB's own market is asked for each when due (``identity.py``)."""
-        for coin in self.markets:
-            for start in watched_starts(now):
-                window = self.get(coin, start)
-                replace = window.market is not None and self._identity.contradicted(window.market)
-                self.lookup(coin, start, replace or wants_again(window, now), replace)
-                if window.market is not None:
-                    self._identity.upkeep(window.market)
-        self._identity.forget_before(window_start(now) - WINDOW_S)
+        for span in self.spans:
+            for coin in self.markets:
+                for start in watched_starts(now, span):
+                    window = self.get(coin, start, span)
+                    market = window.market
+                    replace = market is not None and self._identity.contradicted(market)
+                    again = replace or wants_again(window, now)
+                    self.lookup(coin, start, again, replace, span)
+                    if window.market is not None:
+                        self._identity.upkeep(window.market)
+        longest = max(span.seconds for span in self.spans)
+        self._identity.forget_before(window_start(now) - longest)
 
     def unresolved(self, now: float, winners: Collection[str]) -> list[WindowMarket]:
         """Finished windows still waiting for their outcome (at most ``RESOLUTION_WAIT_S``
         after their end; ``winners``: the winning token ids seen so far): their tokens stay
         watched, so the outcome arrives on the socket (and on a tape)."""
         with self._lock:
-            for (_, start), window in self._windows.items():
-                if start + WINDOW_S <= now:
+            for window in self._windows.values():
+                if window.t0 + window.span.seconds <= now:
                     self._note_finished(window)
         for slug, market in list(self._finished.items()):
-            ended = market.window_start + WINDOW_S
+            ended = market.window_end
             resolved = {market.up_token_id, market.down_token_id} & set(winners)
             if resolved or now - ended > RESOLUTION_WAIT_S:
                 del self._finished[slug]
