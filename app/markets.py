@@ -11,6 +11,7 @@ calibration and the backtest all import it downwards.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
 WINDOW_S = 300
@@ -41,20 +42,26 @@ SPANS: dict[str, Span] = {
 FIVE_MINUTES = SPANS["5m"]  # the contract's board
 
 
-def parse_windows(text: str) -> tuple[Span, ...]:
-    """The spans of a ``WINDOWS`` value (comma-separated, case-insensitive, in board order);
+def _names(text: str, known: Collection[str], what: str, upper: bool) -> list[str]:
+    """The names of a comma-separated setting (case-insensitive, in order), each ``known``;
     ``ValueError`` naming the bad value for an unknown, repeated or empty one."""
-    names = [part.strip().lower() for part in text.split(",")]
-    known = ", ".join(SPANS)
+    names = [(part.strip().upper() if upper else part.strip().lower()) for part in text.split(",")]
+    listed = ", ".join(known)
     if not text.strip() or any(not name for name in names):
-        raise ValueError(f"expected comma-separated windows among {known}, got {text!r}")
+        raise ValueError(f"expected comma-separated {what}s among {listed}, got {text!r}")
     for name in names:
-        if name not in SPANS:
-            raise ValueError(f"unknown window {name!r} in {text!r} (known: {known})")
+        if name not in known:
+            raise ValueError(f"unknown {what} {name!r} in {text!r} (known: {listed})")
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
         raise ValueError(f"{', '.join(repeated)} given more than once in {text!r}")
-    return tuple(SPANS[name] for name in names)
+    return names
+
+
+def parse_windows(text: str) -> tuple[Span, ...]:
+    """The spans of a ``WINDOWS`` value (comma-separated, case-insensitive, in board order);
+    ``ValueError`` naming the bad value for an unknown, repeated or empty one."""
+    return tuple(SPANS[name] for name in _names(text, SPANS, "window", upper=False))
 
 
 @dataclass(frozen=True)
@@ -115,14 +122,4 @@ MARKETS: dict[str, Market] = {
 def parse_symbols(text: str) -> tuple[Market, ...]:
     """The markets of a ``SYMBOLS`` value (comma-separated, case-insensitive, in board order);
     ``ValueError`` naming the bad value for an unknown, repeated or empty one."""
-    names = [part.strip().upper() for part in text.split(",")]
-    known = ", ".join(MARKETS)
-    if not text.strip() or any(not name for name in names):
-        raise ValueError(f"expected comma-separated symbols among {known}, got {text!r}")
-    for name in names:
-        if name not in MARKETS:
-            raise ValueError(f"unknown symbol {name!r} in {text!r} (known: {known})")
-    repeated = sorted({name for name in names if names.count(name) > 1})
-    if repeated:
-        raise ValueError(f"{', '.join(repeated)} given more than once in {text!r}")
-    return tuple(MARKETS[name] for name in names)
+    return tuple(MARKETS[name] for name in _names(text, MARKETS, "symbol", upper=True))
