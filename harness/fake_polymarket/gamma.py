@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from app.markets import MARKETS, WINDOW_S
+from app.markets import FIVE_MINUTES, MARKETS, SPANS, WINDOW_S, Span
 from harness.fake_polymarket.http_server import _HttpFake
 from harness.fake_polymarket.wire import DEFAULT_SYMBOL
 
@@ -70,18 +70,29 @@ class FakeGamma(_HttpFake):
     @staticmethod
     def parse_slug(slug: str) -> tuple[str, int] | None:
         """(symbol, window start) of a 5-minute up/down slug of a known market, else None."""
+        parsed = FakeGamma.parse_span_slug(slug)
+        return parsed[:2] if parsed is not None and parsed[2] == FIVE_MINUTES else None
+
+    @staticmethod
+    def parse_span_slug(slug: str) -> tuple[str, int, Span] | None:
+        """(symbol, window start, span) of an up/down slug of a known market (``btc-updown-
+        15m-<T0>``), else None."""
         for symbol, known in MARKETS.items():
-            rest = slug.removeprefix(known.slug_prefix)
-            if rest != slug and rest.isdigit():
-                return symbol, int(rest)
+            for span in SPANS.values():
+                rest = slug.removeprefix(known.span_slug(0, span)[:-1])
+                if rest != slug and rest.isdigit():
+                    return symbol, int(rest), span
         return None
 
     def _event(self, slug: str) -> dict[str, Any] | None:
         """The event answered for ``slug``: its window's, or as the faults switched on say."""
-        parsed = self.parse_slug(slug)
+        parsed = self.parse_span_slug(slug)
         if parsed is None:
             return None
-        symbol, window = parsed
+        symbol, window, span = parsed
+        if span != FIVE_MINUTES:  # the faults are the 5-minute markets'
+            other = self.world.market_of(symbol, window, span)
+            return None if other is None else other.event()
         market = self.world.market_of(symbol, window + self.window_offset * WINDOW_S)
         if market is None:
             return None

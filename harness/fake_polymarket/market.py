@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from app.markets import MARKETS, WINDOW_S
+from app.markets import FIVE_MINUTES, MARKETS, Span
 from harness.fake_polymarket.wire import (
     COIN_NAMES,
     DEFAULT_SYMBOL,
@@ -50,17 +50,26 @@ class FakeMarket:
     down_token: str = ""
     condition: str = ""
     symbol: str = DEFAULT_SYMBOL
+    span: Span = FIVE_MINUTES  # the window's length (``15m``: the 15-minute market)
 
     def __post_init__(self) -> None:
         chainlink_of(self.symbol)  # an unknown market fails here, not at its first request
-        self.up_token = self.up_token or token_id(self.window_start, "up", self.symbol)
-        self.down_token = self.down_token or token_id(self.window_start, "down", self.symbol)
-        self.condition = self.condition or condition_id(self.window_start, self.symbol)
+        # The 5-minute markets' ids are what they always were; another length's differ.
+        tag = "" if self.span == FIVE_MINUTES else f":{self.span.name}"
+        t0, symbol = self.window_start, self.symbol
+        self.up_token = self.up_token or token_id(t0, f"up{tag}", symbol)
+        self.down_token = self.down_token or token_id(t0, f"down{tag}", symbol)
+        self.condition = self.condition or condition_id(t0, symbol, tag)
 
     @property
     def slug(self) -> str:
-        """``btc-updown-5m-<T0>`` (``eth-updown-5m-<T0>``... for another market)."""
-        return MARKETS[self.symbol].slug(self.window_start)
+        """``btc-updown-5m-<T0>`` (``eth-updown-15m-<T0>``... for another market or length)."""
+        return MARKETS[self.symbol].span_slug(self.window_start, self.span)
+
+    @property
+    def window_end(self) -> int:
+        """When the window ends (unix seconds)."""
+        return self.window_start + self.span.seconds
 
     @property
     def chainlink(self) -> str:
@@ -87,7 +96,7 @@ class FakeMarket:
             ],
             "market_slug": self.slug,
             "question": f"{COIN_NAMES.get(self.symbol, self.symbol)} Up or Down",
-            "end_date_iso": iso(t0 + WINDOW_S),
+            "end_date_iso": iso(self.window_end),
             "game_start_time": iso(t0),
             "active": True,
             "closed": False,
@@ -103,16 +112,17 @@ class FakeMarket:
         by_label = {"Up": self.up_token, "Down": self.down_token}
         twap = self.rule == TWAP
         rank = list(MARKETS).index(self.symbol)  # 0 for BTC: its ids as they always were
+        rank += 0 if self.span == FIVE_MINUTES else len(MARKETS)
         coin = COIN_NAMES.get(self.symbol, self.symbol)
         market: dict[str, Any] = {
-            "id": str(500000 + rank * 100000 + t0 // WINDOW_S % 100000),
+            "id": str(500000 + rank * 100000 + t0 // self.span.seconds % 100000),
             "question": f"{coin} Up or Down - (US Eastern title, never parsed)",
             "conditionId": self.condition,
             "slug": self.slug,
             "resolutionSource": resolution_source(self.symbol, self.rule, self.lookback),
             "startDate": iso(t0 - 86400),  # the listing time: NOT the window start
             "eventStartTime": iso(t0),
-            "endDate": iso(t0 + WINDOW_S),
+            "endDate": iso(self.window_end),
             "outcomes": json.dumps(list(self.outcomes)),
             "outcomePrices": json.dumps(["0.5" for _ in self.outcomes]),
             "clobTokenIds": json.dumps([by_label.get(o, "0") for o in self.outcomes]),
@@ -129,7 +139,7 @@ class FakeMarket:
         if self.with_config:
             market["cryptoMarketConfig"] = {
                 "asset": self.symbol,
-                "duration": "5m",
+                "duration": self.span.name,
                 "twapEnabled": twap,
                 "twapLookbackSeconds": self.lookback if twap else 0,
             }
@@ -137,7 +147,7 @@ class FakeMarket:
             "id": market["id"],
             "slug": self.slug,
             "title": market["question"],
-            "seriesSlug": MARKETS[self.symbol].series,
+            "seriesSlug": MARKETS[self.symbol].series.replace("-5m", f"-{self.span.name}"),
             "startDate": market["startDate"],
             "endDate": market["endDate"],
             "markets": [market],

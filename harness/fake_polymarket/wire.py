@@ -65,9 +65,10 @@ def token_id(window_start: int, label: str, symbol: str = DEFAULT_SYMBOL) -> str
     return str(10**76 + digest % (9 * 10**76))
 
 
-def condition_id(window_start: int, symbol: str = DEFAULT_SYMBOL) -> str:
-    """``0x`` + 64 hex digits, stable per market and window."""
-    key = _symbol_key(symbol, f"condition:{window_start}")
+def condition_id(window_start: int, symbol: str = DEFAULT_SYMBOL, tag: str = "") -> str:
+    """``0x`` + 64 hex digits, stable per market and window (``tag``: another window
+    length's, ``:15m``)."""
+    key = _symbol_key(symbol, f"condition:{window_start}{tag}")
     return "0x" + hashlib.sha256(key.encode()).hexdigest()
 
 

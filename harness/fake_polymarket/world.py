@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from app.markets import MARKETS, WINDOW_S
+from app.markets import FIVE_MINUTES, MARKETS, SPANS, Span
 from harness.fake_polymarket.clob import FakeClobRest
 from harness.fake_polymarket.clob_ws import FakeClobWs, PriceChange
 from harness.fake_polymarket.gamma import FakeGamma
@@ -46,6 +46,10 @@ class FakePolymarket:
         # The other markets' windows, by symbol then window start (BTC's are ``markets``).
         self._other_markets: dict[str, dict[int, FakeMarket]] = {
             symbol: {} for symbol in MARKETS if symbol != DEFAULT_SYMBOL
+        }
+        # Every market's windows of another length (15 minutes), by (symbol, span name).
+        self._span_markets: dict[tuple[str, str], dict[int, FakeMarket]] = {
+            (symbol, span): {} for symbol in MARKETS for span in SPANS if span != "5m"
         }
         self.gamma = FakeGamma(self)
         self.clob = FakeClobRest(self)
@@ -96,17 +100,26 @@ class FakePolymarket:
         }
 
     # the world
-    def markets_of(self, symbol: str = DEFAULT_SYMBOL) -> dict[int, FakeMarket]:
-        """The listed windows of one market, by window start (``markets`` for BTC)."""
+    def markets_of(
+        self, symbol: str = DEFAULT_SYMBOL, span: Span = FIVE_MINUTES
+    ) -> dict[int, FakeMarket]:
+        """The listed windows of one market (of one length), by window start (``markets``
+        for BTC's 5-minute ones)."""
+        chainlink_of(symbol)  # an unknown market is a mistake in the test
+        if span != FIVE_MINUTES:
+            return self._span_markets[symbol, span.name]
         if symbol == DEFAULT_SYMBOL:
             return self.markets
-        chainlink_of(symbol)  # an unknown market is a mistake in the test
         return self._other_markets[symbol]
 
     def all_markets(self) -> list[FakeMarket]:
         """Every listed window of every market."""
         with self._lock:
-            tables = [self.markets, *self._other_markets.values()]
+            tables = [
+                self.markets,
+                *self._other_markets.values(),
+                *self._span_markets.values(),
+            ]
             return [market for table in tables for market in table.values()]
 
     def list_market(
@@ -118,7 +131,7 @@ class FakePolymarket:
         on the CLOB."""
         up, down = books or default_books(market)
         with self._lock:
-            self.markets_of(market.symbol)[market.window_start] = market
+            self.markets_of(market.symbol, market.span)[market.window_start] = market
             self.books.setdefault(market.up_token, up)
             self.books.setdefault(market.down_token, down)
         return market
@@ -132,12 +145,14 @@ class FakePolymarket:
         """BTC's market of a window (made up when ``auto_markets``)."""
         return self.market_of(DEFAULT_SYMBOL, window_start)
 
-    def market_of(self, symbol: str, window_start: int) -> FakeMarket | None:
-        """``symbol``'s market of a window (made up when ``auto_markets``)."""
+    def market_of(
+        self, symbol: str, window_start: int, span: Span = FIVE_MINUTES
+    ) -> FakeMarket | None:
+        """``symbol``'s market of a window of ``span`` (made up when ``auto_markets``)."""
         with self._lock:
-            market = self.markets_of(symbol).get(window_start)
-            if market is None and self.auto_markets and window_start % WINDOW_S == 0:
-                made = FakeMarket(window_start, rule=self.auto_rule, symbol=symbol)
+            market = self.markets_of(symbol, span).get(window_start)
+            if market is None and self.auto_markets and window_start % span.seconds == 0:
+                made = FakeMarket(window_start, rule=self.auto_rule, symbol=symbol, span=span)
                 market = self.list_market(made)
             return market
 
@@ -157,7 +172,8 @@ class FakePolymarket:
         (of the same market), if listed."""
         for market in self.all_markets():
             if asset in market.tokens:
-                other = self.market_of(market.symbol, market.window_start + offset * WINDOW_S)
+                start = market.window_start + offset * market.span.seconds
+                other = self.market_of(market.symbol, start, market.span)
                 if other is None:
                     return None
                 return other.tokens[market.tokens.index(asset)]
