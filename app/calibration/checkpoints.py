@@ -5,6 +5,10 @@ rem_secs <= rem`` (a window joined late has no earlier checkpoints: missing, nev
 in). ``pUp`` is the model's own fraction, ``marketMid`` the mid of UP's best bid and ask
 (None when a side is empty); both None when the row was stale at that board. Rows are taken
 typed (``BoardRow``), as the refresher and the backtest build them, never as their JSON.
+
+Only the 5-minute windows are tracked (``REMS`` are their times left, and a window's end is
+five minutes after its start): a 15-minute row (``WINDOWS=5m,15m``) is passed over, so it can
+never mix into a market's 5-minute record. The 15-minute track record is issue 39's to build.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ if TYPE_CHECKING:
     from app.board.row import BoardRow
 
 REMS = (290, 240, 180, 120, 90, 60, 30, 15, 5)
+TRACKED_WINDOW = "5m"  # the window whose rows are tracked (``BoardRow.window``)
 GRACE_S = 2.0
 
 
@@ -65,6 +70,8 @@ def track(
 ) -> Window | None:
     """Take the board row built at ``at`` (with the model's own P(up), ``model_p_up``) into
     its window; the window, or None for a row of no window."""
+    if row.window != TRACKED_WINDOW:
+        return None  # not a 5-minute row: see the module's docstring
     start = row.window_start
     live = row.live
     # A live row names its market (None while it is unknown: no window to speak of); the

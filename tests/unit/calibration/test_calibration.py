@@ -7,6 +7,7 @@ driven by the real refresher loop and simulated source on a virtual clock, and
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import logging
 from collections.abc import Iterator
@@ -110,6 +111,26 @@ def test_each_market_is_settled_on_its_own_next_price_to_beat(engine: Engine) ->
         outcomes[symbol] = [w["outcome"] for w in own[:3]]
     # The markets moved differently: a record settled on one market's prices would show it.
     assert len({tuple(o) for o in outcomes.values()}) > 1, outcomes
+
+
+def test_fifteen_minute_rows_never_enter_the_five_minute_record(engine: Engine) -> None:
+    """A board of 5- and 15-minute rows (issue 39): only the 5-minute windows are recorded
+    (a 15-minute window's own record is not built yet), so a market's record never mixes
+    the two, whatever the rows' slugs."""
+    recorder = Recorder(engine, "polymarket", 3000)
+    for t in range(T0 + 1, T0 + 900):
+        five = T0 + (t - T0) // 300 * 300
+        for slug, start, window, end in (
+            (f"btc-updown-5m-{five}", five, "5m", five + 300),
+            (f"btc-updown-15m-{T0}", T0, "15m", T0 + 900),
+        ):
+            row = live_row(slug, start, rem_secs=float(end - t), ts=t * 1000, window=window)
+            recorder.observe(dataclasses.replace(row, window_end=end, model_p_up=0.5), t, {})
+    assert recorder.flush()
+    with engine.connect() as conn:
+        found = store.load(conn, "polymarket")
+    recorder.close()
+    assert [w["slug"] for w in found] == [f"btc-updown-5m-{T0 + s}" for s in (0, 300, 600)]
 
 
 def test_a_checkpoint_passed_while_the_row_was_stale_is_stored_as_missing(engine: Engine) -> None:
