@@ -11,6 +11,7 @@ minutes, to compare two versions of the model on the same paths.
     python -m bench.model_replay brownian [--hours 24] [--seed 1]
     python -m bench.model_replay binance DATA [--days 2026-03-14,2026-03-15]
                                  [--multipliers] [--json OUT]
+    ... [--window 15m]   the 15-minute windows, scored at 870 ... 5 s left (issue 39)
 
 ``binance`` reads ``BTCUSDT-1s-<day>.zip`` under DATA (docs/real-data.md; the day before
 the first is read for warm-up when present, and not scored). For each rule (spot, 30 s and
@@ -35,8 +36,8 @@ from pathlib import Path
 from typing import Any
 
 from app.calibration import scores
-from app.calibration.checkpoints import REMS
-from app.markets import WINDOW_S
+from app.calibration.checkpoints import REMS_OF_WINDOW
+from app.markets import SPANS
 from app.refresher import model, volatility
 from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S as HISTORY_S
 
@@ -64,22 +65,27 @@ def _mean(values: Sequence[float]) -> float:
 
 
 def replay(
-    start_s: int, prices: Sequence[float], multipliers: Sequence[float], from_s: int = 0
+    start_s: int,
+    prices: Sequence[float],
+    multipliers: Sequence[float],
+    from_s: int = 0,
+    window: str = "5m",
 ) -> dict[str, Scored]:
-    """Every whole window starting at or after ``from_s`` with ``HISTORY_S`` before it,
-    scored at the checkpoints per rule."""
+    """Every whole ``window`` (5m, 15m) starting at or after ``from_s`` with ``HISTORY_S``
+    before it, scored at the window's checkpoints per rule."""
+    length, rems = SPANS[window].seconds, REMS_OF_WINDOW[window]
     times = [(start_s + k) * 1000 for k in range(len(prices))]
-    found = {name: Scored({c: [] for c in REMS}) for name in RULES}
-    warm = ((start_s + HISTORY_S) // WINDOW_S + 1) * WINDOW_S
-    first = max(warm, -(-from_s // WINDOW_S) * WINDOW_S)
-    for t0 in range(first, start_s + len(prices) - WINDOW_S - 1, WINDOW_S):
-        i0, end = t0 - start_s, t0 - start_s + WINDOW_S
+    found = {name: Scored({c: [] for c in rems}) for name in RULES}
+    warm = ((start_s + HISTORY_S) // length + 1) * length
+    first = max(warm, -(-from_s // length) * length)
+    for t0 in range(first, start_s + len(prices) - length - 1, length):
+        i0, end = t0 - start_s, t0 - start_s + length
         past = volatility.history(times[i0 - HISTORY_S : i0 + 1], prices[i0 - HISTORY_S : i0 + 1])
         for name, (rule, lookback) in RULES.items():
             span = lookback or 1
             beat = math.fsum(prices[i0 - span + 1 : i0 + 1]) / span
             up = math.fsum(prices[end - span + 1 : end + 1]) / span >= beat
-            for left in REMS:
+            for left in rems:
                 i = end - left
                 edge = i - volatility.SIGMA_WINDOW_S
                 estimate = volatility.estimate(times[edge : i + 1], prices[edge : i + 1], past)
@@ -128,11 +134,12 @@ def figures(found: dict[str, Scored], multipliers: Sequence[float]) -> dict[str,
     own = multipliers.index(1.0)
     out: dict[str, Any] = {}
     for name, scored in found.items():
-        rows = [(ps[own], up) for c in REMS for ps, up in scored.by_checkpoint[c]]
+        rems = list(scored.by_checkpoint)
+        rows = [(ps[own], up) for c in rems for ps, up in scored.by_checkpoint[c]]
         low = [(p, up) for p, up in rows if p < 0.1]
         high = [(p, up) for p, up in rows if p > 0.9]
         best = {}
-        for c in REMS:
+        for c in rems:
             pairs = scored.by_checkpoint[c]
             losses = [
                 _mean([_loss(ps[j], up) for ps, up in pairs]) for j in range(len(multipliers))
@@ -141,7 +148,7 @@ def figures(found: dict[str, Scored], multipliers: Sequence[float]) -> dict[str,
             best[c] = (multipliers[j], losses[own] - losses[j])
         out[name] = {
             "checkpoints": {
-                c: _mean([_loss(ps[own], up) for ps, up in scored.by_checkpoint[c]]) for c in REMS
+                c: _mean([_loss(ps[own], up) for ps, up in scored.by_checkpoint[c]]) for c in rems
             },
             "all": _mean([_loss(p, up) for p, up in rows]),
             "count": len(rows),
@@ -159,10 +166,11 @@ def _tail(rows: list[tuple[float, bool]]) -> tuple[float, float, int]:
 
 
 def _print(out: dict[str, Any], label: str, multipliers: bool) -> None:
-    left = ", ".join(str(c) for c in REMS)
+    rems = list(next(iter(out.values()))["checkpoints"])
+    left = ", ".join(str(c) for c in rems)
     print(f"{label}: log loss at {left} s left, over all; tails: said/came (count)")
     for name, f in out.items():
-        row = " ".join(f"{f['checkpoints'][c]:.3f}" for c in REMS)
+        row = " ".join(f"{f['checkpoints'][c]:.3f}" for c in rems)
         low, high = f["below_10"], f["above_90"]
         print(f"  {name:7s} {row} | all {f['all']:.4f} ({f['count']})", end="")
         print(f" | < 10 %: {low[0]:.1f}/{low[1]:.1f} ({low[2]})", end="")
@@ -225,6 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--days", default="", help="for binance: comma-separated days")
     parser.add_argument("--multipliers", action="store_true")
+    parser.add_argument("--window", choices=list(REMS_OF_WINDOW), default="5m")
     parser.add_argument("--json", dest="json_out", type=Path)
     args = parser.parse_args(argv)
     if args.path == "binance":
@@ -236,8 +245,9 @@ def main(argv: list[str] | None = None) -> int:
         start, prices = _simulated(args.path, args.hours, args.seed)
         scored_from, label = 0, f"{args.path} {args.hours:g} h seed {args.seed}"
     multipliers = MULTIPLIERS if args.multipliers else (1.0,)
-    out = figures(replay(start, prices, multipliers, scored_from), multipliers)
-    _print(out, label, args.multipliers)
+    found = replay(start, prices, multipliers, scored_from, args.window)
+    out = figures(found, multipliers)
+    _print(out, f"{label}, {args.window} windows", args.multipliers)
     if args.json_out:
         args.json_out.write_text(json.dumps({"label": label, "figures": out}, indent=1))
     return 0

@@ -26,6 +26,8 @@ if TYPE_CHECKING:
     from app.board.row import BoardRow
 
 REMS = (290, 240, 180, 120, 90, 60, 30, 15, 5)
+# The times left each window's length is scored at (issue 39: the 15-minute ones).
+REMS_OF_WINDOW = {"5m": REMS, "15m": (870, 720, 600, 480, 300, 180, 120, 60, 30, 15, 5)}
 TRACKED_WINDOW = "5m"  # the window whose rows are tracked (``BoardRow.window``)
 GRACE_S = 2.0
 

@@ -17,7 +17,7 @@ import pytest
 from flask import Flask
 from werkzeug.test import TestResponse
 
-from app.markets import parse_symbols
+from app.markets import parse_symbols, parse_windows
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
@@ -373,6 +373,50 @@ def test_a_filtered_replay_carries_only_its_rows(markets: Probe) -> None:
     replayed = board_events(first_chunks(response, 1), "vip_pro")
     assert [seq for seq, _ in replayed] == missed
     assert symbols_of(replayed) == [["BTC"]] * 3
+
+
+@pytest.fixture
+def windows(database_url: str) -> Iterator[Probe]:
+    """An app serving BTC over 5 and 15 minutes, whose keys may hold two streams at once."""
+    config = {"DATABASE_URL": database_url, "WINDOWS": "5m,15m", "STREAM_MAX_PER_KEY": "2"}
+    app = create_app({**BASE_CONFIG, **config})
+    handle = Probe(app)
+    source = SimulatedSource(parse_symbols("BTC"), seed=1, spans=parse_windows("5m,15m"))
+    handle.refresher = Refresher(source, services_of(app).bus, 500)
+    yield handle
+    handle.close_all()
+    with app.app_context():
+        from app.extensions import db
+
+        db.session.remove()
+        db.engine.dispose()
+
+
+def test_the_stream_of_one_window_never_carries_the_others(windows: Probe) -> None:
+    """Issue 39: without ``?window=`` the stream carries the 5-minute rows only, as before;
+    ``?window=15m`` the 15-minute ones only, in every event; a bad window is a 400."""
+    key = windows.key_for("vic", "vip_pro")
+    first = windows.publish()
+    fifteen = windows.client.get(f"{STREAM}?window=15m", headers={"X-API-Key": key}, buffered=False)
+    windows.open.append(fifteen)
+    default = windows.stream({"X-API-Key": key})
+    fifteen_chunks, default_chunks = chunks(fifteen), chunks(default)
+    fifteen_body, default_body = next(fifteen_chunks), next(default_chunks)
+    seqs = [first]
+    for _ in range(2):
+        seqs.append(windows.publish())
+        fifteen_body += next(fifteen_chunks)
+        default_body += next(default_chunks)
+    long, short = board_events(fifteen_body, "vip_pro"), board_events(default_body, "vip_pro")
+    assert [seq for seq, _ in long] == [seq for seq, _ in short] == seqs
+    assert [[i.get("window") for i in b["items"]] for _, b in long] == [["15m"]] * 3
+    assert [[i.get("window") for i in b["items"]] for _, b in short] == [[None]] * 3
+    assert all(i["slot"] % 900 == 0 for _, b in long for i in b["items"])
+    error_of(
+        windows.client.get(f"{STREAM}?window=1h", headers={"X-API-Key": key}),
+        400,
+        "invalid_window",
+    )
 
 
 def test_a_filter_is_rendered_once_per_board_not_per_client(
