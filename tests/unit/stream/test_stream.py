@@ -317,13 +317,13 @@ def test_refused_requests_take_no_slot(limited: Probe) -> None:
 # -- ?symbol= -------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def markets(database_url: str) -> Iterator[Probe]:
-    """An app serving BTC and ETH, whose keys may hold two streams at once."""
-    config = {"DATABASE_URL": database_url, "SYMBOLS": "BTC,ETH", "STREAM_MAX_PER_KEY": "2"}
-    app = create_app({**BASE_CONFIG, **config})
+def _probe(database_url: str, symbols: str, windows: str) -> Iterator[Probe]:
+    """An app serving ``symbols`` over ``windows`` whose keys may hold two streams at once,
+    its board from a simulated source of the same; closed at the end."""
+    config = {"SYMBOLS": symbols, "WINDOWS": windows, "STREAM_MAX_PER_KEY": "2"}
+    app = create_app({**BASE_CONFIG, "DATABASE_URL": database_url, **config})
     handle = Probe(app)
-    source = SimulatedSource(seed=1, markets=parse_symbols("BTC,ETH"))
+    source = SimulatedSource(parse_symbols(symbols), seed=1, spans=parse_windows(windows))
     handle.refresher = Refresher(source, services_of(app).bus, 500)
     yield handle
     handle.close_all()
@@ -332,6 +332,12 @@ def markets(database_url: str) -> Iterator[Probe]:
 
         db.session.remove()
         db.engine.dispose()
+
+
+@pytest.fixture
+def markets(database_url: str) -> Iterator[Probe]:
+    """An app serving BTC and ETH, whose keys may hold two streams at once."""
+    yield from _probe(database_url, "BTC,ETH", "5m")
 
 
 def symbols_of(boards: list[tuple[int, dict[str, Any]]]) -> list[list[str]]:
@@ -378,18 +384,7 @@ def test_a_filtered_replay_carries_only_its_rows(markets: Probe) -> None:
 @pytest.fixture
 def windows(database_url: str) -> Iterator[Probe]:
     """An app serving BTC over 5 and 15 minutes, whose keys may hold two streams at once."""
-    config = {"DATABASE_URL": database_url, "WINDOWS": "5m,15m", "STREAM_MAX_PER_KEY": "2"}
-    app = create_app({**BASE_CONFIG, **config})
-    handle = Probe(app)
-    source = SimulatedSource(parse_symbols("BTC"), seed=1, spans=parse_windows("5m,15m"))
-    handle.refresher = Refresher(source, services_of(app).bus, 500)
-    yield handle
-    handle.close_all()
-    with app.app_context():
-        from app.extensions import db
-
-        db.session.remove()
-        db.engine.dispose()
+    yield from _probe(database_url, "BTC", "5m,15m")
 
 
 def test_the_stream_of_one_window_never_carries_the_others(windows: Probe) -> None:
