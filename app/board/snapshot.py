@@ -38,10 +38,10 @@ class Snapshot:
     item_ts_ms: tuple[int, ...]
     item_prefixes: tuple[str, ...]
     item_symbols: tuple[str, ...]  # each row's symbol: a filtered answer picks rows by it
+    # Each row's window (``5m`` for a row without ``window``): an answer picks rows by it.
+    item_windows: tuple[str, ...]
     raw: str
     newest_input_ms: int | None = None  # when the newest input arrived (epoch ms)
-    # Each row's window (``5m`` for a row without ``window``): an answer picks rows by it.
-    item_windows: tuple[str, ...] = ()
     only_window: str | None = DEFAULT_WINDOW  # the one window of every row (None: several)
 
     @property

@@ -7,6 +7,9 @@ first use, from the bus's replay history (the last ``HISTORY_MS``, the boards a 
 stream is given), so a worker started mid-window still knows up to 2 minutes before it
 started. ``GET /api/probboard/trail`` serves it (``app/api/trail.py``).
 
+It charts the 5-minute rows only (the page shows the 5-minute board): a board that also
+carries 15-minute rows (``WINDOWS=5m,15m``, issue 39) charts the same path as without them.
+
 Cheap by construction: at most one row parse per market and second, at most
 ``MAX_POINTS`` points per market, and each answer's JSON built once per plan and change.
 """
@@ -19,6 +22,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.board.row import DEFAULT_WINDOW
 from app.board.snapshot import Snapshot, dumps
 from app.markets import WINDOW_S
 
@@ -66,9 +70,15 @@ class WindowTrail:
 
     def _add(self, snapshot: Snapshot) -> None:
         now_ms = snapshot.ts_ms
-        for symbol, ts_ms, prefix in zip(
-            snapshot.item_symbols, snapshot.item_ts_ms, snapshot.item_prefixes, strict=True
+        for symbol, window, ts_ms, prefix in zip(
+            snapshot.item_symbols,
+            snapshot.item_windows,
+            snapshot.item_ts_ms,
+            snapshot.item_prefixes,
+            strict=True,
         ):
+            if window != DEFAULT_WINDOW:
+                continue  # another window's row: not this chart's (see the docstring)
             path = self._paths.get(symbol)
             # The board's clock decides whether a point is due (a stalled row's own time
             # stands still, and its gap must be drawn): no parse for the others.

@@ -22,7 +22,7 @@ from app.board.trail import STEP_MS, WindowTrail
 from app.bus.base import BoardBus
 from app.bus.memory import MemoryBoardBus
 from app.bus.redis_bus import RedisBoardBus
-from app.markets import WINDOW_S, parse_symbols
+from app.markets import WINDOW_S, parse_symbols, parse_windows
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
@@ -64,6 +64,32 @@ def test_one_point_a_second_per_market_from_each_row() -> None:
     assert p == pytest.approx(built["p_up_pct"] / 100)
     assert mid == pytest.approx((built["up_bid"] + built["up_ask"]) / 2)
     assert SCHEMAS["trail"].validate(document) == {}
+
+
+def test_the_chart_follows_the_five_minute_rows_whatever_else_the_board_carries() -> None:
+    """Issue 39: a board of 15- and 5-minute rows (``WINDOWS=15m,5m``: the 15-minute rows
+    first) charts the 5-minute window's path only, as the page shows the 5-minute board."""
+    both, alone = WindowTrail(STALE_MS), WindowTrail(STALE_MS)
+    clock = [0.0]
+    refreshers = [
+        Refresher(
+            SimulatedSource(parse_symbols("BTC"), seed=3, spans=parse_windows(spans)),
+            MemoryBoardBus(),
+            500,
+            clock=lambda: clock[0],
+        )
+        for spans in ("15m,5m", "5m")
+    ]
+    for i in range(6):
+        clock[0] = WINDOW_START + 400 + i
+        document, five = (refresher.build() for refresher in refreshers)
+        assert [item.get("window") for item in document["items"]] == ["15m", None]
+        both.add(parse_snapshot(dumps(document)))
+        alone.add(parse_snapshot(dumps(five)))
+    [market] = json.loads(both.answer(STEP_MS, None))["markets"]
+    assert market["windowStart"] == WINDOW_START + 300
+    assert [p[0] for p in market["points"]] == [100.0 + i for i in range(6)]
+    assert both.answer(STEP_MS, None) == alone.answer(STEP_MS, None)
 
 
 def test_a_stale_row_is_a_gap_and_a_new_window_starts_afresh() -> None:
