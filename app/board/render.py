@@ -16,13 +16,7 @@ def _only(
 ) -> Iterator[tuple[int, str]]:
     """The pre-serialised rows of ``window`` (and of ``symbols`` only, when given), in board
     order."""
-    for symbol, row_window, ts_ms, prefix in zip(
-        snapshot.item_symbols,
-        snapshot.item_windows,
-        snapshot.item_ts_ms,
-        snapshot.item_prefixes,
-        strict=True,
-    ):
+    for symbol, row_window, ts_ms, prefix in snapshot.rows():
         if row_window == window and (symbols is None or symbol in symbols):
             yield ts_ms, prefix
 

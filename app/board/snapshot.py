@@ -7,6 +7,7 @@ splices the serve-time fields (age, staleness, servedAt, plan) into strings buil
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -43,6 +44,12 @@ class Snapshot:
     raw: str
     newest_input_ms: int | None = None  # when the newest input arrived (epoch ms)
     only_window: str | None = DEFAULT_WINDOW  # the one window of every row (None: several)
+
+    def rows(self) -> Iterator[tuple[str, str, int, str]]:
+        """(symbol, window, ts_ms, pre-serialised prefix) of each row, in board order."""
+        return zip(
+            self.item_symbols, self.item_windows, self.item_ts_ms, self.item_prefixes, strict=True
+        )
 
     @property
     def document(self) -> dict[str, Any]:

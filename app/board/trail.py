@@ -70,13 +70,7 @@ class WindowTrail:
 
     def _add(self, snapshot: Snapshot) -> None:
         now_ms = snapshot.ts_ms
-        for symbol, window, ts_ms, prefix in zip(
-            snapshot.item_symbols,
-            snapshot.item_windows,
-            snapshot.item_ts_ms,
-            snapshot.item_prefixes,
-            strict=True,
-        ):
+        for symbol, window, ts_ms, prefix in snapshot.rows():
             if window != DEFAULT_WINDOW:
                 continue  # another window's row: not this chart's (see the docstring)
             path = self._paths.get(symbol)
