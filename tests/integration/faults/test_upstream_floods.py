@@ -18,8 +18,8 @@ from decimal import Decimal
 import pytest
 
 from app.markets import WINDOW_S
+from app.refresher.sources.polymarket import discovery as discovery_module
 from app.refresher.sources.polymarket import feed as feed_module
-from app.refresher.sources.polymarket import windows as windows_module
 from app.refresher.sources.polymarket.price_series import PriceSeries
 from app.refresher.sources.polymarket.rtds import SPOT_KEY
 from harness.fake_polymarket import Trickle
@@ -50,7 +50,7 @@ def test_a_gamma_answer_trickled_at_1_byte_per_s_holds_no_other_lookup(
     trickle lasts (at least ``MIN_REST_READS``: a deadline alone, holding the upkeep until it
     expires, allows one) and the site asked; the exchange abandoned within ``ABANDON_S``;
     fresh and right within 5 s once Gamma answers at full speed."""
-    monkeypatch.setattr(windows_module, "PREFETCH_S", WINDOW_S)
+    monkeypatch.setattr(discovery_module, "PREFETCH_S", WINDOW_S)
     with staged(budget(TRICKLE_S), price_to_beat_from=SITE) as stage:
         world = stage.world
         world.clob_ws.quiet = True

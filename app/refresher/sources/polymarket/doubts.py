@@ -8,6 +8,7 @@ doubt is counted once as a ``disagrees`` suspect of the feed it came from.
 from __future__ import annotations
 
 from app.refresher.sources.polymarket.book import Books
+from app.refresher.sources.polymarket.discovery import LiveWindow
 from app.refresher.sources.polymarket.gamma import WindowMarket
 from app.refresher.sources.polymarket.identity import (
     IDENTITY,
@@ -17,7 +18,6 @@ from app.refresher.sources.polymarket.identity import (
     top_verdicts,
 )
 from app.refresher.sources.polymarket.suspects import Suspects
-from app.refresher.sources.polymarket.windows import Window
 
 
 class Doubts:
@@ -30,7 +30,7 @@ class Doubts:
         self._identity = identity
 
     def doubt(
-        self, window: Window, kind: str, reason: str, feed: str = "market", counted: bool = True
+        self, window: LiveWindow, kind: str, reason: str, feed: str = "market", counted: bool = True
     ) -> None:
         """``window``'s row is stale for ``reason`` until ``clear(window, kind)``; counted as a
         ``disagrees`` suspect of ``feed`` (logged at most once a minute) when new, unless not
@@ -42,11 +42,11 @@ class Doubts:
                 suspects.note("disagrees", f"{window.coin.symbol} window {window.t0}: {reason}")
 
     @staticmethod
-    def clear(window: Window, kind: str) -> None:
+    def clear(window: LiveWindow, kind: str) -> None:
         """The input of ``kind`` agrees with its witness again."""
         window.doubts.pop(kind, None)
 
-    def judge_identity(self, window: Window, market: WindowMarket | None) -> None:
+    def judge_identity(self, window: LiveWindow, market: WindowMarket | None) -> None:
         """Doubt the row while Gamma's market or a socket top is not confirmed by the CLOB
         (identity.py); clear each doubt once it is."""
         verdicts: dict[str, Verdict | None] = dict.fromkeys((IDENTITY, *TOP_KINDS.values()))

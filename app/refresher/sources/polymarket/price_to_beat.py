@@ -25,6 +25,7 @@ from app.markets import Market, Span
 from app.metrics.refresher import UPSTREAM_ERRORS
 from app.refresher import clocks
 from app.refresher.model import TWAP
+from app.refresher.sources.polymarket.discovery import LiveWindow
 from app.refresher.sources.polymarket.doubts import Doubts
 from app.refresher.sources.polymarket.points import MAX_GAP_MS
 from app.refresher.sources.polymarket.price_series import PriceSeries
@@ -36,7 +37,6 @@ from app.refresher.sources.polymarket.price_to_beat_witness import (
 )
 from app.refresher.sources.polymarket.rtds import SPOT_KEY, TOPICS, TWAP_KEYS, RtdsFeed
 from app.refresher.sources.polymarket.suspects import Suspects
-from app.refresher.sources.polymarket.windows import Window
 
 log = logging.getLogger(__name__)
 
@@ -80,7 +80,7 @@ class PriceToBeat:
         return self._rtds.of(coin)[SPOT_KEY]
 
     @staticmethod
-    def wants_lookup(window: Window, now: float) -> bool:
+    def wants_lookup(window: LiveWindow, now: float) -> bool:
         """A spot market still without a price to beat once the fallbacks are due: Gamma's
         ``priceToBeat`` comes late (or came unusable), so ask again."""
         return (
@@ -90,7 +90,7 @@ class PriceToBeat:
             and now - window.t0 > FALLBACK_AFTER_S
         )
 
-    def latch(self, window: Window, now: float) -> None:
+    def latch(self, window: LiveWindow, now: float) -> None:
         """Latch the price to beat from the settlement stream once it is known for sure:
         the points around T0 have arrived with no hole between them (a back-fill after a
         reconnect counts), so a point missed in a gap can never be latched past."""
@@ -119,7 +119,7 @@ class PriceToBeat:
         if window.price_to_beat is None and now - window.t0 >= FALLBACK_AFTER_S:
             self._set_spot_mean(window, lookback, False)
 
-    def _set_spot_mean(self, window: Window, lookback: int, final: bool) -> None:
+    def _set_spot_mean(self, window: LiveWindow, lookback: int, final: bool) -> None:
         """The price to beat from our own mean of the spot over [T0 - L, T0], when the spot
         has no hole there."""
         t0_ms = window.t0 * 1000
@@ -133,7 +133,7 @@ class PriceToBeat:
 
     def _latch_twap_report(
         self,
-        window: Window,
+        window: LiveWindow,
         series: PriceSeries,
         report: tuple[int, float],
         lookback: int,
@@ -170,7 +170,7 @@ class PriceToBeat:
         if topic_agrees_now(spot, series, t0_ms, lookback, sigma, MAX_GAP_MS):
             self._set_spot_mean(window, lookback, True)
 
-    def _plausible(self, window: Window, value: float, via: str) -> bool | None:
+    def _plausible(self, window: LiveWindow, value: float, via: str) -> bool | None:
         """A price to beat from outside the settlement stream is believed only when it is a
         finite price the spot's own points around T0 witness (``price_to_beat_witness.py``);
         None while they cannot (no point near T0 yet). A refused one makes the row stale
@@ -189,7 +189,7 @@ class PriceToBeat:
         self._doubts.doubt(window, PRICE_TO_BEAT, witness.reason(value, via))
         return False
 
-    def set(self, window: Window, value: float, via: str, final: bool) -> None:
+    def set(self, window: LiveWindow, value: float, via: str, final: bool) -> None:
         """Take ``value`` (from ``via``) as ``window``'s price to beat: one from outside the
         settlement stream only once its witness admits it; ``final``: the settlement's own
         value, which nothing replaces."""
@@ -210,7 +210,7 @@ class PriceToBeat:
         window.price_to_beat, window.price_to_beat_via, window.final = value, via, final
         self._doubts.clear(window, PRICE_TO_BEAT)  # a believed one ends a refusal's doubt
 
-    def upkeep(self, window: Window, now: float) -> None:
+    def upkeep(self, window: LiveWindow, now: float) -> None:
         """The settlement stream's price to beat, else (a spot window, from
         ``FALLBACK_AFTER_S`` after T0) the site's open price, else Gamma's."""
         self.latch(window, now)

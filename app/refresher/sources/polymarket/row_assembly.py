@@ -16,10 +16,10 @@ from dataclasses import dataclass
 
 from app.board.row import BoardRow, LiveDetails
 from app.refresher.sources.polymarket.book import Quote
+from app.refresher.sources.polymarket.discovery import LiveWindow
 from app.refresher.sources.polymarket.model_inputs import ModelAnswer
 from app.refresher.sources.polymarket.price_series import PriceSeries
 from app.refresher.sources.polymarket.rtds import SPOT_KEY, TOPICS
-from app.refresher.sources.polymarket.windows import Window
 
 
 @dataclass(frozen=True)
@@ -54,7 +54,7 @@ class Instant:
 
 
 def assemble_row(
-    window: Window,
+    window: LiveWindow,
     up: Quote | None,
     down: Quote | None,
     spot: PriceSeries,

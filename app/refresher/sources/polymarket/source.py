@@ -1,6 +1,6 @@
 """The board rows from the live market: one house, a room per job.
 
-- ``windows.py``: each market's windows and the market Gamma names for each (discovery);
+- ``discovery.py``: each market's windows and the market Gamma names for each (discovery);
 - ``rest_books.py`` beside the socket's ``book.py``: the books;
 - ``price_to_beat.py``: the price to beat from the settlement stream, else its fallbacks;
 - ``doubts.py``: inputs that disagree with their witnesses keep a row stale;
@@ -31,6 +31,7 @@ from app.refresher.changes import Changes
 from app.refresher.sources.polymarket import model_inputs
 from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.clob import ClobFeed, winners_of
+from app.refresher.sources.polymarket.discovery import Windows
 from app.refresher.sources.polymarket.doubts import Doubts
 from app.refresher.sources.polymarket.gamma import GammaClient
 from app.refresher.sources.polymarket.http_deadline import DeadlineTransport
@@ -42,7 +43,6 @@ from app.refresher.sources.polymarket.rest_books import RestBooks
 from app.refresher.sources.polymarket.row_assembly import Instant, assemble_row
 from app.refresher.sources.polymarket.rtds import SPOT_KEY, RtdsFeed
 from app.refresher.sources.polymarket.suspects import Suspects
-from app.refresher.sources.polymarket.windows import Windows
 from app.refresher.tape import Tape
 
 log = logging.getLogger(__name__)

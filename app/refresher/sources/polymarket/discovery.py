@@ -1,12 +1,12 @@
-"""Each market's windows: which market Gamma names for each, found off the tick.
+"""Discovery: each market's windows, and which market Gamma names for each, found off the tick.
 
-A window is one market's 5 (or 15) minutes (``Window``): the market Gamma names for it (checked by
-the CLOB, ``identity.py``), its price to beat once known (``price_to_beat.py``) and the doubts
-that keep its row stale (``doubts.py``). ``Windows`` holds them by (symbol, start): it looks
-up the current window's market (of each span served: ``WINDOWS``), and the next one's from
-``PREFETCH_S`` before the roll so the
-board switches on the boundary with warm books; it keeps a finished window's market until its
-outcome is seen on the socket (at most ``RESOLUTION_WAIT_S``), so its tokens stay watched.
+A live window is one market's 5 (or 15) minutes (``LiveWindow``): the market Gamma names for
+it (checked by the CLOB, ``identity.py``), its price to beat once known (``price_to_beat.py``)
+and the doubts that keep its row stale (``doubts.py``). ``Windows`` holds them by (symbol,
+span, start): it looks up the current window's market of each span served (``WINDOWS``), and
+the next one's from ``PREFETCH_S`` before the roll so the board switches on the boundary with
+warm books; it keeps a finished window's market until its outcome is seen on the socket (at
+most ``RESOLUTION_WAIT_S``), so its tokens stay watched.
 
 Every lookup is an HTTP call: it runs on the source's discovery thread, never in ``rows``.
 """
@@ -41,7 +41,7 @@ RESOLUTION_WAIT_S = 600  # a finished window's tokens stay watched this long at 
 
 
 @dataclass
-class Window:
+class LiveWindow:
     """One market's window: its market, its price to beat and its doubts."""
 
     coin: Market
@@ -89,18 +89,18 @@ class Windows:
         self._changes = changes
         self._suspects = suspects
         self._clock = clock
-        self._windows: dict[tuple[str, str, int], Window] = {}
+        self._windows: dict[tuple[str, str, int], LiveWindow] = {}
         self._finished: dict[str, WindowMarket] = {}  # by slug: ended, outcome not yet seen
         self._lock = threading.Lock()
 
-    def get(self, coin: Market, t0: int, span: Span = FIVE_MINUTES) -> Window:
+    def get(self, coin: Market, t0: int, span: Span = FIVE_MINUTES) -> LiveWindow:
         """``coin``'s ``span`` window starting at ``t0`` (made on first use; older ones than
         the one before it are dropped, their markets kept until their outcome comes)."""
         with self._lock:
             key = (coin.symbol, span.name, t0)
             window = self._windows.get(key)
             if window is None:
-                window = self._windows[key] = Window(coin, t0, span)
+                window = self._windows[key] = LiveWindow(coin, t0, span)
                 old = [k for k in self._windows if k[:2] == key[:2] and k[2] < t0 - span.seconds]
                 for done in old:
                     self._note_finished(self._windows.pop(done))
@@ -157,7 +157,7 @@ class Windows:
                 UPSTREAM_ERRORS.labels("gamma").inc()
                 self._suspects.note("failed", f"gamma lookup of {coin.symbol} window {t0}: {exc}")
 
-    def discover(self, now: float, wants_again: Callable[[Window, float], bool]) -> None:
+    def discover(self, now: float, wants_again: Callable[[LiveWindow, float], bool]) -> None:
         """Gamma: each market's watched windows (``watched_starts``); a market the CLOB
         contradicts, or whose window ``wants_again`` (a price to beat Gamma had not yet), is
         asked again. The CLOB's own market is asked for each when due (``identity.py``)."""
@@ -189,7 +189,7 @@ class Windows:
                 del self._finished[slug]
         return list(self._finished.values())
 
-    def _note_finished(self, window: Window) -> None:
+    def _note_finished(self, window: LiveWindow) -> None:
         """Wait for the outcome of ``window``'s market (the caller holds the lock)."""
         if window.market is not None:
             self._finished.setdefault(window.market.slug, window.market)
