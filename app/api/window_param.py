@@ -15,16 +15,15 @@ from app.api.params import query_value
 from app.config import Settings
 from app.errors import ApiError
 
-CODE = "invalid_window"
-
 
 def requested_window(settings: Settings, request: Request) -> str | None:
     """The served window ``?window=`` names (its ``Span.name``); None without the parameter
     (the default window). Raises a 400 ``invalid_window`` for anything else."""
-    value = query_value(request, "window", CODE)  # twice: a 400 too
+    value = query_value(request, "window", "invalid_window")  # twice: a 400 too
     if value is None:
         return None
     served = [span.name for span in settings.windows]
     if value.isascii() and value.lower() in served:
         return value.lower()
-    raise ApiError(400, CODE, f"window must be one of the served windows: {', '.join(served)}.")
+    names = ", ".join(served)
+    raise ApiError(400, "invalid_window", f"window must be one of the served windows: {names}.")

@@ -25,7 +25,8 @@ class Status:
 
 STATUSES: dict[int, Status] = {
     400: Status(
-        "A parameter is not valid (`invalid_symbol`, `invalid_period`, `invalid_time`, "
+        "A parameter is not valid (`invalid_symbol`, `invalid_window`, `invalid_period`, "
+        "`invalid_time`, "
         "`invalid_limit`, `invalid_cursor`, `invalid_format`), or the request could not be "
         "parsed as HTTP (`bad_request`, answered by gunicorn).",
         from_gunicorn=True,
@@ -50,6 +51,7 @@ INVALID_KEY = ("malformed_authorization", "conflicting_credentials", "invalid_ke
 KEY_REQUIRED = ("missing_credentials", *INVALID_KEY)
 RATE_LIMITED = HTTP_CODES[429]  # every limit's code (guests, accounts, failed keys)
 INVALID_SYMBOL = "invalid_symbol"
+INVALID_WINDOW = "invalid_window"  # ?window= (issue 39): /latest and the stream
 
 # Per path: the codes of each status beyond EVERYWHERE's.
 ENDPOINT_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
@@ -60,13 +62,13 @@ ENDPOINT_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
         503: ("auth_unavailable",),
     },
     "/api/probboard/latest": {
-        400: (INVALID_SYMBOL,),
+        400: (INVALID_SYMBOL, INVALID_WINDOW),
         401: INVALID_KEY,  # no credentials at all is the guest board
         429: (RATE_LIMITED,),
         503: ("auth_unavailable",),
     },
     "/api/probboard/stream": {
-        400: (INVALID_SYMBOL,),
+        400: (INVALID_SYMBOL, INVALID_WINDOW),
         401: KEY_REQUIRED,
         403: ("vip_pro_required",),
         429: (RATE_LIMITED, "too_many_streams"),

@@ -373,6 +373,7 @@ TWO_KEYS = {"X-API-Key": "pbk_" + "A" * 43, "Authorization": "Bearer pbk_" + "B"
 SOME_KEY = {"X-API-Key": "pbk_" + "C" * 43}  # cannot be checked: no accounts tables here
 PROVOKED: list[tuple[str, str, dict[str, str], tuple[int, str]]] = [
     ("/api/probboard/latest", "symbol=doge", {}, (400, "invalid_symbol")),
+    ("/api/probboard/latest", "window=1h", {}, (400, "invalid_window")),
     ("/api/probboard/latest", "", BAD_BEARER, (401, "malformed_authorization")),
     ("/api/probboard/latest", "", TWO_KEYS, (401, "conflicting_credentials")),
     ("/api/probboard/latest", "", SOME_KEY, (503, "auth_unavailable")),
