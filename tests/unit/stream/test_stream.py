@@ -344,20 +344,27 @@ def symbols_of(boards: list[tuple[int, dict[str, Any]]]) -> list[list[str]]:
     return [[item["symbol"] for item in board["items"]] for _, board in boards]
 
 
-def test_a_filtered_stream_carries_only_its_rows_in_every_event(markets: Probe) -> None:
-    key = markets.key_for("vic", "vip_pro")
-    first = markets.publish()
-    eth = markets.client.get(f"{STREAM}?symbol=eth", headers={"X-API-Key": key}, buffered=False)
-    markets.open.append(eth)
-    everything = markets.stream({"X-API-Key": key})
-    eth_chunks, all_chunks = chunks(eth), chunks(everything)
-    eth_body, all_body = next(eth_chunks), next(all_chunks)
-    seqs = [first]
-    for _ in range(3):
-        seqs.append(markets.publish())
-        eth_body += next(eth_chunks)
+def side_by_side(
+    probe: Probe, query: str, boards: int
+) -> tuple[list[tuple[int, dict[str, Any]]], list[tuple[int, dict[str, Any]]], list[int]]:
+    """A stream of ``?query`` and an unfiltered one of the same key, over ``boards`` boards
+    (the first published before they open): their board events and the boards' seqs."""
+    key = probe.key_for("vic", "vip_pro")
+    seqs = [probe.publish()]
+    asked = probe.client.get(f"{STREAM}?{query}", headers={"X-API-Key": key}, buffered=False)
+    probe.open.append(asked)
+    everything = probe.stream({"X-API-Key": key})
+    asked_chunks, all_chunks = chunks(asked), chunks(everything)
+    asked_body, all_body = next(asked_chunks), next(all_chunks)
+    for _ in range(boards - 1):
+        seqs.append(probe.publish())
+        asked_body += next(asked_chunks)
         all_body += next(all_chunks)
-    filtered, full = board_events(eth_body, "vip_pro"), board_events(all_body, "vip_pro")
+    return board_events(asked_body, "vip_pro"), board_events(all_body, "vip_pro"), seqs
+
+
+def test_a_filtered_stream_carries_only_its_rows_in_every_event(markets: Probe) -> None:
+    filtered, full, seqs = side_by_side(markets, "symbol=eth", 4)
     assert [seq for seq, _ in filtered] == [seq for seq, _ in full] == seqs
     assert symbols_of(filtered) == [["ETH"]] * 4
     assert symbols_of(full) == [["BTC", "ETH"]] * 4
@@ -390,23 +397,12 @@ def windows(database_url: str) -> Iterator[Probe]:
 def test_the_stream_of_one_window_never_carries_the_others(windows: Probe) -> None:
     """Issue 39: without ``?window=`` the stream carries the 5-minute rows only, as before;
     ``?window=15m`` the 15-minute ones only, in every event; a bad window is a 400."""
-    key = windows.key_for("vic", "vip_pro")
-    first = windows.publish()
-    fifteen = windows.client.get(f"{STREAM}?window=15m", headers={"X-API-Key": key}, buffered=False)
-    windows.open.append(fifteen)
-    default = windows.stream({"X-API-Key": key})
-    fifteen_chunks, default_chunks = chunks(fifteen), chunks(default)
-    fifteen_body, default_body = next(fifteen_chunks), next(default_chunks)
-    seqs = [first]
-    for _ in range(2):
-        seqs.append(windows.publish())
-        fifteen_body += next(fifteen_chunks)
-        default_body += next(default_chunks)
-    long, short = board_events(fifteen_body, "vip_pro"), board_events(default_body, "vip_pro")
+    long, short, seqs = side_by_side(windows, "window=15m", 3)
     assert [seq for seq, _ in long] == [seq for seq, _ in short] == seqs
     assert [[i.get("window") for i in b["items"]] for _, b in long] == [["15m"]] * 3
     assert [[i.get("window") for i in b["items"]] for _, b in short] == [[None]] * 3
     assert all(i["slot"] % 900 == 0 for _, b in long for i in b["items"])
+    key = windows.key_for("vera", "vip_pro")
     error_of(
         windows.client.get(f"{STREAM}?window=1h", headers={"X-API-Key": key}),
         400,
