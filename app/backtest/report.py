@@ -11,7 +11,7 @@ from typing import Any
 
 from app.backtest.replay import Replay, markets_of, new_replay, run
 from app.calibration import outcomes, summary
-from app.calibration.checkpoints import REMS, Window, settled, track
+from app.calibration.checkpoints import Window, settled, track
 
 HEAD_LINES = 2000  # lines read ahead for the tape's RTDS subscription (it comes first)
 
@@ -76,7 +76,7 @@ def document(
                 "priceToBeat": window.price_to_beat,
                 "outcome": result,
                 "outcomeSource": source,
-                "checkpoints": [window.checkpoints[r] for r in REMS if r in window.checkpoints],
+                "checkpoints": [window.checkpoints[r] for r in window.rems if r in window.checkpoints],
             }
         )
     tape_s = (replay.last_t or 0.0) - (replay.first_t or 0.0)

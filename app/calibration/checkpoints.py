@@ -6,9 +6,10 @@ in). ``pUp`` is the model's own fraction, ``marketMid`` the mid of UP's best bid
 (None when a side is empty); both None when the row was stale at that board. Rows are taken
 typed (``BoardRow``), as the refresher and the backtest build them, never as their JSON.
 
-Only the 5-minute windows are tracked (``REMS`` are their times left, and a window's end is
-five minutes after its start): a 15-minute row (``WINDOWS=5m,15m``) is passed over, so it can
-never mix into a market's 5-minute record. The 15-minute track record is issue 39's to build.
+Each window length has its own checkpoints (``REMS_OF_WINDOW``: ``REMS`` for the 5-minute
+windows, the contract's) and its own end (its start plus its ``Span``'s seconds). A window is
+named by its slug, which names the market and the length (``btc-updown-15m-...``), so a
+15-minute row can never mix into a 5-minute window's record.
 """
 
 from __future__ import annotations
@@ -18,17 +19,16 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.calibration import outcomes
-from app.markets import MARKETS, WINDOW_S
+from app.markets import FIVE_MINUTES, MARKETS, SPANS, Span
 
 if TYPE_CHECKING:
     # For the annotations only: the board's package imports the schemas, which import this
     # package (app.calibration.periods), so a real import would knot the folders together.
     from app.board.row import BoardRow
 
-REMS = (290, 240, 180, 120, 90, 60, 30, 15, 5)
-# The times left each window's length is scored at (issue 39: the 15-minute ones).
+REMS = (290, 240, 180, 120, 90, 60, 30, 15, 5)  # the 5-minute windows' (the contract's)
+# The times left each window length is scored at, by its name (``Span.name``).
 REMS_OF_WINDOW = {"5m": REMS, "15m": (870, 720, 600, 480, 300, 180, 120, 60, 30, 15, 5)}
-TRACKED_WINDOW = "5m"  # the window whose rows are tracked (``BoardRow.window``)
 GRACE_S = 2.0
 
 
@@ -38,6 +38,7 @@ class Window:
 
     slug: str
     window_start: int
+    span: Span = FIVE_MINUTES  # the window's length
     rule: str | None = None
     lookback_s: int | None = None  # a TWAP's lookback (the row's ``twapLookbackS``)
     price_to_beat: float | None = None
@@ -49,7 +50,12 @@ class Window:
     @property
     def end(self) -> int:
         """When the window ends (epoch seconds)."""
-        return self.window_start + WINDOW_S
+        return self.window_start + self.span.seconds
+
+    @property
+    def rems(self) -> tuple[int, ...]:
+        """The times left this window is scored at (its length's)."""
+        return REMS_OF_WINDOW[self.span.name]
 
     @property
     def next_slug(self) -> str | None:
@@ -71,9 +77,10 @@ def track(
     windows: dict[str, Window], row: BoardRow, at: float, stale_after_ms: int
 ) -> Window | None:
     """Take the board row built at ``at`` (with the model's own P(up), ``model_p_up``) into
-    its window; the window, or None for a row of no window."""
-    if row.window != TRACKED_WINDOW:
-        return None  # not a 5-minute row: see the module's docstring
+    its window; the window, or None for a row of no window (or of a length not scored)."""
+    span = SPANS.get(row.window)
+    if span is None or span.name not in REMS_OF_WINDOW:
+        return None
     start = row.window_start
     live = row.live
     # A live row names its market (None while it is unknown: no window to speak of); the
@@ -82,12 +89,12 @@ def track(
         slug = live.slug
     else:
         market = MARKETS.get(row.symbol)
-        slug = market.slug(start) if market is not None else None
+        slug = market.span_slug(start, span) if market is not None else None
     if slug is None:
         return None
     window = windows.get(slug)
     if window is None:
-        window = windows[slug] = Window(slug, start)
+        window = windows[slug] = Window(slug, start, span)
     window.rule = row.settlement or window.rule
     window.lookback_s = (live.twap_lookback_s if live is not None else None) or window.lookback_s
     if row.price_to_beat is not None:
@@ -96,7 +103,7 @@ def track(
     window.down_token = row.down_token_id or window.down_token
     rem = float(row.rem_secs)
     stale = at * 1000 - float(row.ts) > stale_after_ms
-    for checkpoint in REMS:
+    for checkpoint in window.rems:
         if checkpoint not in window.checkpoints and checkpoint - GRACE_S < rem <= checkpoint:
             window.checkpoints[checkpoint] = {
                 "remS": checkpoint,

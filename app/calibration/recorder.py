@@ -25,7 +25,7 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from app.calibration import store
-from app.calibration.checkpoints import GRACE_S, REMS, Window, settled, track
+from app.calibration.checkpoints import GRACE_S, Window, settled, track
 from app.config import Settings
 from app.database import database_url, engine_options
 
@@ -87,7 +87,7 @@ class Recorder:
                 continue
             if slug not in self._settled:  # just ended: what it never reached is missing
                 self._put_window(window, None, None)
-                for rem in REMS:
+                for rem in window.rems:
                     if rem not in window.checkpoints:
                         window.checkpoints[rem] = {"remS": rem, "pUp": None, "marketMid": None}
                         self._put("checkpoint", slug, {"rem_s": rem})

@@ -12,13 +12,14 @@ from app.calibration import outcomes, scores
 from app.calibration.checkpoints import REMS
 
 
-def summarize(per_window: list[dict[str, Any]]) -> dict[str, Any]:
-    """``buckets`` (per time left), ``reliability`` (of the model) and
-    ``reliabilityMarket`` (of the market's UP mid, at the same checkpoints)."""
+def summarize(per_window: list[dict[str, Any]], rems: tuple[int, ...] = REMS) -> dict[str, Any]:
+    """``buckets`` (per time left, at ``rems``: the window length's checkpoints),
+    ``reliability`` (of the model) and ``reliabilityMarket`` (of the market's UP mid, at the
+    same checkpoints)."""
     return {
-        "buckets": buckets(per_window),
-        "reliability": scores.reliability(pairs(per_window, "pUp")),
-        "reliabilityMarket": scores.reliability(pairs(per_window, "marketMid")),
+        "buckets": buckets(per_window, rems),
+        "reliability": scores.reliability(pairs(per_window, "pUp", rems)),
+        "reliabilityMarket": scores.reliability(pairs(per_window, "marketMid", rems)),
     }
 
 
@@ -32,11 +33,11 @@ def _points(per_window: list[dict[str, Any]], rem: int) -> list[tuple[dict[str, 
     return found
 
 
-def buckets(per_window: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Per rem: the model's and the market's scores, and the model's minus the market's over
+def buckets(per_window: list[dict[str, Any]], rems: tuple[int, ...] = REMS) -> list[dict[str, Any]]:
+    """Per rem of ``rems``: the model's and the market's scores, and the model's minus the market's over
     the windows that have both."""
     table = []
-    for rem in REMS:
+    for rem in rems:
         points = _points(per_window, rem)
         model = [(c["pUp"], o) for c, o in points if c["pUp"] is not None]
         market = [(c["marketMid"], o) for c, o in points if c["marketMid"] is not None]
@@ -60,9 +61,11 @@ def buckets(per_window: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return table
 
 
-def pairs(per_window: list[dict[str, Any]], field: str) -> list[tuple[float, int]]:
-    """(``field``: ``pUp`` or ``marketMid``, outcome) at every checkpoint of every window
-    with an outcome, where it has a value."""
+def pairs(
+    per_window: list[dict[str, Any]], field: str, rems: tuple[int, ...] = REMS
+) -> list[tuple[float, int]]:
+    """(``field``: ``pUp`` or ``marketMid``, outcome) at every checkpoint (of ``rems``) of
+    every window with an outcome, where it has a value."""
     return [
-        (c[field], o) for rem in REMS for c, o in _points(per_window, rem) if c[field] is not None
+        (c[field], o) for rem in rems for c, o in _points(per_window, rem) if c[field] is not None
     ]

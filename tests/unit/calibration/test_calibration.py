@@ -21,7 +21,7 @@ from sqlalchemy.engine import Engine
 import app.api.calibration as calibration_view
 from app.board.row import BoardRow
 from app.calibration import store
-from app.calibration.checkpoints import REMS
+from app.calibration.checkpoints import REMS, REMS_OF_WINDOW
 from app.calibration.recorder import Recorder
 from app.markets import parse_symbols
 from app.web import create_app
@@ -113,24 +113,33 @@ def test_each_market_is_settled_on_its_own_next_price_to_beat(engine: Engine) ->
     assert len({tuple(o) for o in outcomes.values()}) > 1, outcomes
 
 
-def test_fifteen_minute_rows_never_enter_the_five_minute_record(engine: Engine) -> None:
-    """A board of 5- and 15-minute rows (issue 39): only the 5-minute windows are recorded
-    (a 15-minute window's own record is not built yet), so a market's record never mixes
-    the two, whatever the rows' slugs."""
+def test_fifteen_minute_windows_have_their_own_record(engine: Engine) -> None:
+    """A board of 5- and 15-minute rows (issue 39): each length's windows are recorded apart,
+    the 15-minute one at its own checkpoints and ended at its own end, so a market's record
+    never mixes the two."""
     recorder = Recorder(engine, "polymarket", 3000)
-    for t in range(T0 + 1, T0 + 900):
+    for t in range(T0 + 1, T0 + 900 + 40):
         five = T0 + (t - T0) // 300 * 300
+        fifteen = T0 + (t - T0) // 900 * 900
         for slug, start, window, end in (
             (f"btc-updown-5m-{five}", five, "5m", five + 300),
-            (f"btc-updown-15m-{T0}", T0, "15m", T0 + 900),
+            (f"btc-updown-15m-{fifteen}", fifteen, "15m", fifteen + 900),
         ):
-            row = live_row(slug, start, rem_secs=float(end - t), ts=t * 1000, window=window)
+            row = live_row(slug, start, rem_secs=float(end - t), ts=t * 1000, window=window,
+                           settlement="twap", price_to_beat=100.0 + start - T0)  # fmt: skip
             recorder.observe(dataclasses.replace(row, window_end=end, model_p_up=0.5), t, {})
     assert recorder.flush()
     with engine.connect() as conn:
-        found = store.load(conn, "polymarket")
+        found = {w["slug"]: w for w in store.load(conn, "polymarket")}
     recorder.close()
-    assert [w["slug"] for w in found] == [f"btc-updown-5m-{T0 + s}" for s in (0, 300, 600)]
+    fives = [f"btc-updown-5m-{T0 + s}" for s in (0, 300, 600, 900)]
+    fifteens = [f"btc-updown-15m-{T0}", f"btc-updown-15m-{T0 + 900}"]
+    assert sorted(found) == sorted(fives + fifteens), sorted(found)
+    assert [c["remS"] for c in found[fives[0]]["checkpoints"]] == list(REMS)
+    assert [c["remS"] for c in found[fifteens[0]]["checkpoints"]] == list(REMS_OF_WINDOW["15m"])
+    # Settled by its own length's next window (price to beat 100 + 900 against 100), not by
+    # the 5-minute window after it.
+    assert (found[fifteens[0]]["outcome"], found[fifteens[0]]["outcomeSource"]) == ("up", "feed")
 
 
 def test_a_checkpoint_passed_while_the_row_was_stale_is_stored_as_missing(engine: Engine) -> None:
