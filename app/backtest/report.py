@@ -76,7 +76,9 @@ def document(
                 "priceToBeat": window.price_to_beat,
                 "outcome": result,
                 "outcomeSource": source,
-                "checkpoints": [window.checkpoints[r] for r in window.rems if r in window.checkpoints],
+                "checkpoints": [
+                    window.checkpoints[r] for r in window.rems if r in window.checkpoints
+                ],
             }
         )
     tape_s = (replay.last_t or 0.0) - (replay.first_t or 0.0)

@@ -33,9 +33,11 @@ def _points(per_window: list[dict[str, Any]], rem: int) -> list[tuple[dict[str, 
     return found
 
 
-def buckets(per_window: list[dict[str, Any]], rems: tuple[int, ...] = REMS) -> list[dict[str, Any]]:
-    """Per rem of ``rems``: the model's and the market's scores, and the model's minus the market's over
-    the windows that have both."""
+def buckets(
+    per_window: list[dict[str, Any]], rems: tuple[int, ...] = REMS
+) -> list[dict[str, Any]]:
+    """Per rem of ``rems``: the model's and the market's scores, and the model's minus the
+    market's over the windows that have both."""
     table = []
     for rem in rems:
         points = _points(per_window, rem)
