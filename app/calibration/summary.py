@@ -33,9 +33,7 @@ def _points(per_window: list[dict[str, Any]], rem: int) -> list[tuple[dict[str, 
     return found
 
 
-def buckets(
-    per_window: list[dict[str, Any]], rems: tuple[int, ...] = REMS
-) -> list[dict[str, Any]]:
+def buckets(per_window: list[dict[str, Any]], rems: tuple[int, ...] = REMS) -> list[dict[str, Any]]:
     """Per rem of ``rems``: the model's and the market's scores, and the model's minus the
     market's over the windows that have both."""
     table = []
