@@ -1,8 +1,9 @@
 """Books that move at the fake CLOB, and when each move reached a stream client.
 
-``MarketMaker`` moves the books of the current window of one or more markets: per market,
-``per_s`` changes a second, the markets staggered evenly within the period (four markets at
-10 a second: a change every 25 ms, each market's every 100 ms). Each change adds a bid one
+``MarketMaker`` moves the books of the current window of one or more markets (of each window
+length in ``spans``: a 15-minute market is a market of its own): per market, ``per_s``
+changes a second, the markets staggered evenly within the period (four markets at 10 a
+second: a change every 25 ms, each market's every 100 ms). Each change adds a bid one
 tick above a book's resting best bid, or takes it away again, so that every change moves a
 best bid: with ``sides=("up", "down")`` a market cycles through four distinct (UP bid,
 DOWN bid) states, so a board's row tells which change it shows. Every change is logged with
@@ -24,7 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.markets import window_start
+from app.markets import FIVE_MINUTES, Span
 from harness.fake_polymarket import FakePolymarket
 
 State = tuple[float | None, float | None]  # the (UP, DOWN) best bids of one market
@@ -33,12 +34,13 @@ TICK = 0.01
 
 @dataclass(frozen=True)
 class Change:
-    """One move: when (epoch ms, just before the fake CLOB sent it), which market, and its
-    (UP, DOWN) best bids after it."""
+    """One move: when (epoch ms, just before the fake CLOB sent it), which market (and of
+    which window length), and its (UP, DOWN) best bids after it."""
 
     at_ms: float
     symbol: str
     state: State
+    window: str = FIVE_MINUTES.name
 
 
 class MarketMaker:
@@ -50,14 +52,16 @@ class MarketMaker:
         per_s: float,
         symbols: Sequence[str] = ("BTC",),
         sides: Sequence[str] = ("up",),
+        spans: Sequence[Span] = (FIVE_MINUTES,),
     ) -> None:
         self.world = world
         self.period = 1.0 / per_s
-        self.symbols = tuple(symbols)
+        self.markets = [(symbol, span) for span in spans for symbol in symbols]
         self.sides = tuple(sides)
         self.moves = 0
         self.changes: list[Change] = []
-        self._added: dict[tuple[str, str], tuple[str, str]] = {}  # (symbol, side) -> level
+        # (symbol, window, side) -> the level added
+        self._added: dict[tuple[str, str, str], tuple[str, str]] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -71,7 +75,7 @@ class MarketMaker:
         self._thread.join(5)
 
     def _run(self) -> None:
-        count = len(self.symbols)
+        count = len(self.markets)
         first = time.monotonic() + self.period
         due = [first + i * self.period / count for i in range(count)]
         steps = [0] * count
@@ -79,16 +83,16 @@ class MarketMaker:
             i = min(range(count), key=due.__getitem__)
             if self._stop.wait(max(0.0, due[i] - time.monotonic())):
                 return
-            self._move(self.symbols[i], steps[i])
+            self._move(*self.markets[i], steps[i])
             steps[i] += 1
             due[i] += self.period
             late = time.monotonic() - due[i]
             if late > 0:  # after a stall: skip the missed moves, keep the market's phase
                 due[i] += math.ceil(late / self.period) * self.period
 
-    def _move(self, symbol: str, step: int) -> None:
+    def _move(self, symbol: str, span: Span, step: int) -> None:
         """Step ``step`` of the cycle: add a bid on each side in turn, then remove them."""
-        market = self.world.market_of(symbol, window_start(time.time()))
+        market = self.world.market_of(symbol, span.start(time.time()), span)
         if market is None:
             return
         side = self.sides[step % len(self.sides)]
@@ -101,9 +105,9 @@ class MarketMaker:
                 return
             level = (token, f"{bid + TICK:.2f}")
             self.world.set_level(token, "BUY", level[1], "50")
-            self._added[symbol, side] = level
+            self._added[symbol, span.name, side] = level
         else:
-            added = self._added.pop((symbol, side), None)
+            added = self._added.pop((symbol, span.name, side), None)
             if added is None:
                 return
             self.world.set_level(added[0], "BUY", added[1], "0")
@@ -112,7 +116,7 @@ class MarketMaker:
         self.moves += 1
         up = self.world.best(market.up_token)[0]
         down = self.world.best(market.down_token)[0]
-        self.changes.append(Change(at_ms, symbol, _rounded((up, down))))
+        self.changes.append(Change(at_ms, symbol, _rounded((up, down)), span.name))
 
 
 def _state(row: dict[str, Any]) -> State:
@@ -134,7 +138,8 @@ def change_delays(
 ) -> tuple[list[float], int]:
     """(delays in ms, changes never seen) of the changes made between ``since_ms`` and
     ``until_ms``, from one client's boards in arrival order (``bench.stream_probe``: each
-    with ``at`` its arrival, ``id`` its publication, ``rows`` symbol -> row).
+    with ``at`` its arrival, ``id`` its publication, ``rows`` symbol -> row), all of one
+    window length (``changes`` of the others are not this client's to see).
 
     A board's row shows the newest change of its market, made before the board was built,
     that left the book in the row's state (the cycle has at least two distinct states, so a

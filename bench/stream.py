@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.markets import MARKETS, parse_symbols
+from app.markets import FIVE_MINUTES, MARKETS, parse_symbols, parse_windows
 from bench.cpu import CpuMeter
 from bench.market_maker import MarketMaker, change_delays
 from harness.fake_polymarket import FakePolymarket
@@ -88,23 +88,36 @@ def run_clients(
     since: str = "publish",
     probes: int = 0,
     server: dict[str, list[int]] | None = None,
+    windows: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Run the load generator in ``procs`` processes (and ``probes`` of the ``clients`` in a
     probe process); sample worker RSS once all connect, and with ``server`` (name -> pids)
-    the CPU of those and of the load from then until the figures are in."""
+    the CPU of those and of the load from then until the figures are in. With ``windows``
+    (served window lengths), the processes are spread over those windows' streams (each
+    window's probes in a process of their own)."""
     load = clients - probes
     shares = [load // procs + (1 if i < load % procs else 0) for i in range(procs)]
     common = ["--port", str(port), "--key", key, "--seconds", str(seconds)]
+    asked = list(windows) if len(windows) > 1 else [None]  # one window: the plain stream
+
+    def window_of(i: int) -> list[str]:
+        window = asked[i % len(asked)]
+        return ["--window", window] if window else []
+
     commands = [
         [sys.executable, "-m", "bench.stream_client", *common, "--clients", str(share),
-         "--from", since]
-        for share in shares
+         "--from", since, *window_of(i)]
+        for i, share in enumerate(shares)
         if share
     ]  # fmt: skip
-    if probes:
-        commands.append(
-            [sys.executable, "-m", "bench.stream_probe", *common, "--clients", str(probes)]
-        )
+    probe_shares = [probes // len(asked) + (1 if i < probes % len(asked) else 0)
+                    for i in range(len(asked))]  # fmt: skip
+    commands += [
+        [sys.executable, "-m", "bench.stream_probe", *common, "--clients", str(share),
+         *window_of(i)]
+        for i, share in enumerate(probe_shares)
+        if share
+    ]  # fmt: skip
     running = [
         subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, text=True)
         for command in commands
@@ -129,7 +142,11 @@ def run_clients(
         "cpu_pct": cpu,
         "probes": probes,
         # Every board each probe read, and when it measured: analysed, then dropped.
-        "_probed": [(boards, part["measure_ms"]) for part in probed for boards in part["boards"]],
+        "_probed": [
+            (boards, part["measure_ms"], part["window"])
+            for part in probed
+            for boards in part["boards"]
+        ],
         "_window": probed[0]["measure_ms"] if probed else None,
     }
 
@@ -181,16 +198,19 @@ def summary(samples: list[float]) -> dict[str, float]:
 
 
 def coalescing(row: dict[str, Any], maker: MarketMaker, symbols: set[str]) -> dict[str, Any]:
-    """From the probes' boards: each change's delay to the first board that shows it, and
-    the gaps between the boards published (their ids are publish times in epoch ms)."""
-    changes = [c for c in maker.changes if c.symbol in symbols]
+    """From the probes' boards: each change's delay to the first board that shows it (a
+    probe of one window's stream sees that window's changes), and the gaps between the
+    boards published (their ids are publish times in epoch ms)."""
+    served = set(row.get("windows") or (FIVE_MINUTES.name,))
+    changes = [c for c in maker.changes if c.symbol in symbols and c.window in served]
     delays: list[float] = []
     unseen = 0
     gaps: list[int] = []
     waits: list[float] = []  # newest input -> build (the id): coalescing and building
     deliveries: list[float] = []  # build -> the probe: Redis, the worker, the socket
-    for boards, (since_ms, until_ms) in row.pop("_probed"):
-        found, missed = change_delays(changes, boards, since_ms, until_ms)
+    for boards, (since_ms, until_ms), window in row.pop("_probed"):
+        own = [c for c in changes if c.window == window]
+        found, missed = change_delays(own, boards, since_ms, until_ms)
         delays += found
         unseen += missed
         measured = [b for b in boards if since_ms <= b["at"] <= until_ms]
@@ -275,11 +295,16 @@ class Bench:
         """What the clients measure latency from: publication, or the newest input."""
         return "input" if self.args.source == "polymarket" else "publish"
 
-    def sizes(self, symbols: str | None, label: str) -> list[dict[str, Any]]:
+    def sizes(
+        self, symbols: str | None, label: str, windows: str | None = None
+    ) -> list[dict[str, Any]]:
         """Every size of ``--clients`` (after a single client) on a refresher serving
-        ``symbols`` (``SYMBOLS``; None: the default)."""
+        ``symbols`` (``SYMBOLS``; None: the default) and ``windows`` (``WINDOWS``; None: the
+        default)."""
         args, workdir = self.args, self.workdir
         env = self.env | ({"SYMBOLS": symbols} if symbols else {})
+        env |= {"WINDOWS": windows} if windows else {}
+        served = tuple(span.name for span in parse_windows(windows or FIVE_MINUTES.name))
         flask = [str(BIN / "flask"), "--app", "wsgi"]
         refresher = Process(
             on_cpus([*flask, "refresher"], self.server_cpus),
@@ -311,8 +336,9 @@ class Bench:
                 }
                 self.placement = placement(server | {"bench": [os.getpid()]})
                 row = run_clients(port, self.key, clients, args.seconds, web.pid, procs,
-                                  self.since, probes, server)  # fmt: skip
-                row["symbols"] = symbols or "default"
+                                  self.since, probes, server, served)  # fmt: skip
+                row["symbols"] = (symbols or "default") + (f" x {windows}" if windows else "")
+                row["windows"] = list(served)
                 row["rss_idle_kb"] = idle
                 row["kb_per_stream"] = (row["rss_loaded_kb"] - idle) / max(1, row["connected"])
                 if row["_probed"] and self.maker is not None and symbols:
@@ -365,6 +391,12 @@ def parse_args() -> argparse.Namespace:
         "market alone (the baseline), then as all of them (implies --source polymarket)",
     )
     parser.add_argument(
+        "--windows",
+        help="e.g. 5m,15m (with --markets): every market's books of every window moving; "
+        "served as the first window alone (the baseline), then as all of them, the clients "
+        "and probes spread over the windows' streams",
+    )
+    parser.add_argument(
         "--rounds", type=int, default=1, help="--markets: alternate the two this many times"
     )
     parser.add_argument(
@@ -382,6 +414,10 @@ def parse_args() -> argparse.Namespace:
     if args.markets:
         parse_symbols(args.markets)  # a bad list stops here, with the reason
         args.source = "polymarket"
+    if args.windows:
+        if not args.markets:
+            parser.error("--windows needs --markets")
+        parse_windows(args.windows)
     if args.pinned:
         wanted = {int(SERVER_CPUS), int(LOAD_CPUS)}
         if args.via_nginx:
@@ -403,11 +439,16 @@ def main() -> int:
         for symbol in moved:
             world.rtds.live(period_s=1.0, symbol=MARKETS[symbol].chainlink)
         sides = ("up", "down") if args.markets else ("up",)
-        maker = MarketMaker(world, args.changes_per_s, moved, sides)
-    # --markets: the same world served as its first market alone, then as all of them.
-    configs: list[str | None] = [None]
-    if args.markets:
-        configs = [moved[0], ",".join(moved)] * args.rounds
+        spans = parse_windows(args.windows) if args.windows else (FIVE_MINUTES,)
+        maker = MarketMaker(world, args.changes_per_s, moved, sides, spans)
+    # --markets: the same world served as its first market alone, then as all of them;
+    # --windows: as every market in its first window alone, then in all of them.
+    configs: list[tuple[str | None, str | None]] = [(None, None)]
+    if args.windows:
+        first = args.windows.split(",")[0]
+        configs = [(",".join(moved), first), (",".join(moved), args.windows)] * args.rounds
+    elif args.markets:
+        configs = [(moved[0], None), (",".join(moved), None)] * args.rounds
 
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="probboard-bench-stream-") as tmp:
@@ -435,11 +476,15 @@ def main() -> int:
         if maker is not None:
             maker.start()
         try:
-            for number, symbols in enumerate(configs):
+            for number, (symbols, windows) in enumerate(configs):
                 if number:
                     redis.restart()  # each configuration on an empty bus
                 label = f"{number}-{(symbols or 'default').replace(',', '-')}"
-                rows += bench.sizes(symbols, label)
+                label += f"-{windows.replace(',', '-')}" if windows else ""
+                found = bench.sizes(symbols, label, windows)
+                for row in found:  # the configurations alternate: baseline, then the many
+                    row["baseline"] = number % 2 == 0
+                rows += found
         finally:
             redis.stop()
             if maker is not None:
@@ -468,13 +513,13 @@ def report(
         print(f"markets moving: {args.markets}, {args.changes_per_s:g} changes a second each "
               f"(UP's and DOWN's best bid in turn); PUBLISH_MIN_INTERVAL_MS "
               f"{min_interval_ms}")  # fmt: skip
-    print(f"{'symbols':>15} {'clients':>7} {'conn':>5} {'err':>4} {'p50 ms':>7} {'p99 ms':>7} "
+    print(f"{'symbols':>24} {'clients':>7} {'conn':>5} {'err':>4} {'p50 ms':>7} {'p99 ms':>7} "
           f"{'max ms':>7} {'deliv':>6} {'newest':>6} {'stall':>5} {'KB/strm':>7} "
           f"{'boards/s':>8}")  # fmt: skip
     for row in rows:
         lat = row["latency_ms"]
         print(
-            f"{row['symbols']:>15} {row['clients']:>7} {row['connected']:>5} "
+            f"{row['symbols']:>24} {row['clients']:>7} {row['connected']:>5} "
             f"{sum(row['errors'].values()):>4} {lat['p50']:>7.1f} {lat['p99']:>7.1f} "
             f"{lat['max']:>7.1f} {row['delivery']:>6.3f} {row['newest']:>6.3f} "
             f"{row['stalled']:>5} {row['kb_per_stream']:>7.1f} {row['boards_per_client_s']:>8.1f}"
@@ -489,7 +534,7 @@ def report(
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     name = "stream" if args.source == "simulated" else "stream_on_change"
     if args.markets:
-        name = "stream_markets"
+        name = "stream_markets" + ("_windows" if args.windows else "")
     name += "_nginx" if args.via_nginx else ""
     name += "_pinned" if args.pinned else ""
     name += f"_interval{min_interval_ms}" if min_interval_ms != DEFAULT_MIN_INTERVAL_MS else ""
@@ -504,7 +549,7 @@ def report_markets(rows: list[dict[str, Any]], min_interval_ms: int) -> None:
     """The change delays, coalescing and CPU of each row, and many markets against one."""
     print("\nchange -> first board showing it (probes), gaps between published boards, CPU %")
     print(
-        f"{'symbols':>15} {'clients':>7} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
+        f"{'symbols':>24} {'clients':>7} {'p50 ms':>7} {'p99 ms':>7} {'max ms':>7} "
         f"{'changes':>7} {'unseen':>6} {'gap min':>7} {'gap p50':>7} "
         + " ".join(f"{name:>9}" for name in CPU_COLUMNS)
     )
@@ -513,24 +558,24 @@ def report_markets(rows: list[dict[str, Any]], min_interval_ms: int) -> None:
         if delay is None or gap is None:
             continue
         print(
-            f"{row['symbols']:>15} {row['clients']:>7} {delay['p50']:>7.1f} {delay['p99']:>7.1f} "
+            f"{row['symbols']:>24} {row['clients']:>7} {delay['p50']:>7.1f} {delay['p99']:>7.1f} "
             f"{delay['max']:>7.1f} {delay['samples']:>7} {delay['unseen']:>6} "
             f"{gap['min'] if gap['min'] is not None else '-':>7} {gap['p50']:>7.0f} "
             + " ".join(f"{row['cpu_pct'].get(name, float('nan')):>9.0f}" for name in CPU_COLUMNS)
         )
     print("\nthe probes' boards: newest input -> build (its id), build -> the probe")
-    print(f"{'symbols':>15} {'clients':>7} {'wait p50':>8} {'wait p99':>8} {'deliv p50':>9} "
+    print(f"{'symbols':>24} {'clients':>7} {'wait p50':>8} {'wait p99':>8} {'deliv p50':>9} "
           f"{'deliv p99':>9}")  # fmt: skip
     for row in rows:
         wait, delivery = row.get("input_to_build_ms"), row.get("build_to_probe_ms")
         if wait is not None and delivery is not None:
             print(
-                f"{row['symbols']:>15} {row['clients']:>7} {wait['p50']:>8.1f} "
+                f"{row['symbols']:>24} {row['clients']:>7} {wait['p50']:>8.1f} "
                 f"{wait['p99']:>8.1f} {delivery['p50']:>9.1f} {delivery['p99']:>9.1f}"
             )
     largest = max(row["clients"] for row in rows)
-    alone = [r for r in rows if r["clients"] == largest and "," not in r["symbols"]]
-    many = [r for r in rows if r["clients"] == largest and "," in r["symbols"]]
+    alone = [r for r in rows if r["clients"] == largest and r["baseline"]]
+    many = [r for r in rows if r["clients"] == largest and not r["baseline"]]
     for number, (base, row) in enumerate(zip(alone, many, strict=False), 1):
         print(f"round {number}, {largest} clients, {row['symbols']} against {base['symbols']}:")
         for what, name in (("latency_ms", "newestInputMs"), ("change_delay_ms", "per change")):

@@ -46,6 +46,7 @@ def main() -> int:
     parser.add_argument("--key", required=True)
     parser.add_argument("--clients", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--window", help="the stream of this window (?window=); none: 5m's")
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument(
         "--from",
@@ -58,7 +59,8 @@ def main() -> int:
     args = parser.parse_args()
 
     request = (
-        "GET /api/probboard/stream HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+        f"GET /api/probboard/stream{f'?window={args.window}' if args.window else ''} HTTP/1.0\r\n"
+        "Host: 127.0.0.1\r\n"
         f"X-API-Key: {args.key}\r\nAccept: text/event-stream\r\n\r\n"
     ).encode()
     poller = select.epoll()

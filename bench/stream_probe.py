@@ -21,6 +21,8 @@ import sys
 import time
 from typing import Any
 
+from app.markets import FIVE_MINUTES
+
 SETTLE_S = 2.0  # as bench.stream_client: connected, then this long before measuring
 DRAIN_S = 1.0
 STALLED_MS = 2000
@@ -80,9 +82,11 @@ def main() -> int:
     parser.add_argument("--key", required=True)
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument("--window", help="the stream of this window (?window=); none: 5m's")
     args = parser.parse_args()
     request = (
-        "GET /api/probboard/stream HTTP/1.0\r\nHost: 127.0.0.1\r\n"
+        f"GET /api/probboard/stream{f'?window={args.window}' if args.window else ''} HTTP/1.0\r\n"
+        "Host: 127.0.0.1\r\n"
         f"X-API-Key: {args.key}\r\nAccept: text/event-stream\r\n\r\n"
     ).encode()
     selector = selectors.DefaultSelector()
@@ -136,6 +140,7 @@ def main() -> int:
         json.dumps(
             {
                 "phase": "done",
+                "window": args.window or FIVE_MINUTES.name,
                 "clients": args.clients,
                 "connected": connected,
                 "errors": errors,
