@@ -11,7 +11,10 @@ What is compared:
 - ``--symbols``: ``/latest`` for the vip_pro key with ``SYMBOLS=BTC`` (one row, the
   baseline) and with ``SYMBOLS=BTC,ETH,SOL,XRP`` (four rows). Each board has its own
   redis-server and refresher (the simulated source), both running for the whole run;
-  issue 28 asks for four rows at >= 0.90 of the one-row rate.
+  issue 28 asks for four rows at >= 0.90 of the one-row rate;
+- ``--windows``: ``/latest`` for the vip_pro key on the four markets with ``WINDOWS=5m``
+  (the baseline) and with ``WINDOWS=5m,15m`` (the default board, then ``?window=15m``);
+  issue 39 asks for the two-window board at >= 0.90 of the one-window rate.
 
 Two placements:
 
@@ -22,9 +25,9 @@ Two placements:
   core does nothing but serve. The baseline is served and loaded the same way.
 
 The figures go to bench/results.json: ``latest`` (ordinary), ``latest_pinned``,
-``latest_symbols`` and ``latest_symbols_pinned``.
+``latest_symbols``, ``latest_windows`` and their ``_pinned`` forms.
 
-    python -m bench.latest [--pinned] [--symbols] [--seconds 8] [--rounds 2] [--connections 64]
+    python -m bench.latest [--pinned] [--symbols | --windows] [--seconds 8] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -59,6 +62,8 @@ LOAD_CPUS = "1"  # --pinned: redis-server, the refresher, wrk (and this script)
 LATEST = "/api/probboard/latest"
 ONE_ROW, FOUR_ROWS = "BTC", "BTC,ETH,SOL,XRP"  # --symbols
 FOUR_ROW_TARGET = 0.90  # issue 28, point 5: four rows within 10 % of one
+ONE_WINDOW, TWO_WINDOWS = "5m", "5m,15m"  # --windows (on FOUR_ROWS)
+TWO_WINDOW_TARGET = 0.90  # issue 39, point 6: two windows within 10 % of one
 
 
 class Target(NamedTuple):
@@ -178,7 +183,15 @@ def _arguments() -> argparse.Namespace:
         action="store_true",
         help=f"a vip_pro key on SYMBOLS={FOUR_ROWS} against SYMBOLS={ONE_ROW}, instead of callers",
     )
+    parser.add_argument(
+        "--windows",
+        action="store_true",
+        help=f"a vip_pro key on WINDOWS={TWO_WINDOWS} against WINDOWS={ONE_WINDOW} "
+        f"(SYMBOLS={FOUR_ROWS}), instead of callers",
+    )
     args = parser.parse_args()
+    if args.symbols and args.windows:
+        parser.error("--symbols and --windows are two comparisons: one at a time")
     if args.workers is None:
         args.workers = 1 if args.pinned else 2
     return args
@@ -214,16 +227,23 @@ def main() -> int:
             VIP_PRO_RATE_LIMIT=unlimited,
             USER_RATE_LIMIT=unlimited,
         )
-        if args.symbols:
+        layouts: dict[str, dict[str, str]]
+        if args.symbols or args.windows:
             # Two refreshers would write the same BTC windows to one database: no track record.
             env["TRACK_RECORD"] = "false"
-            layouts = {"1 row": ONE_ROW, "4 rows": FOUR_ROWS}
+        if args.symbols:
+            layouts = {"1 row": {"SYMBOLS": ONE_ROW}, "4 rows": {"SYMBOLS": FOUR_ROWS}}
+        elif args.windows:
+            layouts = {
+                "4x1": {"SYMBOLS": FOUR_ROWS, "WINDOWS": ONE_WINDOW},
+                "4x2": {"SYMBOLS": FOUR_ROWS, "WINDOWS": TWO_WINDOWS},
+            }
         else:
-            layouts = {"board": env.get("SYMBOLS", ONE_ROW)}
+            layouts = {"board": {"SYMBOLS": env.get("SYMBOLS", ONE_ROW)}}
         boards: dict[str, Board] = {}
         try:
-            for name, symbols in layouts.items():
-                layout_env = env | {"SYMBOLS": symbols}
+            for name, settings in layouts.items():
+                layout_env = env | settings
                 boards[name] = Board(workdir / name.replace(" ", "-"), layout_env, load_cpus)
             key, token = _accounts(next(iter(boards.values())).env)
             bodies: dict[str, int] = {}
@@ -237,12 +257,16 @@ def main() -> int:
                 suffix = f" ({name})" if len(boards) > 1 else ""
                 placement |= {f"{k}{suffix}": v for k, v in board.placement().items()}
             placement["bench"] = sorted(os.sched_getaffinity(0))
-            if args.symbols:
+            if args.symbols or args.windows:
                 targets = {
                     f"key, {name}": Target("wsgi:app", LATEST, {"X-API-Key": key}, board.env)
                     for name, board in boards.items()
                 }
-            else:
+            if args.windows:
+                targets["key, 4x2 15m"] = Target(
+                    "wsgi:app", f"{LATEST}?window=15m", {"X-API-Key": key}, boards["4x2"].env
+                )
+            elif not args.symbols:
                 targets = _caller_targets(boards["board"].env, bodies["board"], key, token)
             runs = _measure(targets, args, workdir, server_cpus, load_cpus)
         finally:
@@ -256,10 +280,10 @@ def main() -> int:
     baseline = next(iter(summary.values()))["rps"]
     ratios = {name: row["rps"] / baseline for name, row in summary.items()}
     mode = "pinned" if args.pinned else "ordinary"
-    print(f"{'caller':<13} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'ratio':>6}")
+    print(f"{'caller':<14} {'req/s':>9} {'p50 ms':>8} {'p99 ms':>8} {'non-2xx':>8} {'ratio':>6}")
     for name, row in summary.items():
         print(
-            f"{name:<13} {row['rps']:>9.0f} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
+            f"{name:<14} {row['rps']:>9.0f} {row['p50_ms']:>8.2f} {row['p99_ms']:>8.2f} "
             f"{row['non_2xx']:>8.0f} {ratios[name]:>6.2f}"
         )
     sizes = ", ".join(
@@ -275,14 +299,19 @@ def main() -> int:
         ratio = ratios["key, 4 rows"]
         verdict = "met" if ratio >= FOUR_ROW_TARGET else "MISSED"
         print(f"4 rows / 1 row: {ratio:.3f} (target >= {FOUR_ROW_TARGET:.2f}: {verdict})")
+    if args.windows:
+        for name in ("key, 4x2", "key, 4x2 15m"):
+            verdict = "met" if ratios[name] >= TWO_WINDOW_TARGET else "MISSED"
+            target = f"target >= {TWO_WINDOW_TARGET:.2f}"
+            print(f"{name} / 4x1: {ratios[name]:.3f} ({target}: {verdict})")
     results = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
-    label = "latest_symbols" if args.symbols else "latest"
+    label = "latest_symbols" if args.symbols else "latest_windows" if args.windows else "latest"
     results[f"{label}_pinned" if args.pinned else label] = {
         "summary": summary,
-        "ratio_to_baseline" if args.symbols else "ratio_to_bare": ratios,
+        "ratio_to_baseline" if args.symbols or args.windows else "ratio_to_bare": ratios,
         "runs": runs,
         "settings": vars(args)
-        | {"body_bytes": bodies if args.symbols else bodies["board"]}
+        | {"body_bytes": bodies if args.symbols or args.windows else bodies["board"]}
         | {"mode": mode, "cpus": placement},
     }
     RESULTS.write_text(json.dumps(results, indent=2) + "\n")
@@ -330,7 +359,7 @@ def _measure(
 def _probe(board: Board, workdir: Path, cpus: str | None) -> tuple[bytes, set[int]]:
     """A /latest body once the board has all its rows, and the CPUs gunicorn ran on."""
     rows = len(board.env["SYMBOLS"].split(","))
-    name = f"probe-{rows}"
+    name = f"probe-{rows}-{board.env.get('WINDOWS', 'default').replace(',', '-')}"
     process, port = serve("wsgi:app", board.env, workdir, name, cpus)
     try:
         if not wait_until(lambda: _rows(_latest_body(port)) == rows, timeout=30):
