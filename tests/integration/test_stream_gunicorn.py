@@ -853,3 +853,37 @@ def test_filtered_streams_get_only_their_rows_in_every_event(
     finally:
         for conn in streams.values():
             conn.close()
+
+
+def test_a_line_splitting_client_reads_the_default_board_of_two_windows_unchanged(
+    service: Service, restartable_redis: RedisServer, accounts: Accounts
+) -> None:
+    """Issue 39, done when: with ``WINDOWS=5m,15m`` the stream without a parameter is the
+    contract's 5-minute board, as a public client that splits the body on lines reads it
+    (``slot`` the 5-minute start its slug ends with, no new field, no 15-minute row); the
+    ``?window=15m`` stream never carries a 5-minute row."""
+    configure(service, restartable_redis.url, accounts, SYMBOLS="BTC,ETH", WINDOWS="5m,15m")
+    start(service)
+    key = accounts.keys["wire"]
+    default = open_stream(service, key, http10=True)
+    fifteen = open_stream(service, key, path=f"{STREAM}?window=15m")
+    try:
+        read_boards(default, 4)
+        boards = parsed_both_ways(bytes(default.body))
+        items = [item for _, board in boards for item in board["items"]]
+        assert {item["symbol"] for item in items} == {"BTC", "ETH"}
+        for item in items:
+            assert "window" not in item, item
+            assert item["slot"] % 300 == 0 and item["slot"] == item["windowStart"], item
+            assert item["windowEnd"] - item["windowStart"] == 300, item
+            assert 0 <= item["rem_secs"] <= 300, item
+        for event in read_boards(fifteen, 4):
+            rows = board_of(event)["items"]
+            assert {row["symbol"] for row in rows} == {"BTC", "ETH"}, rows
+            for row in rows:
+                assert row["window"] == "15m" and row["slot"] % 900 == 0, row
+                assert row["windowEnd"] - row["windowStart"] == 900, row
+        check_events(fifteen)
+    finally:
+        default.close()
+        fifteen.close()
