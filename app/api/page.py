@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from flask import Blueprint, Response, abort, render_template, request
 
+from app.services import services
+
 bp = Blueprint("page", __name__)
 
 
@@ -14,7 +16,14 @@ def page() -> Response:
         # werkzeug also routes "//" (and an empty path) here; only "/" is the page, and a
         # redirect would be an HTML body: answer the JSON 404 instead.
         abort(404)
-    response = Response(render_template("board.html"), mimetype="text/html")
+    # The served windows come from the settings, here, rather than from /api/health in the
+    # page: the switch is in the first paint (no jump when an answer comes), and a page
+    # whose health request fails still shows the window it was linked to.
+    settings = services().settings
+    body = render_template(
+        "board.html", windows=settings.windows, default_window=settings.default_window
+    )
+    response = Response(body, mimetype="text/html")
     response.headers["Cache-Control"] = "no-cache"
     # Only our own script and styles; the API is same-origin.
     response.headers["Content-Security-Policy"] = (

@@ -7,13 +7,17 @@
   const $ = (id) => document.getElementById(id);
   // cards: one per row of the board, keyed by symbol, in the board's order (see syncCards).
   // failing: the last request for a board failed (see judged). refused: why the service
-  // refused the key the page had (see refuseKey). keyEpoch: bumped whenever the key changes,
-  // so an answer to a request made with the previous key is ignored.
+  // refused the key the page had (see refuseKey). epoch: bumped whenever the key or the
+  // window changes, so an answer to a request made before is ignored. view: the window shown
+  // (see chooseWindow).
   const state = { board: null, receivedAt: 0, timer: null, controller: null, mode: "polling",
                   backoff: 1000, noticeKind: null, recordTimer: null, cards: new Map(),
-                  failing: false, refused: null, keyEpoch: 0, health: null, trailAsked: false,
-                  recordAsked: 0 };
+                  failing: false, refused: null, epoch: 0, health: null, trailAsked: false,
+                  recordAsked: 0, view: null };
   const WINDOW_S = 300;
+  // The one window /api/probboard/trail keeps (app/board/trail.py): the window chart is drawn
+  // for it only, never under another window's label.
+  const TRAIL_WINDOW = "5m";
   const SVG_NS = "http://www.w3.org/2000/svg";
   const LEVEL_TEXT = { ok: "live", warn: "stale", danger: "danger: stale" };
   // A board from the simulated source: numbers generated here, not the markets'. It never
@@ -64,12 +68,12 @@
     syncCards(rows.map((row) => row.symbol));
     if (rows.length) {
       const names = rows.map((row) => row.symbol);
-      $("symbols").textContent = names.join(" · ") + " · 5-minute window";
-      document.title = "Probboard · " + names.join(", ") + " 5-minute board";
+      $("symbols").textContent = names.join(" · ") + " · " + state.view.minutes + "-minute window";
+      document.title = "Probboard · " + names.join(", ") + " " + state.view.minutes + "-minute board";
     }
     for (const row of rows) renderCard(state.cards.get(row.symbol), row);
     if (!rows.length) renderCard(state.cards.get(""), null);
-    if (rows.length && !state.trailAsked) {
+    if (rows.length && !state.trailAsked && state.view.chart) {
       state.trailAsked = true;
       loadTrail();
     }
@@ -100,10 +104,9 @@
     // One row keeps the one-market layout; several make each market one card (narrower
     // charts, so their labels stay legible).
     const layout = wanted.length > 1 ? "multi" : "single";
-    if (!box.classList.contains(layout)) {
-      box.className = "markets " + layout;
-      for (const card of state.cards.values()) drawWindow(card);
-    }
+    const relaid = !box.classList.contains(layout);
+    box.className = "markets " + layout + (state.view.chart ? "" : " no-chart");
+    if (relaid) for (const card of state.cards.values()) drawWindow(card);
   }
 
   function makeCard(symbol) {
@@ -205,7 +208,7 @@
   const pctTicks = { min: 0, max: 1, ticks: [0, 0.25, 0.5, 0.75, 1], fmt: (v) => Math.round(v * 100) + "%" };
 
   function windowPoint(card, row) {
-    if (!row || row.windowStart == null || row.rem_secs == null) return;
+    if (!state.view.chart || !row || row.windowStart == null || row.rem_secs == null) return;
     if (card.windowStart !== row.windowStart) {
       card.windowStart = row.windowStart;
       card.windowPoints = [];
@@ -223,10 +226,10 @@
   // own points. Without it (refused, failed) the chart starts when the page opened, as it
   // always did.
   async function loadTrail() {
-    const epoch = state.keyEpoch;
+    const epoch = state.epoch;
     try {
       const response = await fetch("/api/probboard/trail", { headers: headers(key()), cache: "no-store" });
-      if (!response.ok || epoch !== state.keyEpoch) return;
+      if (!response.ok || epoch !== state.epoch) return;
       const doc = await response.json();
       for (const market of doc.markets || []) {
         const card = state.cards.get(market.symbol);
@@ -506,13 +509,18 @@
       " Showing the public board instead" + every + "; enter another key to try again.";
   }
 
+  // Answers to the requests made so far are moot (the key or the window changed).
+  function newEpoch() {
+    state.epoch += 1;
+    if (state.controller) state.controller.abort();
+    state.controller = null;
+  }
+
   // Keep (or drop) the key and make answers to requests sent with the previous one moot.
   function setKey(value) {
     if (value) sessionStorage.setItem(KEY_STORE, value);
     else sessionStorage.removeItem(KEY_STORE);
-    state.keyEpoch += 1;
-    if (state.controller) state.controller.abort();
-    state.controller = null;
+    newEpoch();
     $("key-status").textContent = value ? "Key in use: " + masked(value) + "." : "No key: the public board.";
   }
 
@@ -523,13 +531,13 @@
 
   async function poll() {
     if (state.mode !== "polling") return;
-    const epoch = state.keyEpoch, sent = key();
+    const epoch = state.epoch, sent = key();
     // The key changed while this request was out: its answer is about a key no longer in
     // use, and the new key's own requests have been started.
-    const moot = () => epoch !== state.keyEpoch || state.mode !== "polling";
+    const moot = () => epoch !== state.epoch || state.mode !== "polling";
     let wait = state.board ? state.board.refreshMs : 5000;
     try {
-      const response = await fetch("/api/probboard/latest", { headers: headers(sent), cache: "no-store" });
+      const response = await fetch("/api/probboard/latest" + state.view.query, { headers: headers(sent), cache: "no-store" });
       const body = response.ok ? await response.json() : await problem(response);
       if (moot()) return;
       if (response.ok) {
@@ -573,7 +581,7 @@
     $("mode").textContent = "stream (connecting)";
     let response;
     try {
-      response = await fetch("/api/probboard/stream", {
+      response = await fetch("/api/probboard/stream" + state.view.query, {
         headers: headers(key(), { Accept: "text/event-stream" }), signal: controller.signal, cache: "no-store",
       });
     } catch (e) {
@@ -637,6 +645,52 @@
     schedule(startStream, delay);
   }
 
+  // -- the window switch: which window's board (?window=, issue 39) --------------------------
+  // The served windows are the switch's buttons (the template renders it from WINDOWS, only
+  // when there are several); the default window is the board without the parameter, so the
+  // default page asks exactly what it always did.
+  function switchButtons() {
+    return Array.from(document.querySelectorAll("#window-switch button"));
+  }
+
+  // Show the window ``name`` (a ?window= value; anything not served means the default): the
+  // switch, the labels, the chart and the page's URL (shareable, kept on a reload).
+  function showWindow(name) {
+    const view = $("board-view").dataset;
+    const wanted = String(name || "").toLowerCase();
+    const button = switchButtons().find((b) => b.dataset.window === wanted);
+    const chosen = button ? wanted : view.defaultWindow;
+    const isDefault = chosen === view.defaultWindow;
+    state.view = {
+      name: chosen,
+      minutes: button ? button.dataset.minutes : view.defaultMinutes,
+      query: isDefault ? "" : "?window=" + encodeURIComponent(chosen),
+      chart: chosen === TRAIL_WINDOW,
+    };
+    for (const b of switchButtons()) b.setAttribute("aria-pressed", String(b.dataset.window === chosen));
+    $("symbols").textContent = state.view.minutes + "-minute window";
+    document.title = "Probboard · " + state.view.minutes + "-minute board";
+    const url = new URL(location.href);
+    if (isDefault) url.searchParams.delete("window");
+    else url.searchParams.set("window", chosen);
+    if (url.href !== location.href) history.replaceState(null, "", url);
+  }
+
+  // The other window chosen: its rows replace the cards (the shown rows, countdowns and
+  // charts are the previous window's), asked afresh with the same key.
+  function chooseWindow(name) {
+    if (name === state.view.name) return;
+    showWindow(name);
+    newEpoch();
+    state.board = null;
+    state.trailAsked = false;
+    for (const card of state.cards.values()) card.el.remove();
+    state.cards.clear();
+    syncCards([]);
+    if (key()) startStream();
+    else startPolling();
+  }
+
   function useKey(value) {
     state.refused = null;
     // A header can carry only visible ASCII: anything else is not a key, and fetch would
@@ -662,6 +716,10 @@
     $("show-board").addEventListener("click", () => showView(false));
     $("show-record").addEventListener("click", () => showView(true));
     $("record-symbol").addEventListener("change", loadRecord);
+    for (const button of switchButtons()) {
+      button.addEventListener("click", () => chooseWindow(button.dataset.window));
+    }
+    showWindow(new URLSearchParams(location.search).get("window"));
     loadHealth();
     syncCards([]);
     setInterval(tick, 250);

@@ -233,8 +233,10 @@ def open_board(driver: WebDriver, service: Service) -> dict[str, Any]:
     return shown(driver)
 
 
-def latest(service: Service, headers: Mapping[str, str] | None = None) -> dict[str, Any]:
-    status, _, body = http_get(service.base + LATEST, headers=headers)
+def latest(
+    service: Service, headers: Mapping[str, str] | None = None, query: str = ""
+) -> dict[str, Any]:
+    status, _, body = http_get(service.base + LATEST + query, headers=headers)
     assert status == 200, body
     board: dict[str, Any] = json.loads(body)
     return board
@@ -245,14 +247,16 @@ def btc(board: Mapping[str, Any]) -> dict[str, Any]:
     return row
 
 
-def board_shown(service: Service, driver: WebDriver) -> tuple[dict[str, Any], dict[str, Any]]:
-    """A board the API served and what the page shows for it (the board moves every 500 ms
-    and a guest page polls every 5 s: the API's boards are collected by updatedAt until the
-    page shows one of them)."""
+def board_shown(
+    service: Service, driver: WebDriver, query: str = ""
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A board the API served (``query``: ``/latest``'s) and what the page shows for it (the
+    board moves every 500 ms and a guest page polls every 5 s: the API's boards are
+    collected by updatedAt until the page shows one of them)."""
     boards: dict[str, dict[str, Any]] = {}
     deadline = time.monotonic() + WAIT_S
     while True:
-        board = latest(service)
+        board = latest(service, query=query)
         boards[board["updatedAt"]] = board
         page = shown(driver)
         updated = page["updated"].removesuffix(" UTC")
@@ -1311,3 +1315,122 @@ def test_the_track_record_has_a_market_selector_and_axes_that_fit(
         assert min(drawn["ys"]) <= drawn["top"] + drawn["height"] / 2, drawn
         assert float(drawn["labels"][-1]) >= max(scores), (drawn, scores)
         screenshot(browser, f"page-track-record-{symbol.lower()}.png", (1100, 900))
+
+
+# -- the window switch (issue 39, point 5) ----------------------------------------------------
+SWITCH = "#window-switch button"
+
+
+def window_minutes(text: str) -> int:
+    """The minutes a card's window spans (``HH:MM``, an en dash, ``HH:MM UTC``)."""
+    match = re.fullmatch(r"(\d\d):(\d\d)\u2013(\d\d):(\d\d) UTC", text)
+    assert match, f"not a window: {text!r}"
+    start, end = int(match[1]) * 60 + int(match[2]), int(match[3]) * 60 + int(match[4])
+    return (end - start) % (24 * 60)
+
+
+def spans(page: Mapping[str, Any]) -> set[int]:
+    """The minutes the shown cards' windows span (one value when they agree; none before
+    a row is shown)."""
+    return {window_minutes(c["window"]) for c in page["cards"] if c["window"] != "\u2013"}
+
+
+def switch_state(driver: WebDriver) -> list[tuple[str, str | None]]:
+    """The switch's buttons: their text and ``aria-pressed``."""
+    return [
+        (b.text, b.get_attribute("aria-pressed"))
+        for b in driver.find_elements(By.CSS_SELECTOR, SWITCH)
+    ]
+
+
+def assert_cards_are_the_boards(
+    service: Service, driver: WebDriver, query: str, minutes: int
+) -> dict[str, Any]:
+    """The cards show, field for field, a board ``/latest{query}`` served, each countdown
+    running to its own row's ``windowEnd``, each window ``minutes`` long."""
+    board, page = board_shown(service, driver, query)
+    read_at = time.time()
+    assert symbols_of(page) == [row["symbol"] for row in board["items"]], (board, page)
+    for row, shown_card in zip(board["items"], page["cards"], strict=True):
+        expected = expected_card(row)
+        assert {k: shown_card[k] for k in expected} == expected, row["symbol"]
+        assert row["windowEnd"] - row["windowStart"] == minutes * 60, row
+        left = max(0.0, row["windowEnd"] - read_at)
+        assert abs(clock_seconds(shown_card["countdown"]) - left) <= 2, (shown_card, row)
+    assert spans(page) == {minutes}, page
+    return page
+
+
+def charts_shown(driver: WebDriver) -> list[bool]:
+    """Whether each card's window chart (5-minute only: /trail's) is displayed."""
+    return [c.is_displayed() for c in driver.find_elements(By.CSS_SELECTOR, "[data-field=chart]")]
+
+
+def test_the_window_switch_shows_the_15_minute_board(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    """WINDOWS=5m,15m: a 5 min / 15 min switch beside the cards. 15 min (from the keyboard)
+    shows the 15-minute rows, their countdowns to the 15-minute end, in the URL and after a
+    reload, polled and streamed; the 5-minute chart is not shown under it. 5 min is the
+    page as before, with a URL without the parameter."""
+    serve(service, accounts, WINDOWS="5m,15m", SYMBOLS="BTC,ETH")
+    open_board(browser, service)
+    set_viewport(browser, 1100, 900, mobile=False)
+    assert switch_state(browser) == [("5 min", "true"), ("15 min", "false")]
+    group = browser.find_element(By.ID, "window-switch")
+    assert group.is_displayed() and group.get_attribute("role") == "group", group
+    assert group.accessible_name == "Window", group.accessible_name
+    assert_cards_are_the_boards(service, browser, "", 5)
+    assert all(charts_shown(browser)), charts_shown(browser)
+
+    fifteen = browser.find_elements(By.CSS_SELECTOR, SWITCH)[1]
+    fifteen.send_keys(Keys.SPACE)  # a button: Space (or Enter) presses it
+    wait_for(browser, lambda d: switch_state(d)[1] == ("15 min", "true"), "15 min pressed")
+    assert switch_state(browser)[0] == ("5 min", "false")
+    assert browser.current_url == service.base + "/?window=15m"
+    wait_shown(browser, lambda p: spans(p) == {15}, "15-minute cards")
+    assert_cards_are_the_boards(service, browser, "?window=15m", 15)
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Probboard BTC · ETH · 15-minute window"
+    assert browser.title == "Probboard · BTC, ETH 15-minute board"
+    # The chart is the service's 5-minute trail: not shown under the 15-minute label.
+    assert not any(charts_shown(browser)), charts_shown(browser)
+    assert not browser.find_element(By.CSS_SELECTOR, ".markets-note").is_displayed()
+    screenshot(browser, "page-15-minutes.png", (1100, 900))
+
+    # The choice is in the URL: a reload (or the link, shared) keeps it.
+    browser.refresh()
+    wait_shown(browser, lambda p: spans(p) == {15}, "15-minute cards after a reload")
+    assert switch_state(browser) == [("5 min", "false"), ("15 min", "true")]
+    assert_cards_are_the_boards(service, browser, "?window=15m", 15)
+
+    # A vip_pro key streams the chosen window.
+    submit_key(browser, accounts.vip_key)
+    page = wait_shown(
+        browser, lambda p: p["mode"] == "stream (live)" and p["plan"] == "plan VIP Pro", "VIP Pro"
+    )
+    assert spans(page) == {15} and page["refresh"] == "500 ms", page
+    browser.find_elements(By.CSS_SELECTOR, SWITCH)[0].click()
+    page = wait_shown(browser, lambda p: spans(p) == {5}, "5-minute cards over the stream")
+    assert page["mode"] == "stream (live)", page
+    assert browser.current_url == service.base + "/"
+    assert switch_state(browser) == [("5 min", "true"), ("15 min", "false")]
+    wait_for(browser, lambda d: all(charts_shown(d)), "the 5-minute charts back")
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Probboard BTC · ETH · 5-minute window"
+    browser.find_element(By.ID, "forget-key").click()
+    wait_shown(browser, lambda p: p["plan"] == "plan Guest", "the guest board")
+    assert_cards_are_the_boards(service, browser, "", 5)
+
+
+def test_one_window_has_no_switch_and_a_window_it_does_not_serve_is_ignored(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    """The default (WINDOWS=5m): no switch; a link with ``?window=15m`` shows the board the
+    service serves, and the URL stops claiming otherwise."""
+    serve(service, accounts)
+    browser.get(service.base + "/?window=15m")
+    wait_shown(browser, lambda p: re.fullmatch(r"\d+\.\d\d%", p["p-up"] or ""), "P(up) shown")
+    assert browser.find_elements(By.CSS_SELECTOR, "#window-switch") == []
+    assert browser.current_url == service.base + "/"
+    assert_cards_are_the_boards(service, browser, "", 5)
+    assert shown(browser)["notice.hidden"] is True
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Probboard BTC · 5-minute window"
