@@ -13,6 +13,10 @@ One market's at a time: ``?symbol=ETH`` (any served symbol, case-insensitive; th
 Over one period: ``?period=24h`` (``7d``, ``30d``; ``all``, the default), the windows that
 started within it; anything else is 400 ``invalid_period`` (``app.api.periods``). The
 answer's ``span`` names the period and its ``period`` the first and last windows scored.
+Of one window length: ``?window=15m`` (any served window, as on ``/latest``: issue 39), the
+15-minute windows' record, scored at their own checkpoints (``REMS_OF_WINDOW``); without
+it, the default window's (the contract's 5 minutes), the answer exactly as before there
+were others; anything else is 400 ``invalid_window`` (``app.api.window_param``).
 
 The scores are sums the database computes (``app.calibration.totals``): the worker reads a
 few hundred rows, whatever the size of the record.
@@ -32,14 +36,16 @@ from sqlalchemy.exc import SQLAlchemyError
 from app.accounts.db_deadline import DatabaseTimeoutError
 from app.api import periods
 from app.api.symbols import requested_market
+from app.api.window_param import requested_window
 from app.board.snapshot import dumps
 from app.board.timefmt import served_at
 from app.calibration import totals
 from app.calibration.native import off_the_hub
 from app.calibration.periods import SPANS, since
+from app.calibration.store import Track
 from app.errors import ApiError, json_response
 from app.extensions import db
-from app.markets import WINDOW_S, Market
+from app.markets import SPANS as WINDOWS
 from app.schemas import check
 from app.schemas.calibration import CalibrationResponseSchema
 from app.services import services
@@ -50,8 +56,8 @@ _SCHEMA = CalibrationResponseSchema()
 
 
 class _Cache:
-    """The last answer of this worker for one market and period, when it was computed, and
-    whether a computation is under way."""
+    """The last answer of this worker for one market, window and period, when it was
+    computed, and whether a computation is under way."""
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
@@ -88,20 +94,21 @@ CACHE_KEY = "probboard.calibration"
 clock: Callable[[], float] = time.time  # "now" of a period (a test moves it)
 
 
-def _compute(source: str, market: Market, span: str) -> str:
+def _compute(track: Track, span: str) -> str:
     now = clock()
     with db.engine.connect() as conn:  # checked out here: the pool's locks are gevent's
-        job = partial(totals.compute, conn, source, market.symbol, since(span, now), now)
+        job = partial(totals.compute, conn, track, since(span, now), now)
         # SQLite's query would hold a gevent worker's only thread (PostgreSQL's driver yields).
         found = off_the_hub(job) if conn.dialect.name == "sqlite" else job()
     first, last = found.pop("first"), found.pop("last")
     period = None
     if first is not None:
-        period = {"start": served_at(first * 1000), "end": served_at((last + WINDOW_S) * 1000)}
+        end = last + WINDOWS[track.window].seconds
+        period = {"start": served_at(first * 1000), "end": served_at(end * 1000)}
     document: dict[str, Any] = {
         "ok": True,
-        "source": source,
-        "symbol": market.symbol,
+        "source": track.source,
+        "symbol": track.symbol,
         "span": span,
         "period": period,
         **found,
@@ -118,17 +125,23 @@ def calibration() -> Response:
     held = services()
     market = requested_market(held.settings.markets, request)
     span = periods.requested_period(request)
-    caches: dict[tuple[str, str], _Cache] = current_app.extensions.setdefault(
+    window = requested_window(held.settings, request) or held.settings.default_window.name
+    track = Track(held.settings.board_source, market.symbol, window)
+    caches: dict[tuple[str, str, str], _Cache] = current_app.extensions.setdefault(
         CACHE_KEY,
-        {(m.symbol, name): _Cache() for m in held.settings.markets for name in SPANS},
+        {
+            (m.symbol, w.name, name): _Cache()
+            for m in held.settings.markets
+            for w in held.settings.windows
+            for name in SPANS
+        },
     )
-    cache = caches[(market.symbol, span)]
+    cache = caches[(market.symbol, window, span)]
     failure: Exception | None = None
     if cache.due():
-        source = held.settings.board_source
         try:
             held.db_guard(
-                lambda: cache.refresh(lambda: _compute(source, market, span)),
+                lambda: cache.refresh(lambda: _compute(track, span)),
                 name="probboard-calibration",
             )
         except (SQLAlchemyError, DatabaseTimeoutError) as exc:

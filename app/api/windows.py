@@ -1,6 +1,7 @@
 """``GET /api/probboard/windows``: every call we recorded, downloadable (an extension; public).
 
-The recorded windows of one market (``app.calibration.export``), newest first, a page at a
+The recorded windows of one market and one length (``?window=``, as on ``/latest``: the
+default window's without it; ``app.calibration.export``), newest first, a page at a
 time with a ``next`` cursor; JSON, or CSV (``format=csv`` or ``Accept: text/csv``) streamed a
 window at a time. Limited like a guest's ``/latest`` read, for every caller: public, so
 counted by address with ``GUEST_RATE_LIMIT`` (flask-limiter's check; the key names this
@@ -22,9 +23,11 @@ from app.api.windows_csv import csv_lines
 from app.api.windows_query import CSV, WindowsRequest, windows_request
 from app.board.snapshot import dumps
 from app.calibration import cursor, export
+from app.calibration.store import Track
 from app.errors import ApiError, json_response
 from app.extensions import db
 from app.limits import rate_limit_headers
+from app.markets import FIVE_MINUTES
 from app.services import services
 
 bp = Blueprint("windows", __name__)
@@ -32,7 +35,8 @@ bp = Blueprint("windows", __name__)
 
 def _read(source: str, asked: WindowsRequest) -> export.Page:
     """One page of the store (in the database guard's own app context)."""
-    query = export.WindowQuery(source, asked.market.slug_prefix, asked.start, asked.end)
+    track = Track(source, asked.market.symbol, asked.window.name)
+    query = export.WindowQuery(track, asked.window.seconds, asked.start, asked.end)
     with db.engine.connect() as conn:
         return export.page(conn, query, asked.limit, asked.before)
 
@@ -41,14 +45,15 @@ def _next(asked: WindowsRequest, found: export.Page) -> str | None:
     """The cursor of the page after ``found`` (None when it was the last)."""
     if found.before is None:
         return None
-    return cursor.encode(cursor.Cursor(asked.market.symbol, asked.start, asked.end, found.before))
+    market, window = asked.market.symbol, asked.window.name
+    return cursor.encode(cursor.Cursor(market, asked.start, asked.end, found.before, window))
 
 
 @bp.get("/api/probboard/windows")
 def windows() -> Response:
     """WindowsResponse, or its CSV (see the module docstring)."""
     held = services()
-    asked = windows_request(request, held.settings.markets)  # 400s before any limit
+    asked = windows_request(request, held.settings)  # 400s before any limit
     headers = rate_limit_headers(held.limits.guest())  # 429 over the guest limit
     source = held.settings.board_source
     try:
@@ -65,7 +70,10 @@ def windows() -> Response:
         headers["X-Next-Cursor"] = following
     symbol = asked.market.symbol
     if asked.media == CSV:
-        headers["Content-Disposition"] = f'attachment; filename="{symbol.lower()}-windows.csv"'
+        # The 5-minute file keeps its name from before there were other lengths.
+        length = "" if asked.window == FIVE_MINUTES else f"-{asked.window.name}"
+        name = f"{symbol.lower()}{length}-windows.csv"
+        headers["Content-Disposition"] = f'attachment; filename="{name}"'
         headers["Cache-Control"] = "no-store"
         lines = csv_lines(symbol, source, found.windows)
         return Response(lines, 200, headers, mimetype="text/csv")

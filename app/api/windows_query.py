@@ -1,13 +1,15 @@
 """The parameters of ``GET /api/probboard/windows``, read and checked before anything else.
 
-``symbol`` (``app.api.symbols``), ``from`` and ``to`` (ISO 8601 or unix seconds; windows
-starting at or after ``from`` and before ``to``), ``limit`` (1 to 1,000, default 100),
+``symbol`` (``app.api.symbols``), ``window`` (``app.api.window_param``: the windows of one
+length, the default window's without it), ``from`` and ``to`` (ISO 8601 or unix seconds;
+windows starting at or after ``from`` and before ``to``), ``limit`` (1 to 1,000, default 100),
 ``cursor`` (a ``next`` as served) and ``format`` (``json`` or ``csv``; without it, ``Accept``
 decides). Each bad value is a 400 with a code of its own; a parameter given twice is one too.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import re
 from dataclasses import dataclass
@@ -17,10 +19,12 @@ from flask import Request
 
 from app.api.params import query_value
 from app.api.symbols import requested_market
+from app.api.window_param import requested_window
 from app.calibration import cursor
 from app.calibration.export import DEFAULT_LIMIT, MAX_LIMIT
+from app.config import Settings
 from app.errors import ApiError
-from app.markets import Market
+from app.markets import SPANS, Market, Span
 
 JSON, CSV = "application/json", "text/csv"
 FORMATS = {"json": JSON, "csv": CSV}
@@ -30,9 +34,11 @@ _LIMIT = re.compile(r"[0-9]{1,4}")
 
 @dataclass(frozen=True)
 class WindowsRequest:
-    """What a request asks for: a market, a span of starts, a page and a media type."""
+    """What a request asks for: a market and a window length, a span of starts, a page and a
+    media type."""
 
     market: Market
+    window: Span
     start: int | None
     end: int | None
     limit: int
@@ -95,28 +101,31 @@ def _media(request: Request) -> str:
 
 def _resumed(request: Request, asked: WindowsRequest) -> int:
     """The next page's bound from ``cursor``; 400 ``invalid_cursor`` for a cursor not minted
-    here, or one of another query (another symbol, ``from`` or ``to``)."""
+    here, or one of another query (another symbol, window, ``from`` or ``to``)."""
     text = query_value(request, "cursor", "invalid_cursor")
     assert text is not None
     try:
         found = cursor.decode(text)
     except cursor.CursorError as exc:
         raise ApiError(400, "invalid_cursor", f"cursor is not a next as served ({exc}).") from exc
-    mine = (asked.market.symbol, asked.start, asked.end)
-    if (found.symbol, found.start, found.end) != mine:
+    mine = (asked.market.symbol, asked.window.name, asked.start, asked.end)
+    if (found.symbol, found.window, found.start, found.end) != mine:
         raise ApiError(
             400,
             "invalid_cursor",
-            "cursor belongs to another query: send it with the symbol, from and to it came with.",
+            "cursor belongs to another query: send it with the symbol, window, from and to it "
+            "came with.",
         )
     return found.before
 
 
-def windows_request(request: Request, served: tuple[Market, ...]) -> WindowsRequest:
+def windows_request(request: Request, settings: Settings) -> WindowsRequest:
     """Every parameter, checked (see the module docstring)."""
-    market = requested_market(served, request)
+    market = requested_market(settings.markets, request)
+    named = requested_window(settings, request)
+    window = settings.default_window if named is None else SPANS[named]
     start, end = _span(request)
-    asked = WindowsRequest(market, start, end, _limit(request), None, _media(request))
+    asked = WindowsRequest(market, window, start, end, _limit(request), None, _media(request))
     if query_value(request, "cursor", "invalid_cursor") is None:
         return asked
-    return WindowsRequest(market, start, end, asked.limit, _resumed(request, asked), asked.media)
+    return dataclasses.replace(asked, before=_resumed(request, asked))

@@ -1,7 +1,9 @@
 """The ``next`` cursor of ``/windows``: where the next page starts, and the query it belongs to.
 
-Opaque to callers: URL-safe base64 of the query (symbol, from, to) and the next page's bound
-(the last window start served), then a checksum. The checksum makes an edited, truncated or
+Opaque to callers: URL-safe base64 of the query (symbol, from, to; the window length after
+them when it is not the 5-minute one, so a 5-minute query's cursor is the same text as before
+there were others) and the next page's bound (the last window start served), then a
+checksum. The checksum makes an edited, truncated or
 foreign cursor a clear 400 instead of a silently different page. It is keyed with a constant,
 not a secret: it stays valid across workers and restarts, and a forged cursor can only ask
 for what the parameters could ask for anyway (it grants nothing).
@@ -15,6 +17,8 @@ import hashlib
 import hmac
 import json
 from dataclasses import dataclass
+
+from app.markets import FIVE_MINUTES
 
 VERSION = 1
 _KEY = b"probboard/windows-cursor"
@@ -33,6 +37,7 @@ class Cursor:
     start: int | None
     end: int | None
     before: int
+    window: str = FIVE_MINUTES.name  # the windows' length (``Span.name``)
 
 
 def _b64(raw: bytes) -> str:
@@ -50,6 +55,8 @@ def _digest(payload: bytes) -> bytes:
 def encode(cursor: Cursor) -> str:
     """The opaque text of ``cursor``."""
     fields = [VERSION, cursor.symbol, cursor.start, cursor.end, cursor.before]
+    if cursor.window != FIVE_MINUTES.name:
+        fields.append(cursor.window)
     payload = json.dumps(fields, separators=(",", ":")).encode()
     return f"{_b64(payload)}.{_b64(_digest(payload))}"
 
@@ -70,11 +77,12 @@ def decode(text: str) -> Cursor:
     if not hmac.compare_digest(digest, _digest(payload)):
         raise CursorError("the cursor was changed")
     fields = json.loads(payload)  # the checksum held: encode wrote it
-    if not isinstance(fields, list) or len(fields) != 5 or fields[0] != VERSION:
+    if not isinstance(fields, list) or len(fields) not in (5, 6) or fields[0] != VERSION:
         raise CursorError("a cursor of another version")
-    _, symbol, start, end, before = fields
+    _, symbol, start, end, before, *rest = fields
+    window = rest[0] if rest else FIVE_MINUTES.name
     if not isinstance(symbol, str) or not all(map(_int_or_none, (start, end, before))):
         raise CursorError("not a cursor")
-    if before is None:
+    if before is None or not isinstance(window, str):
         raise CursorError("not a cursor")
-    return Cursor(symbol, start, end, before)
+    return Cursor(symbol, start, end, before, window)

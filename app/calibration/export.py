@@ -2,10 +2,10 @@
 
 Paged in SQL by the window's start (keyset: ``window_start < before``, newest first,
 ``limit + 1`` rows to know whether another page follows), so a page costs the same at any
-depth of a year of windows and nothing loads the whole table. A market's windows are those
-whose slug starts with its prefix (``Market.slug_prefix``; the table has no symbol column):
-one market's slugs are its prefix and the window's start, so within one market and source a
-start names one window and a start alone is an exact cursor.
+depth of a year of windows and nothing loads the whole table. One record's windows
+(``store.Track``: a source's, of one market and one length) are an index range of (source,
+symbol, window, window_start); within one record a start names one window (its slug is the
+market's and the length's prefix and the start), so a start alone is an exact cursor.
 """
 
 from __future__ import annotations
@@ -16,8 +16,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
-from app.calibration.store import checkpoints, windows
-from app.markets import WINDOW_S
+from app.calibration.store import Track, checkpoints, windows
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -25,10 +24,10 @@ MAX_LIMIT = 1000
 
 @dataclass(frozen=True)
 class WindowQuery:
-    """Which windows: one market (its slug prefix) of one source, starting in [start, end)."""
+    """Which windows: one record (source, market, length), starting in [start, end)."""
 
-    source: str
-    slug_prefix: str
+    track: Track
+    seconds: int  # the windows' length: a window ends this long after its start
     start: int | None = None  # the earliest window start (inclusive), unix seconds
     end: int | None = None  # the latest window start (exclusive), unix seconds
 
@@ -41,13 +40,14 @@ class Page:
     before: int | None
 
 
-def _window(row: Any) -> dict[str, Any]:
-    """A stored window in the export's shape (its checkpoints still to come)."""
+def _window(row: Any, seconds: int) -> dict[str, Any]:
+    """A stored window (``seconds`` long) in the export's shape (its checkpoints still to
+    come)."""
     start = int(row["window_start"])
     return {
         "slug": row["slug"],
         "windowStart": start,
-        "windowEnd": start + WINDOW_S,
+        "windowEnd": start + seconds,
         "rule": row["rule"],
         "lookbackS": row["lookback_s"],
         "priceToBeat": row["price_to_beat"],
@@ -60,17 +60,14 @@ def _window(row: Any) -> dict[str, Any]:
 def page(conn: Connection, query: WindowQuery, limit: int, before: int | None) -> Page:
     """Up to ``limit`` windows of ``query`` that start before ``before`` (any when None),
     newest first, each with its stored checkpoints (most time left first)."""
-    statement = select(windows).where(
-        windows.c.source == query.source,
-        windows.c.slug.startswith(query.slug_prefix, autoescape=True),
-    )
+    statement = select(windows).where(*query.track.of(windows))
     if query.start is not None:
         statement = statement.where(windows.c.window_start >= query.start)
     bounds = [bound for bound in (query.end, before) if bound is not None]
     if bounds:
         statement = statement.where(windows.c.window_start < min(bounds))
     rows = conn.execute(statement.order_by(windows.c.window_start.desc()).limit(limit + 1))
-    found = [_window(row) for row in rows.mappings()]
+    found = [_window(row, query.seconds) for row in rows.mappings()]
     more = len(found) > limit
     found = found[:limit]
     if found:

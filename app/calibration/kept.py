@@ -1,10 +1,12 @@
 """Kept totals of closed months: ``period=all`` without scanning a year of checkpoints.
 
-``totals.rem_table`` sums one market's checkpoints per (time left, model bin, market bin).
+``totals.rem_table`` sums one record's checkpoints (``store.Track``: a source's windows of
+one market and one length) per (time left, model bin, market bin).
 Over a year of four markets that is a scan of millions of rows for every answer (1.5-2 s
 on PostgreSQL, issue 36). A closed month's sums do not change unless something is written
-into it, so they are kept in ``calibration_kept_sums`` once computed, and ``all`` adds the
-kept months to the current month's live sums (``totals.compute``).
+into it, so they are kept in ``calibration_kept_sums`` once computed (per record: source,
+market and window length), and ``all`` adds the kept months to the current month's live
+sums (``totals.compute``).
 
 Exactness rests on a counter, not on time: every write into a month adds one to its
 ``changes`` (``store.note_change``, in the writer's own transaction); kept sums carry the
@@ -30,11 +32,11 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.calibration import store
-from app.calibration.store import kept_months, kept_sums
+from app.calibration.store import Track, kept_months, kept_sums
 
 log = logging.getLogger(__name__)
-# ``totals.rem_table``: (conn, source, symbol, since, until) -> its rows.
-RemTable = Callable[[Connection, str, str, int | None, int | None], list[Any]]
+# ``totals.rem_table``: (conn, track, since, until) -> its rows.
+RemTable = Callable[[Connection, Track, int | None, int | None], list[Any]]
 CLOSED_AFTER_S = 3600
 NO_BIN = -1  # a missing bin (no P(up), no mid) in a key column
 _SUMS = (
@@ -65,18 +67,17 @@ def months(first_start: int, until: int) -> list[int]:
 
 
 def rows(
-    conn: Connection, source: str, symbol: str, first_start: int, until: int, rem_table: RemTable
+    conn: Connection, track: Track, first_start: int, until: int, rem_table: RemTable
 ) -> list[Any]:
-    """``rem_table``'s rows (summed over the months) of one market's windows from the month
+    """``rem_table``'s rows (summed over the months) of ``track``'s windows from the month
     of ``first_start`` to ``until`` (a month's start): kept sums where they are up to date;
-    any other month is summed with ``rem_table(conn, source, symbol, since, until)`` and kept.
+    any other month is summed with ``rem_table(conn, track, since, until)`` and kept.
     Commits on ``conn``."""
     wanted = months(first_start, until)
     if not wanted:
         return []
     where = and_(
-        kept_months.c.source == source,
-        kept_months.c.symbol == symbol,
+        *track.of(kept_months),
         kept_months.c.month >= wanted[0],
         kept_months.c.month < until,
     )
@@ -90,38 +91,34 @@ def rows(
     fresh: list[Any] = []
     for month in wanted:
         if month not in valid:
-            fresh += _keep(conn, source, symbol, month, rem_table)
+            fresh += _keep(conn, track, month, rem_table)
     conn.commit()
-    return fresh + _kept_rows(conn, source, symbol, sorted(valid))
+    return fresh + _kept_rows(conn, track, sorted(valid))
 
 
-def _keep(conn: Connection, source: str, symbol: str, month: int, rem_table: RemTable) -> list[Any]:
+def _keep(conn: Connection, track: Track, month: int, rem_table: RemTable) -> list[Any]:
     """Sum one month live and keep its sums, tagged with the ``changes`` read first. When they
     cannot be kept (a read-only store, a lock), the sums are still answered, and logged."""
-    key = {"source": source, "symbol": symbol, "month": month}
     try:
-        return _sum_and_keep(conn, key, rem_table)
+        return _sum_and_keep(conn, track, month, rem_table)
     except SQLAlchemyError as exc:
         conn.rollback()
+        key = {**track.key(), "month": month}
         log.warning("track record: cannot keep the sums of %s (%s); summed live", key, exc)
-        return list(rem_table(conn, source, symbol, month, store.month_after(month)))
+        return list(rem_table(conn, track, month, store.month_after(month)))
 
 
-def _sum_and_keep(conn: Connection, key: dict[str, Any], rem_table: RemTable) -> list[Any]:
-    source, symbol, month = key["source"], key["symbol"], key["month"]
+def _sum_and_keep(conn: Connection, track: Track, month: int, rem_table: RemTable) -> list[Any]:
+    key = {**track.key(), "month": month}
     conn.execute(store.insert_of(conn, kept_months, {**key, "changes": 0}).on_conflict_do_nothing())
     conn.commit()  # the row exists for every writer's upsert from here on
     this_month = and_(*(kept_months.c[name] == value for name, value in key.items()))
     changes = conn.execute(select(kept_months.c.changes).where(this_month)).scalar_one()
-    summed = list(rem_table(conn, source, symbol, month, store.month_after(month)))
+    summed = list(rem_table(conn, track, month, store.month_after(month)))
     # Another answer may keep the same month at the same time: one at a time, the last wins
     # (an older count only leaves the month to be summed again).
     conn.execute(select(kept_months.c.month).where(this_month).with_for_update())
-    conn.execute(
-        kept_sums.delete().where(
-            kept_sums.c.source == source, kept_sums.c.symbol == symbol, kept_sums.c.month == month
-        )
-    )
+    conn.execute(kept_sums.delete().where(*track.of(kept_sums), kept_sums.c.month == month))
     if summed:
         conn.execute(
             kept_sums.insert(),
@@ -141,18 +138,14 @@ def _sum_and_keep(conn: Connection, key: dict[str, Any], rem_table: RemTable) ->
     return summed
 
 
-def _kept_rows(conn: Connection, source: str, symbol: str, valid: list[int]) -> list[Any]:
+def _kept_rows(conn: Connection, track: Track, valid: list[int]) -> list[Any]:
     """The kept sums of the ``valid`` months, added up per key (missing bins as None)."""
     if not valid:
         return []
     keys = (kept_sums.c.rem_s, kept_sums.c.model_bin, kept_sums.c.market_bin)
     statement = (
         select(*keys, *(func.sum(kept_sums.c[name]) for name in _SUMS))
-        .where(
-            kept_sums.c.source == source,
-            kept_sums.c.symbol == symbol,
-            kept_sums.c.month.in_(valid),
-        )
+        .where(*track.of(kept_sums), kept_sums.c.month.in_(valid))
         .group_by(*keys)
     )
     # PostgreSQL's sum of a BIGINT is a NUMERIC (a Decimal here): back to int and float.

@@ -112,6 +112,7 @@ class Recorder:
                 "slug": window.slug,
                 "window_start": window.window_start,
                 "source": self._source,
+                "window": window.span.name,
                 "rule": window.rule,
                 "lookback_s": window.lookback_s,
                 "price_to_beat": window.price_to_beat,

@@ -5,11 +5,16 @@ web app reads it on its own engine). The tables are created by the migrations
 (``flask --app wsgi db upgrade``). A checkpoint with every value null was passed while the
 row was stale, or not seen at all by a refresher that ran through the window: missing,
 never filled in.
+
+Each window has a length (``window``: a ``Span.name``, ``5m`` or ``15m``, issue 39), and a
+record is one source's windows of one market and one length (``Track``): every read names
+all three, so the 15-minute record never mixes into the 5-minute one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,6 +33,9 @@ from sqlalchemy import (
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
+from sqlalchemy.sql.elements import ColumnElement
+
+from app.markets import FIVE_MINUTES
 
 metadata = MetaData()
 
@@ -37,16 +45,26 @@ windows = Table(
     Column("slug", String(64), primary_key=True),
     Column("window_start", BigInteger, nullable=False, index=True),
     Column("source", String(32), nullable=False),
-    # The market (``BTC``): the slug's prefix, stored so that one market's windows of a
-    # period are an index range (source, symbol, window_start), not a scan of every slug.
+    # The market (``BTC``): the slug's prefix, stored so that one market's windows of one
+    # length in a period are an index range (source, symbol, window, window_start), not a
+    # scan of every slug.
     Column("symbol", String(16)),
+    # The window's length (``Span.name``); the rows recorded before lengths were stored are
+    # the 5-minute ones, as every window was then.
+    Column("window", String(8), nullable=False, server_default=FIVE_MINUTES.name),
     Column("rule", String(8)),
     Column("lookback_s", Integer),  # a TWAP's lookback; null for spot, unknown, or older rows
     Column("price_to_beat", Float),
     Column("outcome", String(4)),
     Column("outcome_source", String(8)),
     Column("updated_at", DateTime(timezone=True), nullable=False),
-    Index("ix_calibration_windows_source_symbol_start", "source", "symbol", "window_start"),
+    Index(
+        "ix_calibration_windows_source_symbol_window_start",
+        "source",
+        "symbol",
+        "window",
+        "window_start",
+    ),
     # One market's windows newest first, a page at a time (``app.calibration.export``).
     Index("ix_calibration_windows_source_window_start", "source", "window_start"),
 )
@@ -78,6 +96,7 @@ kept_months = Table(
     metadata,
     Column("source", String(32), primary_key=True),
     Column("symbol", String(16), primary_key=True),
+    Column("window", String(8), primary_key=True),
     Column("month", BigInteger, primary_key=True),  # the month's first second (UTC, unix)
     Column("changes", BigInteger, nullable=False),
     Column("kept", BigInteger),
@@ -89,6 +108,7 @@ kept_sums = Table(
     metadata,
     Column("source", String(32), primary_key=True),
     Column("symbol", String(16), primary_key=True),
+    Column("window", String(8), primary_key=True),
     Column("month", BigInteger, primary_key=True),
     Column("rem_s", Integer, primary_key=True),
     Column("model_bin", Integer, primary_key=True),
@@ -102,6 +122,23 @@ kept_sums = Table(
     Column("market_p", Float),
     Column("ups", Float, nullable=False),
 )
+
+
+@dataclass(frozen=True)
+class Track:
+    """Whose record: one source's windows of one market (``BTC``) and one length (``5m``)."""
+
+    source: str
+    symbol: str
+    window: str
+
+    def key(self) -> dict[str, str]:
+        """The three as the tables' columns name them."""
+        return {"source": self.source, "symbol": self.symbol, "window": self.window}
+
+    def of(self, table: Table) -> list[ColumnElement[bool]]:
+        """The conditions on ``table``'s rows of this record (its three columns)."""
+        return [table.c[name] == value for name, value in self.key().items()]
 
 
 def insert_of(conn: Connection, table: Table, values: Mapping[str, Any]) -> Any:
@@ -128,16 +165,18 @@ def symbol_of(slug: str) -> str:
 def save_window(conn: Connection, window: Mapping[str, Any]) -> None:
     """Store (or update) a window: ``slug``, ``window_start``, ``source``, ``rule``,
     ``price_to_beat``, ``outcome``, ``outcome_source`` (``symbol``: from the slug when
-    absent; ``lookback_s`` when known). A known outcome is never erased."""
+    absent; ``window``: its length, ``5m`` when absent, set once; ``lookback_s`` when
+    known). A known outcome is never erased."""
     symbol = window.get("symbol") or symbol_of(str(window["slug"]))
-    values = {**window, "symbol": symbol, "updated_at": datetime.now(UTC)}
+    length = window.get("window") or FIVE_MINUTES.name
+    values = {**window, "symbol": symbol, "window": length, "updated_at": datetime.now(UTC)}
     update = ["rule", "price_to_beat", "updated_at"]
     if window.get("lookback_s") is not None:  # learnt late (or never): never erased
         update.append("lookback_s")
     if window.get("outcome") is not None:
         update += ["outcome", "outcome_source"]
     _upsert(conn, windows, values, update)
-    note_change(conn, str(window["source"]), symbol, int(window["window_start"]))
+    note_change(conn, Track(str(window["source"]), symbol, length), int(window["window_start"]))
 
 
 def save_checkpoint(conn: Connection, slug: str, checkpoint: Mapping[str, Any]) -> None:
@@ -145,13 +184,11 @@ def save_checkpoint(conn: Connection, slug: str, checkpoint: Mapping[str, Any]) 
     ``price``, ``price_to_beat``); the first one stored for a rem stays."""
     values = {**checkpoint, "slug": slug, "recorded_at": datetime.now(UTC)}
     conn.execute(insert_of(conn, checkpoints, values).on_conflict_do_nothing())
-    window = conn.execute(
-        select(windows.c.source, windows.c.symbol, windows.c.window_start).where(
-            windows.c.slug == slug
-        )
-    ).one_or_none()
+    columns = (windows.c.source, windows.c.symbol, windows.c.window, windows.c.window_start)
+    window = conn.execute(select(*columns).where(windows.c.slug == slug)).one_or_none()
     if window is not None:  # a checkpoint without its window is in no score
-        note_change(conn, window.source, window.symbol or symbol_of(slug), window.window_start)
+        track = Track(window.source, window.symbol or symbol_of(slug), window.window)
+        note_change(conn, track, window.window_start)
 
 
 def month_of(at: int) -> int:
@@ -167,23 +204,25 @@ def month_after(month: int) -> int:
     return int(datetime(day.year + year, index + 1, 1, tzinfo=UTC).timestamp())
 
 
-def note_change(conn: Connection, source: str, symbol: str, window_start: int) -> None:
-    """Count a write into the month of ``window_start``: its kept totals, if any, are out of
-    date from this transaction's commit on (an upsert, so that a computation under way on
-    another connection cannot miss it: see ``app.calibration.kept``)."""
-    values = {"source": source, "symbol": symbol, "month": month_of(window_start), "changes": 1}
+def note_change(conn: Connection, track: Track, window_start: int) -> None:
+    """Count a write into ``track``'s month of ``window_start``: its kept totals, if any, are
+    out of date from this transaction's commit on (an upsert, so that a computation under
+    way on another connection cannot miss it: see ``app.calibration.kept``)."""
+    values = {**track.key(), "month": month_of(window_start), "changes": 1}
     statement = insert_of(conn, kept_months, values)
     changed = {"changes": kept_months.c.changes + 1}
     keys = [c.name for c in kept_months.primary_key.columns]
     conn.execute(statement.on_conflict_do_update(index_elements=keys, set_=changed))
 
 
-def load(conn: Connection, source: str) -> list[dict[str, Any]]:
-    """The windows of ``source`` in time order, each with its checkpoints (the shape
-    ``app.calibration.summary`` scores)."""
+def load(conn: Connection, source: str, window: str = FIVE_MINUTES.name) -> list[dict[str, Any]]:
+    """The windows of ``source`` of one length (``window``; the contract's 5 minutes unless
+    named) in time order, each with its checkpoints (the shape ``app.calibration.summary``
+    scores)."""
     found: dict[str, dict[str, Any]] = {}
+    mine = (windows.c.source == source, windows.c.window == window)
     for row in conn.execute(
-        select(windows).where(windows.c.source == source).order_by(windows.c.window_start)
+        select(windows).where(*mine).order_by(windows.c.window_start)
     ).mappings():
         found[row["slug"]] = {
             "slug": row["slug"],
@@ -197,13 +236,13 @@ def load(conn: Connection, source: str) -> list[dict[str, Any]]:
     statement = (
         select(checkpoints)
         .join(windows, windows.c.slug == checkpoints.c.slug)
-        .where(windows.c.source == source)
+        .where(*mine)
         .order_by(checkpoints.c.slug, checkpoints.c.rem_s.desc())
     )
     for row in conn.execute(statement).mappings():
-        window = found.get(row["slug"])
-        if window is not None:
-            window["checkpoints"].append(
+        taken = found.get(row["slug"])
+        if taken is not None:
+            taken["checkpoints"].append(
                 {"remS": row["rem_s"], "pUp": row["p_up"], "marketMid": row["market_mid"]}
             )
     return list(found.values())

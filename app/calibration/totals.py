@@ -5,8 +5,10 @@ millions of rows per answer (issue 36). Here one query returns, per time left an
 of reliability bins (the model's P(up), the market's mid; null when missing), the count and
 the sums of the Brier and log-loss terms, of p and of the outcome: at most 9 x 12 x 12 rows,
 from which every figure of the answer is a sum and one division (``score``). A second query
-counts the windows and finds the period's first and last. Both read one market of one source
-from ``window_start`` on, an index range of (source, symbol, window_start).
+counts the windows and finds the period's first and last. Both read one record
+(``store.Track``: one source's windows of one market and one length) from ``window_start``
+on, an index range of (source, symbol, window, window_start), at that length's checkpoints
+(``REMS_OF_WINDOW``).
 
 Means are sums divided by counts, as in ``scores``, with the database's own (not
 compensated) summation: equal to ``summarize``'s to about 1e-12, which a test checks on
@@ -26,8 +28,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.calibration import kept, outcomes, scores
-from app.calibration.checkpoints import REMS
-from app.calibration.store import checkpoints, windows
+from app.calibration.checkpoints import REMS_OF_WINDOW
+from app.calibration.store import Track, checkpoints, windows
 
 
 @dataclass
@@ -92,10 +94,8 @@ def _bin(p: ColumnElement[float], dialect: str) -> ColumnElement[Any]:
     return cast(scaled, Integer) if dialect == "sqlite" else func.trunc(scaled)
 
 
-def _where(
-    source: str, symbol: str, since: int | None, until: int | None = None
-) -> list[ColumnElement[bool]]:
-    found = [windows.c.source == source, windows.c.symbol == symbol]
+def _where(track: Track, since: int | None, until: int | None = None) -> list[ColumnElement[bool]]:
+    found = track.of(windows)
     found.append(windows.c.window_start >= since if since is not None else true())
     if until is not None:
         found.append(windows.c.window_start < until)
@@ -103,11 +103,11 @@ def _where(
 
 
 def rem_table(
-    conn: Connection, source: str, symbol: str, since: int | None, until: int | None = None
+    conn: Connection, track: Track, since: int | None, until: int | None = None
 ) -> list[Any]:
     """Per (rem, model bin, market bin): count, the model's three sums, the market's three
-    sums, and the count of UP; over the windows with an outcome that start at ``since`` or
-    later (and before ``until``)."""
+    sums, and the count of UP; over ``track``'s windows with an outcome that start at
+    ``since`` or later (and before ``until``), at its length's checkpoints."""
     up = case((windows.c.outcome == outcomes.UP, 1.0), else_=0.0)
     p, mid = checkpoints.c.p_up, checkpoints.c.market_mid
     dialect = conn.dialect.name
@@ -124,21 +124,21 @@ def rem_table(
             func.sum(up),
         )
         .select_from(windows.join(checkpoints, checkpoints.c.slug == windows.c.slug))
-        .where(*_where(source, symbol, since, until), windows.c.outcome.is_not(None))
-        .where(checkpoints.c.rem_s.in_(REMS))
+        .where(*_where(track, since, until), windows.c.outcome.is_not(None))
+        .where(checkpoints.c.rem_s.in_(REMS_OF_WINDOW[track.window]))
         .group_by(checkpoints.c.rem_s, model_bin, market_bin)
     )
     return list(conn.execute(statement))
 
 
-def window_counts(conn: Connection, source: str, symbol: str, since: int | None) -> Any:
+def window_counts(conn: Connection, track: Track, since: int | None) -> Any:
     """(windows recorded, windows with an outcome, first start, last start)."""
     statement = select(
         func.count(),
         func.count(windows.c.outcome),
         func.min(windows.c.window_start),
         func.max(windows.c.window_start),
-    ).where(*_where(source, symbol, since))
+    ).where(*_where(track, since))
     return conn.execute(statement).one()
 
 
@@ -166,10 +166,10 @@ def _difference(rem: Rem) -> dict[str, Any]:
     return {"brier": found["brier"], "logLoss": found["logLoss"], "n": found["n"]}
 
 
-def score(rows: list[Any]) -> dict[str, Any]:
+def score(rows: list[Any], window: str) -> dict[str, Any]:
     """``summary.summarize``'s answer (buckets, reliability, reliabilityMarket) from
-    ``rem_table``'s rows."""
-    rems = {rem: Rem() for rem in REMS}
+    ``rem_table``'s rows of a record of ``window``'s length (scored at its checkpoints)."""
+    rems = {rem: Rem() for rem in REMS_OF_WINDOW[window]}
     model_bins = [Bin() for _ in range(scores.BINS)]
     market_bins = [Bin() for _ in range(scores.BINS)]
     for rem_s, model_bin, market_bin, n, *sums, ups in rows:
@@ -210,28 +210,26 @@ def _into(bins: list[Bin], index: float, n: int, p: float, ups: float) -> None:
     target.up += round(ups)
 
 
-def compute(
-    conn: Connection, source: str, symbol: str, since: int | None, now: float
-) -> dict[str, Any]:
-    """The scores (``score``) and window counts (``window_counts``) of one market of
-    ``source`` over the windows starting at ``since`` or later. Every window when None: the
-    closed months' kept sums (``app.calibration.kept``; may write them, and commits on
-    ``conn``) and the rest summed live."""
+def compute(conn: Connection, track: Track, since: int | None, now: float) -> dict[str, Any]:
+    """The scores (``score``) and window counts (``window_counts``) of ``track`` (one
+    source's windows of one market and one length) over the windows starting at ``since`` or
+    later. Every window when None: the closed months' kept sums (``app.calibration.kept``;
+    may write them, and commits on ``conn``) and the rest summed live."""
     if conn.dialect.name == "sqlite":
         sqlite_math(conn.connection.driver_connection)
-    recorded, scored, first, last = window_counts(conn, source, symbol, since)
+    recorded, scored, first, last = window_counts(conn, track, since)
     if since is None and first is not None:
         until = kept.closed_before(now)
-        rows = kept.rows(conn, source, symbol, first, until, rem_table)
-        rows += rem_table(conn, source, symbol, until)
+        rows = kept.rows(conn, track, first, until, rem_table)
+        rows += rem_table(conn, track, until)
     else:
-        rows = rem_table(conn, source, symbol, since)
+        rows = rem_table(conn, track, since)
     return {
         "windowsRecorded": recorded,
         "windows": scored,
         "first": first,
         "last": last,
-        **score(rows),
+        **score(rows, track.window),
     }
 
 

@@ -15,6 +15,7 @@ from flask.cli import with_appcontext
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.calibration import totals
+from app.calibration.store import Track
 from app.extensions import db
 from app.services import services
 
@@ -27,17 +28,23 @@ def record() -> None:
 @record.command("keep")
 @with_appcontext
 def keep_command() -> None:
-    """Sum and keep every closed month of each served market (the source configured)."""
+    """Sum and keep every closed month of each served market and window (the source
+    configured)."""
     settings = services().settings
     now = time.time()
+    records = [
+        Track(settings.board_source, market.symbol, span.name)
+        for market in settings.markets
+        for span in settings.windows
+    ]
     try:
         with db.engine.connect() as conn:
-            for market in settings.markets:
+            for track in records:
                 started = time.monotonic()
-                found = totals.compute(conn, settings.board_source, market.symbol, None, now)
+                found = totals.compute(conn, track, None, now)
                 click.echo(
-                    f"{market.symbol}: {found['windowsRecorded']} windows recorded, closed "
-                    f"months kept in {time.monotonic() - started:.2f} s"
+                    f"{track.symbol} {track.window}: {found['windowsRecorded']} windows "
+                    f"recorded, closed months kept in {time.monotonic() - started:.2f} s"
                 )
     except SQLAlchemyError as exc:
         raise click.ClickException(f"cannot read or keep the track record: {exc}") from exc

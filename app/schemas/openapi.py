@@ -155,18 +155,24 @@ def symbol_parameter(markets: tuple[Market, ...], several: bool) -> dict[str, An
     }
 
 
-def window_parameter(windows: tuple[Span, ...]) -> dict[str, Any]:
-    """``?window=``: exactly the values ``app.api.window_param`` accepts (else: 400)."""
+def window_parameter(windows: tuple[Span, ...], board: bool = True) -> dict[str, Any]:
+    """``?window=``: exactly the values ``app.api.window_param`` accepts (else: 400); of the
+    board (``/latest``, the stream) or of the track record (``board=False``)."""
     names = "|".join("".join(f"[{c.upper()}{c.lower()}]" for c in s.name) for s in windows)
     served = ", ".join(s.name for s in windows)
+    what, as_before = "board", "exactly as the interface describes it"
+    if not board:
+        what = "track record"
+        as_before = "exactly as before there were others (each length's windows apart, scored "
+        as_before += "at its own checkpoints: 15m's from 870 s left)"
     return {
         "name": "window",
         "in": "query",
         "required": False,
         "description": (
-            f"The window's board: one served window ({served}), case-insensitive. Without "
-            "it, the 5-minute board exactly as the interface describes it (the first served "
-            "window when 5m is not served). Anything else is 400 `invalid_window`."
+            f"The window's {what}: one served window ({served}), case-insensitive. Without "
+            f"it, the 5-minute {what} {as_before} (the first served window when 5m is not "
+            "served). Anything else is 400 `invalid_window`."
         ),
         "schema": {"type": "string", "pattern": f"^(?:{names})$"},
         EXTENSION: True,
@@ -285,7 +291,11 @@ def _paths(spec: APISpec, markets: tuple[Market, ...], windows: tuple[Span, ...]
             "The model's track record: scores by time left, reliability of model and market.",
             _json("CalibrationResponse", "The track record."),
             extension=True,
-            parameters=[symbol_parameter(markets, several=False), PERIOD],
+            parameters=[
+                symbol_parameter(markets, several=False),
+                window_parameter(windows, board=False),
+                PERIOD,
+            ],
         ),
     )
     spec.path(
@@ -295,7 +305,11 @@ def _paths(spec: APISpec, markets: tuple[Market, ...], windows: tuple[Span, ...]
             WINDOWS_SUMMARY,
             windows_ok(_ref("WindowsResponse"), _ok_headers(True), _header_ref),
             extension=True,
-            parameters=[symbol_parameter(markets, several=False), *windows_parameters()],
+            parameters=[
+                symbol_parameter(markets, several=False),
+                window_parameter(windows, board=False),
+                *windows_parameters(),
+            ],
         ),
     )
     spec.path(

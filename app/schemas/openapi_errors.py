@@ -51,7 +51,7 @@ INVALID_KEY = ("malformed_authorization", "conflicting_credentials", "invalid_ke
 KEY_REQUIRED = ("missing_credentials", *INVALID_KEY)
 RATE_LIMITED = HTTP_CODES[429]  # every limit's code (guests, accounts, failed keys)
 INVALID_SYMBOL = "invalid_symbol"
-INVALID_WINDOW = "invalid_window"  # ?window= (issue 39): /latest and the stream
+INVALID_WINDOW = "invalid_window"  # ?window= (issue 39): the board, the stream, the record
 
 # Per path: the codes of each status beyond EVERYWHERE's.
 ENDPOINT_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
@@ -81,11 +81,18 @@ ENDPOINT_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
         503: ("auth_unavailable",),
     },
     "/api/probboard/calibration": {
-        400: (INVALID_SYMBOL, "invalid_period"),
+        400: (INVALID_SYMBOL, INVALID_WINDOW, "invalid_period"),
         503: ("calibration_unavailable",),
     },
     "/api/probboard/windows": {
-        400: (INVALID_SYMBOL, "invalid_time", "invalid_limit", "invalid_cursor", "invalid_format"),
+        400: (
+            INVALID_SYMBOL,
+            INVALID_WINDOW,
+            "invalid_time",
+            "invalid_limit",
+            "invalid_cursor",
+            "invalid_format",
+        ),
         429: (RATE_LIMITED,),
         503: ("record_unavailable",),
     },

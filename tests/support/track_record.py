@@ -3,14 +3,17 @@ clock, with a recorder observing every board."""
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 from app.bus.memory import MemoryBoardBus
+from app.calibration import summary
 from app.calibration.recorder import Recorder
 from app.markets import MARKETS, Market
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
+from tests.support.rows import live_row
 
 
 def run_simulated(
@@ -28,6 +31,33 @@ def run_simulated(
     while clock[0] < start + seconds:
         assert refresher.tick()
         clock[0] += 0.5
+
+
+def record_both_windows(recorder: Recorder, start: int, seconds: int) -> None:
+    """BTC's 5- and 15-minute rows (issue 39), one of each per second from ``start + 1`` for
+    ``seconds``: P(up) 0.5, UP's mid 0.5, each window's price to beat ``100 + its start -
+    start`` (so every settled window settles up, on its own length's next one)."""
+    for t in range(start + 1, start + seconds + 1):
+        for name, length in (("5m", 300), ("15m", 900)):
+            begun = start + (t - start) // length * length
+            row = live_row(f"btc-updown-{name}-{begun}", begun, rem_secs=float(begun + length - t),
+                           ts=t * 1000, window=name, settlement="twap",
+                           price_to_beat=100.0 + begun - start, up_bid=0.49,
+                           up_ask=0.51)  # fmt: skip
+            recorder.observe(dataclasses.replace(row, window_end=begun + length, model_p_up=0.5),
+                             t, {})  # fmt: skip
+
+
+def scored_in_python(loaded: list[dict[str, Any]], rems: tuple[int, ...]) -> dict[str, Any]:
+    """What ``totals.compute`` answers, from windows loaded (``store.load``, in time order)
+    and scored in Python (``summary.summarize`` at ``rems``): the answer it must equal."""
+    return {
+        "windowsRecorded": len(loaded),
+        "windows": sum(w["outcome"] is not None for w in loaded),
+        "first": loaded[0]["windowStart"] if loaded else None,
+        "last": loaded[-1]["windowStart"] if loaded else None,
+        **summary.summarize(loaded, rems),
+    }
 
 
 def assert_close(found: Any, expected: Any, where: str = "") -> None:

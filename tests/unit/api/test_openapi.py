@@ -268,7 +268,10 @@ def test_every_parameter_a_view_reads_is_documented_and_no_other(
         "/api/probboard/trail",
     }  # fmt: skip
     assert read[("query", "period")] == {"/api/probboard/calibration"}
-    assert read[("query", "window")] == {"/api/probboard/latest", "/api/probboard/stream"}
+    assert read[("query", "window")] == {
+        "/api/probboard/latest", "/api/probboard/stream", "/api/probboard/calibration",
+        "/api/probboard/windows",
+    }  # fmt: skip
     for name in ("from", "to", "limit", "cursor", "format"):
         assert read[("query", name)] == {"/api/probboard/windows"}, name
     assert read[("header", "Last-Event-ID")] == {"/api/probboard/stream"}
@@ -385,8 +388,10 @@ PROVOKED: list[tuple[str, str, dict[str, str], tuple[int, str]]] = [
     ("/api/probboard/stream", "", SOME_KEY, (503, "auth_unavailable")),
     ("/api/probboard/calibration", "symbol=eth,btc", {}, (400, "invalid_symbol")),
     ("/api/probboard/calibration", "period=1y", {}, (400, "invalid_period")),
+    ("/api/probboard/calibration", "window=15m", {}, (400, "invalid_window")),  # not served
     ("/api/probboard/calibration", "", {}, (503, "calibration_unavailable")),
     ("/api/probboard/windows", "symbol=doge", {}, (400, "invalid_symbol")),
+    ("/api/probboard/windows", "window=1h", {}, (400, "invalid_window")),
     ("/api/probboard/windows", "from=yesterday", {}, (400, "invalid_time")),
     ("/api/probboard/windows", "limit=1001", {}, (400, "invalid_limit")),
     ("/api/probboard/windows", "cursor=abc", {}, (400, "invalid_cursor")),

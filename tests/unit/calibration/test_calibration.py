@@ -7,10 +7,8 @@ driven by the real refresher loop and simulated source on a virtual clock, and
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import logging
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -28,17 +26,10 @@ from app.web import create_app
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 from tests.support.rows import live_row
-from tests.support.track_record import run_simulated
+from tests.support.track_record import record_both_windows, run_simulated
 
 T0 = 1_800_000_000
 CALIBRATION = "/api/probboard/calibration"
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    found = create_engine(database_url)
-    yield found
-    found.dispose()
 
 
 def window(slug: str, start: int, **values: Any) -> dict[str, Any]:
@@ -118,23 +109,17 @@ def test_fifteen_minute_windows_have_their_own_record(engine: Engine) -> None:
     the 15-minute one at its own checkpoints and ended at its own end, so a market's record
     never mixes the two."""
     recorder = Recorder(engine, "polymarket", 3000)
-    for t in range(T0 + 1, T0 + 900 + 40):
-        five = T0 + (t - T0) // 300 * 300
-        fifteen = T0 + (t - T0) // 900 * 900
-        for slug, start, window, end in (
-            (f"btc-updown-5m-{five}", five, "5m", five + 300),
-            (f"btc-updown-15m-{fifteen}", fifteen, "15m", fifteen + 900),
-        ):
-            row = live_row(slug, start, rem_secs=float(end - t), ts=t * 1000, window=window,
-                           settlement="twap", price_to_beat=100.0 + start - T0)  # fmt: skip
-            recorder.observe(dataclasses.replace(row, window_end=end, model_p_up=0.5), t, {})
+    record_both_windows(recorder, T0, 900 + 39)
     assert recorder.flush()
     with engine.connect() as conn:
-        found = {w["slug"]: w for w in store.load(conn, "polymarket")}
+        lengths = {name: store.load(conn, "polymarket", name) for name in REMS_OF_WINDOW}
     recorder.close()
+    found = {w["slug"]: w for loaded in lengths.values() for w in loaded}
     fives = [f"btc-updown-5m-{T0 + s}" for s in (0, 300, 600, 900)]
     fifteens = [f"btc-updown-15m-{T0}", f"btc-updown-15m-{T0 + 900}"]
-    assert sorted(found) == sorted(fives + fifteens), sorted(found)
+    # Each length's record holds its own windows, the length stored with each.
+    assert [w["slug"] for w in lengths["5m"]] == fives
+    assert [w["slug"] for w in lengths["15m"]] == fifteens
     assert [c["remS"] for c in found[fives[0]]["checkpoints"]] == list(REMS)
     assert [c["remS"] for c in found[fifteens[0]]["checkpoints"]] == list(REMS_OF_WINDOW["15m"])
     # Settled by its own length's next window (price to beat 100 + 900 against 100), not by

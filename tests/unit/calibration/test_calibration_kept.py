@@ -10,32 +10,25 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, insert, select
+from sqlalchemy import insert, select
 from sqlalchemy.engine import Connection, Engine
 
-from app.calibration import kept, store, summary, totals
+from app.calibration import kept, store, totals
 from app.calibration.checkpoints import REMS
+from app.calibration.store import Track
 from app.markets import parse_symbols
 from app.web import create_app
 from tests.conftest import BASE_CONFIG
-from tests.support.track_record import assert_close
+from tests.support.track_record import assert_close, scored_in_python
 
 DAY = 86_400
 NOW = 1_795_000_000  # 2026-11-18: September to October 2026 are closed months
 BTC, ETH = parse_symbols("BTC,ETH")
 FIRST = NOW - 75 * DAY  # 2026-09-04
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    found = create_engine(database_url)
-    yield found
-    found.dispose()
 
 
 def _fill(engine: Engine, rng: random.Random) -> None:
@@ -61,13 +54,12 @@ def _fill(engine: Engine, rng: random.Random) -> None:
 
 def _python(conn: Connection, symbol: str) -> dict[str, Any]:
     loaded = [w for w in store.load(conn, "simulated") if store.symbol_of(w["slug"]) == symbol]
-    return {
-        "windowsRecorded": len(loaded),
-        "windows": sum(w["outcome"] is not None for w in loaded),
-        "first": loaded[0]["windowStart"],
-        "last": loaded[-1]["windowStart"],
-        **summary.summarize(loaded),
-    }
+    return scored_in_python(loaded, REMS)
+
+
+def _track(symbol: str) -> Track:
+    """The simulated source's 5-minute record of ``symbol``."""
+    return Track("simulated", symbol, "5m")
 
 
 def _months(conn: Connection, symbol: str) -> dict[int, tuple[int, int | None]]:
@@ -81,7 +73,7 @@ def _months(conn: Connection, symbol: str) -> dict[int, tuple[int, int | None]]:
 def _all(engine: Engine, symbol: str) -> tuple[dict[str, Any], dict[str, Any]]:
     """(the answer for every window, Python's)."""
     with engine.connect() as conn:
-        found = totals.compute(conn, "simulated", symbol, None, NOW)
+        found = totals.compute(conn, _track(symbol), None, NOW)
         return found, _python(conn, symbol)
 
 
@@ -96,13 +88,13 @@ def test_closed_months_are_kept_and_answer_as_every_row_does(engine: Engine) -> 
             months = _months(conn, symbol)
         assert months == {september: (0, 0), october: (0, 0)}, months  # November stays live
     with engine.connect() as conn:
-        counts = [b["n"] for b in totals.compute(conn, "simulated", "BTC", None, NOW)["buckets"]]
-        live = totals.compute(conn, "simulated", "BTC", november, NOW)["buckets"]
+        counts = [b["n"] for b in totals.compute(conn, _track("BTC"), None, NOW)["buckets"]]
+        live = totals.compute(conn, _track("BTC"), november, NOW)["buckets"]
     with engine.begin() as conn:  # the kept sums alone now hold the closed months' scores
         conn.execute(store.checkpoints.delete().where(store.checkpoints.c.slug.like("btc-%")))
         conn.execute(store.kept_sums.update().values(n=store.kept_sums.c.n * 2))
     with engine.connect() as conn:
-        doubled = totals.compute(conn, "simulated", "BTC", None, NOW)["buckets"]
+        doubled = totals.compute(conn, _track("BTC"), None, NOW)["buckets"]
     assert all(c > live_n["n"] > 0 for c, live_n in zip(counts, live, strict=True))
     assert [b["n"] for b in doubled] == [
         2 * (c - live_n["n"]) for c, live_n in zip(counts, live, strict=True)
@@ -153,8 +145,8 @@ def test_a_write_committed_while_a_month_is_summed_is_never_missed(
     summed = totals.rem_table
     written: list[int] = []
 
-    def meanwhile(conn: Connection, source: str, symbol: str, since: Any, until: Any = None) -> Any:
-        if not written and symbol == "BTC" and since == store.month_of(start):
+    def meanwhile(conn: Connection, track: Track, since: Any, until: Any = None) -> Any:
+        if not written and track.symbol == "BTC" and since == store.month_of(start):
             with engine.begin() as other:  # another process's transaction, committed now
                 store.save_window(other, {"slug": slug, "window_start": start,
                                           "source": "simulated", "rule": "spot",
@@ -162,7 +154,7 @@ def test_a_write_committed_while_a_month_is_summed_is_never_missed(
                                           "outcome_source": "feed"})  # fmt: skip
                 store.save_checkpoint(other, slug, {"rem_s": 5, "p_up": 0.001})
             written.append(start)
-        return summed(conn, source, symbol, since, until)
+        return summed(conn, track, since, until)
 
     monkeypatch.setattr(totals, "rem_table", meanwhile)
     _all(engine, "BTC")
@@ -188,7 +180,7 @@ def test_the_record_keep_command_keeps_the_closed_months_of_each_market(
     try:
         result = app.test_cli_runner().invoke(args=["record", "keep"])
         assert result.exit_code == 0, result.output
-        assert "BTC: " in result.output and "ETH: " in result.output
+        assert "BTC 5m: " in result.output and "ETH 5m: " in result.output
     finally:
         with app.app_context():
             from app.extensions import db

@@ -13,28 +13,28 @@ import math
 import random
 import sqlite3
 import threading
-from collections.abc import Iterator
 from contextlib import nullcontext
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import create_engine, insert, select, text
+from sqlalchemy import insert, select, text
 from sqlalchemy.engine import Engine
 
 import app.api.calibration as calibration_view
 from app.board.timefmt import served_at
-from app.calibration import store, summary, totals
+from app.calibration import store, totals
 from app.calibration.checkpoints import REMS
 from app.calibration.periods import SPANS, since
+from app.calibration.store import Track
 from app.markets import parse_symbols
 from app.web import create_app
 from harness.databases import scratch_postgres_database
 from harness.processes import wait_until
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
-from tests.support.track_record import assert_close
+from tests.support.track_record import assert_close, scored_in_python
 
 NOW = 1_795_000_000
 DAY = 86_400
@@ -42,13 +42,6 @@ MARKETS = parse_symbols("BTC,ETH,SOL")
 CALIBRATION = "/api/probboard/calibration"
 # Values where scoring has edges: the clip, both ends, the bins' bounds (0.3 * 10 is not 3).
 EDGES = [0.0, 1.0, 1e-5, 1 - 1e-5, 1e-4, 0.1, 0.3, 0.7, 0.9, 0.5]
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    found = create_engine(database_url)
-    yield found
-    found.dispose()
 
 
 def _probability(rng: random.Random) -> float | None:
@@ -91,13 +84,7 @@ def _python_scores(conn: Any, symbol: str, first: int | None) -> dict[str, Any]:
         for w in store.load(conn, "simulated")
         if store.symbol_of(w["slug"]) == symbol and (first is None or w["windowStart"] >= first)
     ]
-    return {
-        "windowsRecorded": len(loaded),
-        "windows": sum(w["outcome"] is not None for w in loaded),
-        "first": loaded[0]["windowStart"] if loaded else None,
-        "last": loaded[-1]["windowStart"] if loaded else None,
-        **summary.summarize(loaded),
-    }
+    return scored_in_python(loaded, REMS)
 
 
 def test_the_databases_sums_score_as_python_does_every_market_and_period(
@@ -113,7 +100,7 @@ def test_the_databases_sums_score_as_python_does_every_market_and_period(
                 first = since(name, NOW)
                 expected = _python_scores(conn, market.symbol, first)
                 assert expected["windows"] > 0
-                found = totals.compute(conn, "simulated", market.symbol, first, NOW)
+                found = totals.compute(conn, Track("simulated", market.symbol, "5m"), first, NOW)
                 assert_close(found, expected, f"{market.symbol} {name}")
 
 
