@@ -341,7 +341,11 @@
     const symbol = $("record-symbol").value;
     // Answers may cross when the market is changed quickly: only the last asked is drawn.
     const asked = (state.recordAsked += 1);
-    const query = symbol ? "?symbol=" + encodeURIComponent(symbol) : "";
+    // The record of the window the board shows (?window=, as the board asks it).
+    const params = new URLSearchParams(state.view.query);
+    if (symbol) params.set("symbol", symbol);
+    const query = params.toString() ? "?" + params.toString() : "";
+    const windows = state.view.query ? state.view.minutes + "-minute windows" : "windows";
     try {
       const response = await fetch("/api/probboard/calibration" + query, { headers: { Accept: "application/json" }, cache: "no-store" });
       if (asked !== state.recordAsked) return;
@@ -353,8 +357,8 @@
       if (asked !== state.recordAsked) return;
       recordNotice("");
       $("record-summary").textContent = doc.windows
-        ? doc.windows + " settled " + doc.symbol + " windows (" + doc.source + ") from " + doc.period.start.slice(0, 16).replace("T", " ") + " UTC"
-        : "no settled " + doc.symbol + " window yet (" + doc.source + "): the record fills in as windows end";
+        ? doc.windows + " settled " + doc.symbol + " " + windows + " (" + doc.source + ") from " + doc.period.start.slice(0, 16).replace("T", " ") + " UTC"
+        : "no settled " + doc.symbol + " " + windows.replace("windows", "window") + " yet (" + doc.source + "): the record fills in as windows end";
       drawReliability(doc);
       drawBrier(doc);
     } catch (e) {

@@ -76,7 +76,7 @@ from harness.processes import (  # noqa: E402
     flask_cli,
     http_get,
 )
-from tests.support.track_record import run_simulated  # noqa: E402
+from tests.support.track_record import record_both_windows, run_simulated  # noqa: E402
 
 T = TypeVar("T")
 
@@ -1434,3 +1434,44 @@ def test_one_window_has_no_switch_and_a_window_it_does_not_serve_is_ignored(
     assert_cards_are_the_boards(service, browser, "", 5)
     assert shown(browser)["notice.hidden"] is True
     assert browser.find_element(By.TAG_NAME, "h1").text == "Probboard BTC · 5-minute window"
+
+
+def test_the_track_record_follows_the_window_the_board_shows(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    """On the 15-minute board (``/?window=15m``) the Track record view shows the 15-minute
+    record: its summary says so and the Brier chart has a dot per 15-minute checkpoint
+    scored, as ``/calibration?window=15m`` has them (the 5-minute record has other ones)."""
+    engine = create_engine(accounts.env["DATABASE_URL"])
+    with engine.begin() as conn:
+        conn.execute(store.checkpoints.delete())
+        conn.execute(store.windows.delete())
+    recorder = Recorder(engine, "simulated", 3000)
+    start = 1_700_199_900  # a multiple of 900: both lengths' windows start with it
+    record_both_windows(recorder, start, 2 * 900 + 40)
+    assert recorder.flush()
+    recorder.close()
+    serve(service, accounts, WINDOWS="5m,15m")
+    status, _, body = http_get(service.base + "/api/probboard/calibration?window=15m")
+    assert status == 200, body
+    record = json.loads(body)
+    assert record["buckets"][0]["remS"] == 870, record
+    scores = [b[who]["brier"] for b in record["buckets"] for who in ("model", "market")]
+    scores = [v for v in scores if v is not None]
+    assert scores, record
+    browser.get(service.base + "/?window=15m")
+    wait_shown(browser, lambda p: re.fullmatch(r"\d+\.\d\d%", p["p-up"] or ""), "P(up) shown")
+    set_viewport(browser, 1100, 900, mobile=False)
+    browser.find_element(By.ID, "show-record").click()
+
+    def summary(d: WebDriver) -> str:
+        text: str = d.find_element(By.ID, "record-summary").text
+        return text
+
+    wait_for(browser, lambda d: "settled BTC 15-minute windows" in summary(d), "the 15m record")
+
+    def fits(d: WebDriver) -> dict[str, Any] | None:
+        drawn = brier_fit(d)
+        return drawn if len(drawn["ys"]) == len(scores) else None
+
+    assert wait_for(browser, fits, "a Brier dot per 15-minute checkpoint scored")
