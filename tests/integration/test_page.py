@@ -1252,6 +1252,12 @@ return {top: number(frame, "y"), height: number(frame, "height"),
 """
 
 
+def record_summary(driver: WebDriver) -> str:
+    """The Track record view's summary line."""
+    text: str = driver.find_element(By.ID, "record-summary").text
+    return text
+
+
 def brier_fit(driver: WebDriver) -> dict[str, Any]:
     """The Brier chart's dots against its plot: their tops and the frame's, in pixels, and
     the y axis's labels (bottom to top)."""
@@ -1281,11 +1287,7 @@ def test_the_track_record_has_a_market_selector_and_axes_that_fit(
     set_viewport(browser, 1100, 900, mobile=False)
     browser.find_element(By.ID, "show-record").click()
 
-    def summary(d: WebDriver) -> str:
-        text: str = d.find_element(By.ID, "record-summary").text
-        return text
-
-    wait_for(browser, lambda d: "settled BTC windows" in summary(d), "BTC's record")
+    wait_for(browser, lambda d: "settled BTC windows" in record_summary(d), "BTC's record")
     select = browser.find_element(By.ID, "record-symbol")
     assert select.is_displayed()
     options = [o.text for o in select.find_elements(By.TAG_NAME, "option")]
@@ -1296,7 +1298,7 @@ def test_the_track_record_has_a_market_selector_and_axes_that_fit(
             focused = browser.execute_script("return document.activeElement.id")
             assert focused == "record-symbol", focused
             ActionChains(browser).send_keys(Keys.ARROW_DOWN).perform()
-            wait_for(browser, lambda d: "settled ETH windows" in summary(d), "ETH's record")
+            wait_for(browser, lambda d: "settled ETH windows" in record_summary(d), "ETH's record")
         status, _, body = http_get(service.base + f"/api/probboard/calibration?symbol={symbol}")
         assert status == 200, body
         record = json.loads(body)
@@ -1463,12 +1465,8 @@ def test_the_track_record_follows_the_window_the_board_shows(
     wait_shown(browser, lambda p: re.fullmatch(r"\d+\.\d\d%", p["p-up"] or ""), "P(up) shown")
     set_viewport(browser, 1100, 900, mobile=False)
     browser.find_element(By.ID, "show-record").click()
-
-    def summary(d: WebDriver) -> str:
-        text: str = d.find_element(By.ID, "record-summary").text
-        return text
-
-    wait_for(browser, lambda d: "settled BTC 15-minute windows" in summary(d), "the 15m record")
+    wanted = "settled BTC 15-minute windows"
+    wait_for(browser, lambda d: wanted in record_summary(d), "the 15m record")
 
     def fits(d: WebDriver) -> dict[str, Any] | None:
         drawn = brier_fit(d)
