@@ -39,8 +39,8 @@ HTTP_SOURCES = frozenset({"gamma", "clob-rest", "site"})
 # A tape whose RTDS subscription names no market was recorded by the one-market refresher of
 # before SYMBOLS, which served BTC only: that is its market.
 UNNAMED_TAPE_MARKET = "BTC"
-# A Gamma lookup of an up/down window: its slug names the window's length (``15m``).
-GAMMA_WINDOW = re.compile(r"/events/slug/[a-z]+-updown-([0-9]+m)-[0-9]+$")
+# A Gamma lookup of an up/down window (by path or query): its slug names the window's length.
+GAMMA_WINDOW = re.compile(r"[a-z]+-updown-([0-9]+m)-[0-9]+")
 Key = tuple[str, str, tuple[tuple[str, str], ...], str | None]
 
 
@@ -167,7 +167,7 @@ def spans_of(lines: list[dict[str, Any]]) -> tuple[Span, ...]:
     named = set()
     for line in lines:
         if line.get("src") == "gamma":
-            found = GAMMA_WINDOW.search(urlsplit(str(line.get("url", ""))).path)
+            found = GAMMA_WINDOW.search(str(line.get("url", "")))
             if found is not None:
                 named.add(found.group(1))
     return tuple(span for name, span in SPANS.items() if name in named) or (FIVE_MINUTES,)

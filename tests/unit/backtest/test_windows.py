@@ -104,5 +104,7 @@ def test_the_windows_of_a_tape_are_those_its_gamma_requests_name() -> None:
     lines = [gamma(f"eth-updown-15m-{T0}"), gamma(f"btc-updown-5m-{T0}"), gamma("other")]
     assert spans_of(lines) == (FIVE_MINUTES, FIFTEEN)  # in the windows' own order
     assert spans_of(lines[:1]) == (FIFTEEN,)
+    by_query = {**lines[0], "url": f"https://g/events?slug=btc-updown-15m-{T0}&limit=1"}
+    assert spans_of([by_query]) == (FIFTEEN,)  # the older lookup's form (docs/tapes.md)
     # A tape without a Gamma request (or of before issue 39) is a 5-minute tape.
     assert spans_of([{"t": 1.0, "src": "rtds", "event": "connect"}]) == (FIVE_MINUTES,)
