@@ -19,7 +19,10 @@ with itself before and with the market's own rule, not with an exact answer.
 
     python -m bench.paths [--hours 6] [--seed 1] [--paths brownian,feed]
                           [--rules spot,twap30,twap60] [--baseline DIR] [--jobs 2]
-                          [--json OUT]
+                          [--json OUT] [--window 5m|15m]
+
+``--window 15m``: tapes of 15-minute windows (``--hours`` of them), scored at the 15-minute
+checkpoints (870 ... 5 s left; issue 39); the exact model at the 15-minute window's end.
 
 Nothing is pinned: the replays share the cores; their time is not a figure here.
 """
@@ -35,9 +38,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from app.calibration.checkpoints import REMS
-from app.markets import WINDOW_S
-from bench.real import block, figures
+from app.backtest.report import document_of
+from app.calibration import outcomes, scores
+from app.calibration.checkpoints import REMS_OF_WINDOW
+from app.markets import SPANS
+from bench.real import COIN, HIGH, LOW, _tail, block
 from harness.fake_polymarket import SPOT, TWAP, BrownianPath
 from harness.paths import SeededPath
 from harness.processes import BIN, ROOT
@@ -51,21 +56,47 @@ PATHS = ("brownian", "feed")
 OUTCOME = "computed"  # the key bench.real's figures read
 
 
-def _spec(kind: str, rule: str, seed: int, hours: float) -> TapeSpec:
-    windows = int(hours * 3600 // WINDOW_S)
-    start, seconds = T0 - 2400, windows * WINDOW_S + 3000
+def _spec(kind: str, rule: str, seed: int, hours: float, window: str) -> TapeSpec:
+    span = SPANS[window]
+    windows = int(hours * 3600 // span.seconds)
+    start, seconds = T0 - 2400, windows * span.seconds + 3000
     path: SeededPath
     if kind == "brownian":
         path = BrownianPath(seed, BROWNIAN_SIGMA, 100_000, start, seconds)
         return TapeSpec(path, BROWNIAN_SIGMA, T0, windows, rule=RULES[rule][0],
-                        lookback=RULES[rule][1])  # fmt: skip
+                        lookback=RULES[rule][1], spans=(span,))  # fmt: skip
     path = SettlementFeedPath(seed, FEED_SIGMA, 100_000, start, seconds)
     return TapeSpec(path, FEED_SIGMA, T0, windows, rule=RULES[rule][0], lookback=RULES[rule][1],
-                    arrivals="feed")  # fmt: skip
+                    arrivals="feed", spans=(span,))  # fmt: skip
 
 
-def _replay(tree: Path, tape: Path) -> dict[str, Any]:
-    """The backtest's report of ``tape`` with the code of ``tree``."""
+def figures_at(windows: list[dict[str, Any]], rems: tuple[int, ...]) -> dict[str, Any]:
+    """``bench.real.figures`` (its shape, for ``block``) at the checkpoints ``rems``: the
+    window length's own (that one is bound to the 5-minute ones)."""
+    settled = [w for w in windows if w[OUTCOME] is not None]
+    by_rem: dict[int, list[tuple[float, int]]] = {rem: [] for rem in rems}
+    for window in settled:
+        o = 1 if window[OUTCOME] == outcomes.UP else 0
+        for c in window["checkpoints"]:
+            if c["pUp"] is not None and c["remS"] in by_rem:
+                by_rem[c["remS"]].append((c["pUp"], o))
+    pooled = [pair for rem in rems for pair in by_rem[rem]]
+    return {
+        "windows": len(settled),
+        "buckets": [
+            {"remS": rem, "n": len(pairs), "model": scores.mean_scores(pairs),
+             "coin": scores.mean_scores([(COIN, o) for _, o in pairs])}
+            for rem, pairs in [*by_rem.items(), ("all", pooled)]
+        ],
+        "reliability": scores.reliability(pooled),
+        "tails": {"below10": _tail(pooled, lambda p: p < LOW),
+                  "above90": _tail(pooled, lambda p: p > HIGH)},
+        "withP": len(pooled) / (len(rems) * len(settled)) if settled else None,
+    }  # fmt: skip
+
+
+def _replay(tree: Path, tape: Path, window: str) -> dict[str, Any]:
+    """The backtest's document of ``tape``'s ``window`` windows with the code of ``tree``."""
     python = BIN / "python"
     done = subprocess.run(
         [str(python), "-m", "app.backtest", "--json", str(tape)],
@@ -78,7 +109,9 @@ def _replay(tree: Path, tape: Path) -> dict[str, Any]:
     if done.returncode != 0:
         raise RuntimeError(f"backtest in {tree} of {tape}: {done.stderr[-2000:]}")
     report: dict[str, Any] = json.loads(done.stdout)
-    return report
+    if window == "5m" and "perWindow" in report:
+        return report  # the shape of any checkout's report of a one-market 5-minute tape
+    return document_of(report, window)
 
 
 def _with_p(report: dict[str, Any]) -> set[tuple[str, int]]:
@@ -104,9 +137,10 @@ def _windows(
             p = c["pUp"] if only is None or (window["slug"], c["remS"]) in only else None
             if exact and p is not None:
                 # The board at end - rem knows the spot up to the second before.
-                second = window["windowStart"] + WINDOW_S - c["remS"] - 1
+                length = spec.spans[0].seconds
+                second = window["windowStart"] + length - c["remS"] - 1
                 p = exact_p_up(spec.path, spec.rule, spec.lookback, window["windowStart"],
-                               second, spec.sigma)  # fmt: skip
+                               second, spec.sigma, length)  # fmt: skip
             checkpoints.append({"remS": c["remS"], "pUp": p})
         found.append({OUTCOME: window["outcome"], "checkpoints": checkpoints})
     return found
@@ -121,6 +155,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--baseline", type=Path, help="another checkout: the model before")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", dest="json_out", type=Path)
+    parser.add_argument("--window", choices=list(REMS_OF_WINDOW), default="5m")
     args = parser.parse_args()
     for name in args.paths.split(","):
         if name not in PATHS:
@@ -140,46 +175,51 @@ def main() -> int:
     cases = [(p, r) for p in args.paths.split(",") for r in args.rules.split(",")]
     results: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="probboard-bench-paths-") as tmp:
-        specs = {case: _spec(case[0], case[1], args.seed, args.hours) for case in cases}
+        specs = {
+            case: _spec(case[0], case[1], args.seed, args.hours, args.window) for case in cases
+        }
         tapes = {
             case: write(spec, Path(tmp) / f"{case[0]}-{case[1]}") for case, spec in specs.items()
         }
         jobs = [(case, name) for case in cases for name in trees]
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
-            reports = dict(
-                zip(jobs, pool.map(lambda job: _replay(trees[job[1]], tapes[job[0]]), jobs),
-                    strict=True)
-            )  # fmt: skip
+            done = pool.map(lambda job: _replay(trees[job[1]], tapes[job[0]], args.window), jobs)
+            reports = dict(zip(jobs, done, strict=True))
+    rems = REMS_OF_WINDOW[args.window]
+
+    def figures(windows: list[dict[str, Any]]) -> dict[str, Any]:
+        return figures_at(windows, rems)
+
     for case in cases:
         key = f"{case[0]} {case[1]}"
         results[key] = {}
-        print(f"\n== {key}: {args.hours:g} h of windows, seed {args.seed} ==")
+        print(f"\n== {key}: {args.hours:g} h of {args.window} windows, seed {args.seed} ==")
         for name in trees:
-            found = figures(_windows(reports[case, name], specs[case], exact=False), OUTCOME)
+            found = figures(_windows(reports[case, name], specs[case], exact=False))
             results[key][name] = found
             print("\n".join(block(f" the model, {name}", found)))
         if len(trees) > 1:  # both codes on the checkpoints where both had a probability
             common = set.intersection(*(_with_p(reports[case, name]) for name in trees))
             for name in trees:
                 windows = _windows(reports[case, name], specs[case], exact=False, only=common)
-                found = figures(windows, OUTCOME)
+                found = figures(windows)
                 results[key][f"{name}, common"] = found
                 print("\n".join(block(f" the model, {name}, checkpoints both scored", found)))
         if case[0] == "brownian":
-            exact = figures(_windows(reports[case, "now"], specs[case], exact=True), OUTCOME)
+            exact = figures(_windows(reports[case, "now"], specs[case], exact=True))
             results[key]["exact"] = exact
             print("\n".join(block(" the exact model, at the same checkpoints", exact)))
-    _summary(results, trees)
+    _summary(results, trees, rems)
     if args.json_out:
         args.json_out.write_text(json.dumps(results, indent=1))
     return 0
 
 
-def _summary(results: dict[str, Any], trees: dict[str, Path]) -> None:
+def _summary(results: dict[str, Any], trees: dict[str, Path], rems: tuple[int, ...]) -> None:
     """One line per (path, rule) and code: log loss at each checkpoint and over all."""
     names = [*trees, *(f"{name}, common" for name in trees), "exact"]
-    rems = " ".join(f"{r:>5}" for r in REMS)
-    print(f"\nlog loss per checkpoint (s left):        {rems}   all")
+    header = " ".join(f"{r:>5}" for r in rems)
+    print(f"\nlog loss per checkpoint (s left):        {header}   all")
     for key, found in results.items():
         for name in names:
             if name not in found:

@@ -9,6 +9,7 @@ second; each row's P(up) is compared with the exact value computed from the path
 true sigma at the spot's own timestamp. Run it across at least one roll:
 
     python -m bench.truth [--seconds 420] [--lookback 60] [--path brownian|feed]
+                          [--window 5m|15m]
 
 Reports P(up) error (median, 95th percentile, max, in points), sigma on the board against
 the true one, and how many rows had null books, were stale, or showed a crossed book.
@@ -19,6 +20,10 @@ has no closed form, so there the reference (and the market maker's quote) is the
 formula at the path's own REALISED sigma (its 60 s moves over the 20 minutes before the
 row's spot): the "error" then measures how far the board departs from that formula
 (``p_up_reference`` in the output says which one it is), not an error against the truth.
+
+``--window 15m`` lists the 15-minute markets instead and serves them alone (``WINDOWS=15m``):
+the exact P(up) is at the 15-minute window's end, the rows' time left runs from 900 s
+(``--seconds 960`` crosses a roll).
 """
 
 from __future__ import annotations
@@ -30,7 +35,7 @@ import threading
 import time
 from decimal import Decimal
 
-from app.markets import MARKETS, WINDOW_S, window_start
+from app.markets import FIVE_MINUTES, MARKETS, SPANS, Span
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
 from harness import tapes
 from harness.fake_polymarket import TWAP, FakeBook, FakeMarket, FakePolymarket, live_span
@@ -51,11 +56,14 @@ def reference_sigma(path: SeededPath, ts_ms: int) -> float:
     return path.sigma
 
 
-def exact_p_up(path: SeededPath, ts_ms: int, t0: int, lookback: int) -> float:
-    """P(TWAP at the end >= TWAP at T0) at ``ts_ms``, with ``reference_sigma``: exact on the
-    Brownian path, the Brownian formula at the realised sigma on the stand-in."""
+def exact_p_up(
+    path: SeededPath, ts_ms: int, t0: int, lookback: int, span: Span = FIVE_MINUTES
+) -> float:
+    """P(TWAP at the end >= TWAP at T0) at ``ts_ms`` of ``span``'s window starting at
+    ``t0``, with ``reference_sigma``: exact on the Brownian path, the Brownian formula at
+    the realised sigma on the stand-in."""
     sigma = reference_sigma(path, ts_ms)
-    return tapes.exact_p_up(path, TWAP, lookback, t0, ts_ms / 1000, sigma)
+    return tapes.exact_p_up(path, TWAP, lookback, t0, ts_ms / 1000, sigma, span.seconds)
 
 
 def start_path(world: FakePolymarket, kind: str) -> SeededPath:
@@ -93,36 +101,36 @@ def main() -> int:
     parser.add_argument("--seconds", type=float, default=420.0)
     parser.add_argument("--lookback", type=int, default=60, choices=(30, 60))
     parser.add_argument("--path", default="brownian", choices=("brownian", "feed"))
+    parser.add_argument("--window", default=FIVE_MINUTES.name, choices=list(SPANS))
     args = parser.parse_args()
+    span = SPANS[args.window]
 
     world = FakePolymarket(auto_markets=True, auto_rule=TWAP).start()
     stop = threading.Event()
     source: PolymarketSource | None = None
     try:
         path = start_path(world, args.path)
-        for t0 in (window_start(time.time()), window_start(time.time()) + WINDOW_S):
-            world.list_market(
-                FakeMarket(t0, rule=TWAP, lookback=args.lookback),
-                (
-                    FakeBook({"0.49": "100"}, {"0.50": "100"}),
-                    FakeBook({"0.50": "100"}, {"0.51": "100"}),
-                ),
-            )
+        listed = world.markets_of("BTC", span)  # the fake world's one market, of this length
+
+        def list_windows(now: float) -> None:
+            """List the current window and the next, where they are not yet."""
+            for start in (span.start(now), span.start(now) + span.seconds):
+                if listed.get(start) is None:
+                    world.list_market(
+                        FakeMarket(start, rule=TWAP, lookback=args.lookback, span=span),
+                        (FakeBook({"0.49": "100"}, {"0.50": "100"}),
+                         FakeBook({"0.50": "100"}, {"0.51": "100"})),
+                    )  # fmt: skip
+
+        list_windows(time.time())
 
         def make_markets() -> None:
             while not stop.wait(0.5):
                 now = time.time()
-                t0 = window_start(now)
-                for start in (t0, t0 + WINDOW_S):
-                    if world.markets.get(start) is None:
-                        world.list_market(
-                            FakeMarket(start, rule=TWAP, lookback=args.lookback),
-                            (FakeBook({"0.49": "100"}, {"0.50": "100"}),
-                             FakeBook({"0.50": "100"}, {"0.51": "100"})),
-                        )  # fmt: skip
-                quote_books(
-                    world, world.markets[t0], exact_p_up(path, int(now * 1000), t0, args.lookback)
-                )
+                list_windows(now)
+                t0 = span.start(now)
+                p_up = exact_p_up(path, int(now * 1000), t0, args.lookback, span)
+                quote_books(world, listed[t0], p_up)
 
         maker = threading.Thread(target=make_markets, daemon=True)
         maker.start()
@@ -137,6 +145,7 @@ def main() -> int:
             ),
             (MARKETS["BTC"],),  # the fake world's one market
             stale_after_ms=STALE_MS,
+            spans=(span,),
         )
         source.warm_up(20)
         errors: list[float] = []
@@ -170,7 +179,7 @@ def main() -> int:
                 counts["no_probability"] += 1
             else:
                 ts_ms = int(now * 1000) - spot_age_ms  # the row's spot time
-                exact = exact_p_up(path, ts_ms, row.window_start, args.lookback)
+                exact = exact_p_up(path, ts_ms, row.window_start, args.lookback, span)
                 errors.append(abs(row.p_up_pct - 100 * exact))
             time.sleep(0.5)
     finally:
@@ -184,6 +193,7 @@ def main() -> int:
         "seconds": args.seconds,
         "lookback": args.lookback,
         "path": args.path,
+        "window": span.name,
         "p_up_reference": "exact"
         if args.path == "brownian"
         else "Brownian formula at the path's realised sigma (not exact: the feed is smoothed)",

@@ -5,7 +5,9 @@ The path is a ``BrownianPath`` or the settlement-feed stand-in (``SettlementFeed
 events, CLOB books and ``best_bid_ask``, RTDS updates and history), laid out on tape time as
 a recording of them would be: the spot and both TWAP topics every second (each point 50 ms
 after its second; with ``arrivals="feed"``, at the stand-in's own lag, and nothing for the
-seconds it leaves out), each window's Gamma answer two minutes ahead, its books from a
+seconds it leaves out), each window's Gamma answer (of every window length in ``spans``:
+5 minutes unless told, 15 minutes, or both on one tape as a refresher with ``WINDOWS=5m,15m``
+records them) two minutes ahead, its books from a
 minute before it starts until a few seconds after it ends, and optionally its
 ``market_resolved``.
 
@@ -26,7 +28,7 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
-from app.markets import WINDOW_S
+from app.markets import FIVE_MINUTES, WINDOW_S, Span
 from harness.fake_polymarket import (
     SPOT,
     SPOT_HISTORY_TOPIC,
@@ -52,12 +54,19 @@ PATHS: dict[str, type[SeededPath]] = {
 
 
 def exact_p_up(
-    path: SeededPath, rule: str, lookback: int, t0: int, at_s: float, sigma: float
+    path: SeededPath,
+    rule: str,
+    lookback: int,
+    t0: int,
+    at_s: float,
+    sigma: float,
+    length_s: int = WINDOW_S,
 ) -> float:
     """P(up) from the path itself and the true ``sigma``, knowing the spot up to second
-    ``int(at_s)``, with the time left counted from ``at_s``: exact on a ``BrownianPath``,
-    the Brownian formula at ``sigma`` on any other."""
-    end = t0 + WINDOW_S
+    ``int(at_s)``, with the time left counted from ``at_s`` to the end of the window of
+    ``length_s`` seconds: exact on a ``BrownianPath``, the Brownian formula at ``sigma`` on
+    any other."""
+    end = t0 + length_s
     second = int(at_s)
     k = float(path.twap(t0, lookback)) if rule == TWAP else float(path.value(t0))
     spot = float(path.value(second))
@@ -76,9 +85,12 @@ def exact_p_up(
     return NormalDist().cdf(math.log(centre / k) / math.sqrt(variance))
 
 
-def settled_up(path: SeededPath, rule: str, lookback: int, t0: int) -> bool:
-    """How the window settled: the final value (TWAP or spot at the end) ≥ the one at T0."""
-    end = t0 + WINDOW_S
+def settled_up(
+    path: SeededPath, rule: str, lookback: int, t0: int, length_s: int = WINDOW_S
+) -> bool:
+    """How the window of ``length_s`` seconds settled: the final value (TWAP or spot at the
+    end) ≥ the one at T0."""
+    end = t0 + length_s
     if rule == TWAP:
         return path.twap(end, lookback) >= path.twap(t0, lookback)
     return path.value(end) >= path.value(t0)
@@ -86,7 +98,9 @@ def settled_up(path: SeededPath, rule: str, lookback: int, t0: int) -> bool:
 
 @dataclass
 class TapeSpec:
-    """What to write: ``windows`` windows from ``first_window``, on ``path``.
+    """What to write: ``windows`` windows of ``spans[0]`` from ``first_window``, on ``path``,
+    and the windows of the other ``spans`` over the same time (``first_window`` a multiple
+    of every span's seconds).
 
     ``arrivals``: ``prompt`` sends every second's points 50 ms after it; ``feed`` (a
     ``SettlementFeedPath`` only) sends them at the path's own arrival lag (1.45 s at the
@@ -104,8 +118,11 @@ class TapeSpec:
     resolved_every: int = 2  # every n-th window gets its market_resolved (0: none)
     quote_hz: int = 1  # best_bid_ask messages per second per token (a busy market: 10)
     arrivals: str = "prompt"  # or "feed"
+    spans: tuple[Span, ...] = (FIVE_MINUTES,)  # the window lengths listed (WINDOWS)
 
     def __post_init__(self) -> None:
+        if not self.spans or any(self.first_window % s.seconds for s in self.spans):
+            raise ValueError("first_window must start a window of every one of spans")
         if self.arrivals not in ("prompt", "feed"):
             raise ValueError(f"arrivals must be 'prompt' or 'feed', not {self.arrivals!r}")
         if self.arrivals == "feed" and not isinstance(self.path, SettlementFeedPath):
@@ -161,11 +178,20 @@ def lines(spec: TapeSpec) -> list[dict[str, Any]]:
     """Every line of the tape, in ``t`` order."""
     path, first = spec.path, spec.first_window
     start = first - 2 * WINDOW_S  # the recording starts ten minutes before the first window
-    end = first + spec.windows * WINDOW_S + 180  # and ends after the last outcome
-    markets = [
-        FakeMarket(first + i * WINDOW_S, rule=spec.rule, lookback=spec.lookback)
-        for i in range(spec.windows + 1)
-    ]
+    length = spec.windows * spec.spans[0].seconds
+    end = first + length + 180  # and ends after the last outcome
+    # Per span: its windows over the tape's length, and the one after the last (its Gamma
+    # answer only: its price to beat settles the last one).
+    by_span = [
+        [
+            FakeMarket(first + i * span.seconds, rule=spec.rule, lookback=spec.lookback,
+                       span=span)
+            for i in range(length // span.seconds + 1)
+        ]
+        for span in spec.spans
+    ]  # fmt: skip
+    markets = [market for listed in by_span for market in listed]
+    scored = [market for listed in by_span for market in listed[:-1]]
     out: list[dict[str, Any]] = [
         _line(start, "rtds", event="connect"),
         _line(start + 0.001, "clob-ws", event="connect"),
@@ -191,18 +217,20 @@ def lines(spec: TapeSpec) -> list[dict[str, Any]]:
         if delay is not None:
             out.extend(_points(path, second, second + delay))
         if spec.market == "exact":
-            for market in markets[:-1]:
-                t0 = market.window_start
-                if t0 - 59 <= second <= t0 + WINDOW_S + 5:
-                    known = min(second, t0 + WINDOW_S)
-                    p = exact_p_up(path, spec.rule, spec.lookback, t0, known, spec.sigma) \
-                        if second >= t0 else 0.5  # fmt: skip
+            for market in scored:
+                t0, t1 = market.window_start, market.window_end
+                if t0 - 59 <= second <= t1 + 5:
+                    known = min(second, t1)
+                    p = exact_p_up(path, spec.rule, spec.lookback, t0, known, spec.sigma,
+                                   market.span.seconds) if second >= t0 else 0.5  # fmt: skip
                     for k in range(spec.quote_hz):
                         at = second + QUOTE_DELAY_S + k / spec.quote_hz
                         out.extend(_quote_frames(market, p, at))
-    for i, market in enumerate(markets[:-1]):
+    for market in scored:
+        i = (market.window_start - first) // market.span.seconds
         if spec.resolved_every and i % spec.resolved_every == 0:
-            up = settled_up(path, spec.rule, spec.lookback, market.window_start)
+            length_s = market.span.seconds
+            up = settled_up(path, spec.rule, spec.lookback, market.window_start, length_s)
             winner = market.up_token if up else market.down_token
             message = {
                 "event_type": "market_resolved",
@@ -210,11 +238,9 @@ def lines(spec: TapeSpec) -> list[dict[str, Any]]:
                 "assets_ids": list(market.tokens),
                 "winning_asset_id": winner,
                 "winning_outcome": "Up" if up else "Down",
-                "timestamp": str((market.window_start + WINDOW_S + 120) * 1000),
+                "timestamp": str((market.window_end + 120) * 1000),
             }
-            out.append(
-                _line(market.window_start + WINDOW_S + 120, "clob-ws", frame=json.dumps(message))
-            )
+            out.append(_line(market.window_end + 120, "clob-ws", frame=json.dumps(message)))
     out.sort(key=lambda line: line["t"])
     return out
 

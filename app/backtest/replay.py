@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -20,7 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 
 from app.board.row import BoardRow
-from app.markets import MARKETS, Market
+from app.markets import FIVE_MINUTES, MARKETS, SPANS, Market, Span
 from app.refresher import clocks
 from app.refresher.sources.polymarket.clob import winners_of
 from app.refresher.sources.polymarket.source import UPKEEP_S, PolymarketSource, Upstreams
@@ -38,6 +39,8 @@ HTTP_SOURCES = frozenset({"gamma", "clob-rest", "site"})
 # A tape whose RTDS subscription names no market was recorded by the one-market refresher of
 # before SYMBOLS, which served BTC only: that is its market.
 UNNAMED_TAPE_MARKET = "BTC"
+# A Gamma lookup of an up/down window (by path or query): its slug names the window's length.
+GAMMA_WINDOW = re.compile(r"[a-z]+-updown-([0-9]+m)-[0-9]+")
 Key = tuple[str, str, tuple[tuple[str, str], ...], str | None]
 
 
@@ -114,9 +117,15 @@ class Replay:
     last_t: float | None = None
 
 
-def new_replay(stale_after_ms: int, start_t: float, markets: tuple[Market, ...]) -> Replay:
-    """A threadless live source of ``markets`` on a virtual clock, answered from the tape;
-    the source comes to life at ``start_t`` (the tape's first ``t``), as the live one did."""
+def new_replay(
+    stale_after_ms: int,
+    start_t: float,
+    markets: tuple[Market, ...],
+    spans: tuple[Span, ...] = (FIVE_MINUTES,),
+) -> Replay:
+    """A threadless live source of ``markets`` over ``spans`` on a virtual clock, answered
+    from the tape; the source comes to life at ``start_t`` (the tape's first ``t``), as the
+    live one did."""
     clock = VirtualClock()
     clock.t = start_t
     http = TapeHttp()
@@ -127,6 +136,7 @@ def new_replay(stale_after_ms: int, start_t: float, markets: tuple[Market, ...])
         stale_after_ms=stale_after_ms,
         background=False,
         markets=markets,
+        spans=spans,
     )
     return Replay(source, clock, http)
 
@@ -148,6 +158,19 @@ def markets_of(lines: list[dict[str, Any]]) -> tuple[Market, ...]:
         if found:
             return tuple(found)
     return (MARKETS[UNNAMED_TAPE_MARKET],)
+
+
+def spans_of(lines: list[dict[str, Any]]) -> tuple[Span, ...]:
+    """The window lengths a tape was recorded for: those its Gamma lookups name (the
+    refresher looks up every served length's window as it starts), in ``SPANS`` order; a
+    tape with none (recorded before ``WINDOWS``) is a 5-minute one."""
+    named = set()
+    for line in lines:
+        if line.get("src") == "gamma":
+            found = GAMMA_WINDOW.search(str(line.get("url", "")))
+            if found is not None:
+                named.add(found.group(1))
+    return tuple(span for name, span in SPANS.items() if name in named) or (FIVE_MINUTES,)
 
 
 def _chainlink_symbol(subscription: Any) -> str | None:

@@ -9,26 +9,34 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from app.backtest.replay import Replay, markets_of, new_replay, run
+from app.backtest.replay import Replay, markets_of, new_replay, run, spans_of
 from app.calibration import outcomes, summary
-from app.calibration.checkpoints import Window, settled, track
+from app.calibration.checkpoints import REMS, REMS_OF_WINDOW, Window, settled, track
+from app.markets import FIVE_MINUTES
 
-HEAD_LINES = 2000  # lines read ahead for the tape's RTDS subscription (it comes first)
+# Lines read ahead for the tape's RTDS subscription and first Gamma lookups (they come
+# first: the source subscribes and looks its windows up as it starts).
+HEAD_LINES = 2000
+Part = tuple[str, str]  # (market symbol, window name): one document of the report
 
 
 def backtest(
     lines: Iterable[dict[str, Any]], tick_ms: int = 500, stale_after_ms: int = 3000
 ) -> dict[str, Any]:
-    """Replay ``lines`` and return the report document (``docs/backtest.md``)."""
+    """Replay ``lines`` and return the report document (``docs/backtest.md``): one document
+    per (market, window length) the tape holds, keyed unless it holds one market's 5-minute
+    windows only (``keyed``)."""
     started = time.perf_counter()
     remaining = iter(lines)
-    # The first lines tell which markets the tape holds (its RTDS subscription).
+    # The first lines tell which markets (its RTDS subscription) and which window lengths
+    # (its Gamma lookups) the tape holds.
     head = list(itertools.islice(remaining, HEAD_LINES))
     start_t = float(head[0]["t"]) if head else 0.0
-    replay = new_replay(stale_after_ms, start_t, markets_of(head))
+    replay = new_replay(stale_after_ms, start_t, markets_of(head), spans_of(head))
     lines = itertools.chain(head, remaining)
-    windows: dict[str, Window] = {}
-    boards: dict[str, int] = {}
+    # By (symbol, window name): each market's windows of each length, by slug.
+    windows: dict[Part, dict[str, Window]] = {}
+    boards: dict[Part, int] = {}
     live_log = logging.getLogger("app.refresher")
     level = live_log.level
     # The live code's warnings (an upstream that did not answer...) describe the recording,
@@ -36,34 +44,68 @@ def backtest(
     live_log.setLevel(logging.ERROR)
     try:
         for board in run(replay, lines, tick_ms):
-            symbol = board.row.symbol
-            boards[symbol] = boards.get(symbol, 0) + 1
-            track(windows, board.row, board.t, stale_after_ms)
+            part = (board.row.symbol, board.row.window)
+            boards[part] = boards.get(part, 0) + 1
+            track(windows.setdefault(part, {}), board.row, board.t, stale_after_ms)
     finally:
         live_log.setLevel(level)
         replay.source.close()
     elapsed = time.perf_counter() - started
-    markets = replay.source.markets
-    if len(markets) == 1:
-        return document(replay, windows, boards.get(markets[0].symbol, 0), elapsed)
-    # Several markets: one report of the same shape per market, keyed by its symbol.
-    return {
-        "symbols": {
-            market.symbol: document(
-                replay,
-                {s: w for s, w in windows.items() if s.startswith(market.slug_prefix)},
-                boards.get(market.symbol, 0),
-                elapsed,
-            )
-            for market in markets
-        }
+    documents = {
+        (market.symbol, span.name): document(
+            replay,
+            windows.get((market.symbol, span.name), {}),
+            boards.get((market.symbol, span.name), 0),
+            elapsed,
+            REMS_OF_WINDOW[span.name],
+        )
+        for span in replay.source.spans
+        for market in replay.source.markets
     }
+    return keyed(documents)
+
+
+def keyed(documents: dict[Part, dict[str, Any]]) -> dict[str, Any]:
+    """The report of ``documents`` (by symbol and window name): one market's 5-minute
+    windows alone, its document as it is; otherwise the 5-minute documents under
+    ``symbols`` and each other length's under ``windows.<name>.symbols``."""
+    if list(documents) == [(next(iter(documents))[0], FIVE_MINUTES.name)]:
+        return next(iter(documents.values()))
+    found: dict[str, Any] = {}
+    for (symbol, window), doc in documents.items():
+        place = found if window == FIVE_MINUTES.name else (
+            found.setdefault("windows", {}).setdefault(window, {})
+        )  # fmt: skip
+        place.setdefault("symbols", {})[symbol] = doc
+    return found
+
+
+def document_of(
+    report: dict[str, Any], window: str = FIVE_MINUTES.name, symbol: str | None = None
+) -> dict[str, Any]:
+    """The document of one (market, window) in a report of any shape; ``symbol`` may be
+    left out where the report has one market."""
+    if "symbols" not in report and not isinstance(report.get("windows"), dict):
+        if window != FIVE_MINUTES.name:
+            raise KeyError(window)
+        return report  # one market's 5-minute windows
+    place = report if window == FIVE_MINUTES.name else report["windows"][window]
+    by_symbol: dict[str, dict[str, Any]] = place["symbols"]
+    if symbol is None:
+        [only] = by_symbol.values()
+        return only
+    return by_symbol[symbol]
 
 
 def document(
-    replay: Replay, windows: dict[str, Window], boards: int, elapsed_s: float
+    replay: Replay,
+    windows: dict[str, Window],
+    boards: int,
+    elapsed_s: float,
+    rems: tuple[int, ...] = REMS,
 ) -> dict[str, Any]:
-    """The report: per window, per rem bucket, reliability, and the replay's own figures."""
+    """One (market, window)'s report: per window, per rem bucket (at ``rems``, its window
+    length's checkpoints), reliability, and the replay's own figures."""
     winners = {**outcomes.gamma_winners(replay.gamma_frames), **replay.winners}
     per_window = []
     for window in sorted(windows.values(), key=lambda w: w.window_start):
@@ -85,7 +127,7 @@ def document(
     return {
         "windows": len(per_window),
         "windowsWithOutcome": sum(1 for w in per_window if w["outcome"] is not None),
-        **summary.summarize(per_window),
+        **summary.summarize(per_window, rems),
         "perWindow": per_window,
         "replay": {
             "lines": replay.lines,
@@ -102,9 +144,18 @@ def _f(value: float | None, digits: int = 4) -> str:
 
 
 def text(doc: dict[str, Any]) -> str:
-    """The report as a terminal reads it (a section per market when there are several)."""
-    if "symbols" in doc:
-        return "\n\n".join(f"== {symbol}\n{text(part)}" for symbol, part in doc["symbols"].items())
+    """The report as a terminal reads it (a section per market and window when there are
+    several: ``== BTC 15m``)."""
+    sections = [
+        (symbol, FIVE_MINUTES.name, part) for symbol, part in doc.get("symbols", {}).items()
+    ]
+    if isinstance(doc.get("windows"), dict):
+        for window, place in doc["windows"].items():
+            sections += [(symbol, window, part) for symbol, part in place["symbols"].items()]
+    if sections:
+        return "\n\n".join(
+            f"== {symbol} {window}\n{text(part)}" for symbol, window, part in sections
+        )
     replay = doc["replay"]
     out = [
         f"{doc['windows']} windows ({doc['windowsWithOutcome']} with an outcome); "

@@ -1,0 +1,110 @@
+"""Backtests of a tape holding 5- and 15-minute windows (``WINDOWS=5m,15m``, issue 39).
+
+The tape is written by ``harness.tapes`` from the fakes' own frames, as a refresher serving
+both window lengths records them; the report has one document per (market, window), each
+scored at its own checkpoints, and a one-market 5-minute tape's report keeps its shape.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.backtest.replay import spans_of
+from app.backtest.report import backtest, document_of, text
+from app.backtest.tapes import read_tapes
+from app.calibration.checkpoints import REMS, REMS_OF_WINDOW
+from app.markets import FIVE_MINUTES, SPANS
+from harness.fake_polymarket import TWAP, BrownianPath
+from harness.tapes import TapeSpec, settled_up, write
+
+T0 = 1_800_000_000  # a multiple of 900: starts a 5- and a 15-minute window
+SIGMA = 1.2e-4
+FIFTEEN = SPANS["15m"]
+WINDOWS_15M = 4  # an hour of tape
+# The keys of a one-market 5-minute report, as before issue 39.
+FLAT_KEYS = {"windows", "windowsWithOutcome", "buckets", "reliability", "reliabilityMarket",
+             "perWindow", "replay"}  # fmt: skip
+
+
+def spec(spans: tuple[Any, ...], seed: int = 31) -> TapeSpec:
+    """An hour of TWAP windows of ``spans`` (the first span's count: an hour's)."""
+    path = BrownianPath(seed, SIGMA, 100_000, T0 - 2400, 3600 + 3000)
+    windows = 3600 // spans[0].seconds
+    return TapeSpec(path, SIGMA, T0, windows, rule=TWAP, resolved_every=2, spans=spans)
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict[str, Any], TapeSpec]:
+    """The report of a one-market tape of both lengths."""
+    tape = spec((FIVE_MINUTES, FIFTEEN))
+    folder = write(tape, tmp_path_factory.mktemp("tapes") / "both")
+    return backtest(read_tapes([folder])), tape
+
+
+def test_a_tape_of_both_lengths_reports_a_document_per_market_and_window(
+    both: tuple[dict[str, Any], TapeSpec],
+) -> None:
+    doc, tape = both
+    assert set(doc) == {"symbols", "windows"}
+    five = doc["symbols"]["BTC"]
+    fifteen = doc["windows"]["15m"]["symbols"]["BTC"]
+    assert set(five) == set(fifteen) == FLAT_KEYS
+    assert document_of(doc) is five and document_of(doc, "15m", "BTC") is fifteen
+    # Each document holds its own length's windows only, scored at its own checkpoints.
+    assert all(w["slug"].startswith("btc-updown-5m-") for w in five["perWindow"])
+    assert [b["remS"] for b in five["buckets"]] == list(REMS)
+    assert five["windowsWithOutcome"] == 12
+    starts = [T0 + i * 900 for i in range(WINDOWS_15M)]
+    scored = [w for w in fifteen["perWindow"] if w["windowStart"] in starts]
+    assert [w["slug"] for w in scored] == [f"btc-updown-15m-{s}" for s in starts]
+    assert all(w["slug"].startswith("btc-updown-15m-") for w in fifteen["perWindow"])
+    assert [b["remS"] for b in fifteen["buckets"]] == list(REMS_OF_WINDOW["15m"])
+    assert fifteen["windowsWithOutcome"] == WINDOWS_15M
+    for i, window in enumerate(scored):
+        up = settled_up(tape.path, TWAP, tape.lookback, window["windowStart"], 900)
+        source = "market" if i % 2 == 0 else "feed"
+        assert (window["outcome"], window["outcomeSource"]) == ("up" if up else "down", source)
+        assert window["priceToBeat"] == pytest.approx(float(tape.path.twap(window["windowStart"],
+                                                                           60)))  # fmt: skip
+        rems = [c["remS"] for c in window["checkpoints"]]
+        assert rems == list(REMS_OF_WINDOW["15m"]), window["slug"]
+        assert all(c["pUp"] is not None and c["marketMid"] is not None
+                   for c in window["checkpoints"])  # fmt: skip
+    # Each bucket counts its windows; the replay counts each document's own boards.
+    assert all(b["n"] == WINDOWS_15M for b in fifteen["buckets"])
+    assert five["replay"]["boards"] == fifteen["replay"]["boards"] > 0
+    report = text(doc)
+    assert "== BTC 5m" in report and "== BTC 15m" in report
+    assert f"btc-updown-15m-{T0}" in report and "  870 " in report
+
+
+def test_a_one_market_five_minute_tape_keeps_its_shape(tmp_path: Path) -> None:
+    folder = write(spec((FIVE_MINUTES,)), tmp_path / "five")
+    doc = backtest(read_tapes([folder]))
+    assert set(doc) == FLAT_KEYS and doc["windowsWithOutcome"] == 12
+    assert document_of(doc) is doc
+    assert not text(doc).startswith("==")
+
+
+def test_a_fifteen_minute_only_tape_is_keyed_under_its_window(tmp_path: Path) -> None:
+    folder = write(spec((FIFTEEN,), seed=32), tmp_path / "fifteen")
+    doc = backtest(read_tapes([folder]))
+    assert set(doc) == {"windows"} and set(doc["windows"]) == {"15m"}
+    assert document_of(doc, "15m")["windowsWithOutcome"] == WINDOWS_15M
+
+
+def test_the_windows_of_a_tape_are_those_its_gamma_requests_name() -> None:
+    def gamma(slug: str) -> dict[str, Any]:
+        url = f"https://gamma-api.polymarket.com/events/slug/{slug}"
+        return {"t": 1.0, "src": "gamma", "method": "GET", "url": url, "status": 0}
+
+    lines = [gamma(f"eth-updown-15m-{T0}"), gamma(f"btc-updown-5m-{T0}"), gamma("other")]
+    assert spans_of(lines) == (FIVE_MINUTES, FIFTEEN)  # in the windows' own order
+    assert spans_of(lines[:1]) == (FIFTEEN,)
+    by_query = {**lines[0], "url": f"https://g/events?slug=btc-updown-15m-{T0}&limit=1"}
+    assert spans_of([by_query]) == (FIFTEEN,)  # the older lookup's form (docs/tapes.md)
+    # A tape without a Gamma request (or of before issue 39) is a 5-minute tape.
+    assert spans_of([{"t": 1.0, "src": "rtds", "event": "connect"}]) == (FIVE_MINUTES,)
