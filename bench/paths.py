@@ -39,10 +39,9 @@ from pathlib import Path
 from typing import Any
 
 from app.backtest.report import document_of
-from app.calibration import outcomes, scores
 from app.calibration.checkpoints import REMS_OF_WINDOW
 from app.markets import SPANS
-from bench.real import COIN, HIGH, LOW, _tail, block
+from bench.real import block, figures
 from harness.fake_polymarket import SPOT, TWAP, BrownianPath
 from harness.paths import SeededPath
 from harness.processes import BIN, ROOT
@@ -68,31 +67,6 @@ def _spec(kind: str, rule: str, seed: int, hours: float, window: str) -> TapeSpe
     path = SettlementFeedPath(seed, FEED_SIGMA, 100_000, start, seconds)
     return TapeSpec(path, FEED_SIGMA, T0, windows, rule=RULES[rule][0], lookback=RULES[rule][1],
                     arrivals="feed", spans=(span,))  # fmt: skip
-
-
-def figures_at(windows: list[dict[str, Any]], rems: tuple[int, ...]) -> dict[str, Any]:
-    """``bench.real.figures`` (its shape, for ``block``) at the checkpoints ``rems``: the
-    window length's own (that one is bound to the 5-minute ones)."""
-    settled = [w for w in windows if w[OUTCOME] is not None]
-    by_rem: dict[int, list[tuple[float, int]]] = {rem: [] for rem in rems}
-    for window in settled:
-        o = 1 if window[OUTCOME] == outcomes.UP else 0
-        for c in window["checkpoints"]:
-            if c["pUp"] is not None and c["remS"] in by_rem:
-                by_rem[c["remS"]].append((c["pUp"], o))
-    pooled = [pair for rem in rems for pair in by_rem[rem]]
-    return {
-        "windows": len(settled),
-        "buckets": [
-            {"remS": rem, "n": len(pairs), "model": scores.mean_scores(pairs),
-             "coin": scores.mean_scores([(COIN, o) for _, o in pairs])}
-            for rem, pairs in [*by_rem.items(), ("all", pooled)]
-        ],
-        "reliability": scores.reliability(pooled),
-        "tails": {"below10": _tail(pooled, lambda p: p < LOW),
-                  "above90": _tail(pooled, lambda p: p > HIGH)},
-        "withP": len(pooled) / (len(rems) * len(settled)) if settled else None,
-    }  # fmt: skip
 
 
 def _replay(tree: Path, tape: Path, window: str) -> dict[str, Any]:
@@ -187,26 +161,26 @@ def main() -> int:
             reports = dict(zip(jobs, done, strict=True))
     rems = REMS_OF_WINDOW[args.window]
 
-    def figures(windows: list[dict[str, Any]]) -> dict[str, Any]:
-        return figures_at(windows, rems)
+    def scored(windows: list[dict[str, Any]]) -> dict[str, Any]:
+        return figures(windows, OUTCOME, rems)
 
     for case in cases:
         key = f"{case[0]} {case[1]}"
         results[key] = {}
         print(f"\n== {key}: {args.hours:g} h of {args.window} windows, seed {args.seed} ==")
         for name in trees:
-            found = figures(_windows(reports[case, name], specs[case], exact=False))
+            found = scored(_windows(reports[case, name], specs[case], exact=False))
             results[key][name] = found
             print("\n".join(block(f" the model, {name}", found)))
         if len(trees) > 1:  # both codes on the checkpoints where both had a probability
             common = set.intersection(*(_with_p(reports[case, name]) for name in trees))
             for name in trees:
                 windows = _windows(reports[case, name], specs[case], exact=False, only=common)
-                found = figures(windows)
+                found = scored(windows)
                 results[key][f"{name}, common"] = found
                 print("\n".join(block(f" the model, {name}, checkpoints both scored", found)))
         if case[0] == "brownian":
-            exact = figures(_windows(reports[case, "now"], specs[case], exact=True))
+            exact = scored(_windows(reports[case, "now"], specs[case], exact=True))
             results[key]["exact"] = exact
             print("\n".join(block(" the exact model, at the same checkpoints", exact)))
     _summary(results, trees, rems)

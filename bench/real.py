@@ -202,16 +202,19 @@ def _tail(pairs: list[tuple[float, int]], inside: Any) -> dict[str, Any]:
     }
 
 
-def figures(windows: list[dict[str, Any]], which: str) -> dict[str, Any]:
-    """Scores of the model (and of a coin flip) against the ``which`` outcome."""
+def figures(
+    windows: list[dict[str, Any]], which: str, rems: tuple[int, ...] = REMS
+) -> dict[str, Any]:
+    """Scores of the model (and of a coin flip) against the ``which`` outcome, at the
+    checkpoints ``rems`` (the window length's: the 5-minute ones unless told)."""
     settled = [w for w in windows if w[which] is not None]
-    by_rem: dict[int, list[tuple[float, int]]] = {rem: [] for rem in REMS}
+    by_rem: dict[int, list[tuple[float, int]]] = {rem: [] for rem in rems}
     for window in settled:
         o = 1 if window[which] == outcomes.UP else 0
         for c in window["checkpoints"]:
             if c["pUp"] is not None and c["remS"] in by_rem:
                 by_rem[c["remS"]].append((c["pUp"], o))
-    pooled = [pair for rem in REMS for pair in by_rem[rem]]
+    pooled = [pair for rem in rems for pair in by_rem[rem]]
     rows = []
     for rem, pairs in [*by_rem.items(), ("all", pooled)]:
         rows.append(
@@ -230,7 +233,7 @@ def figures(windows: list[dict[str, Any]], which: str) -> dict[str, Any]:
             "below10": _tail(pooled, lambda p: p < LOW),
             "above90": _tail(pooled, lambda p: p > HIGH),
         },
-        "withP": len(pooled) / (len(REMS) * len(settled)) if settled else None,
+        "withP": len(pooled) / (len(rems) * len(settled)) if settled else None,
     }
 
 
