@@ -169,7 +169,7 @@ def test_a_long_horizon_is_measured_on_fifteen_minute_pseudo_windows(trend: bool
     """Where the variance per second changes beyond the ratios measured, the 15-minute
     pseudo-windows find the model too narrow (a trend) or too wide (a reversion) at 600 s
     left: the factor there moves away from 290 s's in that direction (seeds 6-8: 600 s's
-    against 290 s's 1.32-1.48 and 0.59-0.85; on Brownian paths about 0.9)."""
+    against 290 s's 1.36-1.72 and 0.57-0.85; on Brownian paths about 1)."""
     times, values = _beyond_the_ratios(12 * 3600, 7, trend)
     past = volatility.history(times, values, windows=(WINDOW_S, 900))
     for rule, points in past.factors:
@@ -220,3 +220,14 @@ def test_the_live_series_measures_the_long_horizons_for_the_windows_it_serves() 
         found[windows] = {h for _, points in estimate.factors for h, _ in points}
     assert found[WINDOW_S,] == set(volatility.FACTOR_HORIZONS)
     assert found[WINDOW_S, 900] == {*volatility.FACTOR_HORIZONS, *volatility.LONG_FACTOR_HORIZONS}
+
+
+def test_a_long_horizons_factor_is_the_misses_mean_square_a_single_one_capped() -> None:
+    """Beyond 290 s the miss sums hundreds of seconds: its mean square is the factor, and one
+    pseudo-window (a jump in it) counts at most ``U_CAP``."""
+    misses = [1.2, -0.8, 0.5, -1.1] * 25
+    square = sum(z * z for z in misses) / len(misses)
+    assert volatility._variance_factor(misses, []) == pytest.approx(square)
+    jumped = volatility._variance_factor([*misses[:-1], 50.0], [])
+    assert jumped == pytest.approx((square * 100 - 1.1**2 + volatility.U_CAP) / 100)
+    assert volatility._variance_factor([0.01] * 10, []) == volatility.FACTOR_RANGE[0]
