@@ -80,7 +80,10 @@ def replay(
     first = max(warm, -(-from_s // length) * length)
     for t0 in range(first, start_s + len(prices) - length - 1, length):
         i0, end = t0 - start_s, t0 - start_s + length
-        past = volatility.history(times[i0 - HISTORY_S : i0 + 1], prices[i0 - HISTORY_S : i0 + 1])
+        # The factors of this window length, as the live series of a board serving it has.
+        past = volatility.history(
+            times[i0 - HISTORY_S : i0 + 1], prices[i0 - HISTORY_S : i0 + 1], windows=(length,)
+        )
         for name, (rule, lookback) in RULES.items():
             span = lookback or 1
             beat = math.fsum(prices[i0 - span + 1 : i0 + 1]) / span
@@ -95,7 +98,7 @@ def replay(
                 if lookback and left < lookback:
                     seen = prices[end - lookback + 1 : i + 1]
                     known = math.fsum(seen) / len(seen)
-                sigma, jump_var = _spread(estimate, rule, lookback, left)
+                sigma, jump_var = _spread(estimate, rule, lookback, left, length)
                 answers = tuple(
                     model.probability_up(
                         prices[i],
@@ -118,13 +121,13 @@ def replay(
 
 
 def _spread(
-    estimate: volatility.Volatility, rule: str, lookback: int | None, left: float
+    estimate: volatility.Volatility, rule: str, lookback: int | None, left: float, length: int
 ) -> tuple[float, float]:
     # A model from before the settlement's own factors has no spread(): its sigma is it.
     spread = getattr(estimate, "spread", None)
     if spread is None:
         return estimate.sigma, estimate.jump_var
-    sigma, jump_var = spread(rule, lookback, left)
+    sigma, jump_var = spread(rule, lookback, left, length)
     return float(sigma), float(jump_var)
 
 

@@ -54,7 +54,8 @@ on a Brownian path it is 1 (in a TWAP's last seconds, the discrete average's own
 which the continuous formula misses by up to a third). Under ``MIN_PSEUDO_S`` seconds of
 pseudo-windows the block inflation stands; each horizon's factor is shrunk (in log) toward
 the shorter horizon's (the first toward the inflation) as if ``PRIOR_SPANS`` spans of it had
-said so.
+said so. A 15-minute window's time left beyond them (``LONG_FACTOR_HORIZONS``) is measured
+on 15-minute pseudo-windows, only when such windows are served (``history``'s ``windows``).
 """
 
 from __future__ import annotations
@@ -63,10 +64,10 @@ import bisect
 import itertools
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
-from app.markets import WINDOW_S
+from app.markets import SPANS, WINDOW_S
 from app.refresher.model import (
     TWAP,
     continuation,
@@ -109,14 +110,31 @@ RHO_ERRORS = 4.0
 # distance and the miss together, which pairing every distance with every miss cannot see.
 RULES: tuple[tuple[str, int], ...] = ((TWAP, 30), (TWAP, 60))
 FACTOR_HORIZONS = (5, 15, 30, 60, 120, 180, 290)
+# A 15-minute window's time left beyond 290 s (issue 39) is measured on pseudo-windows of its
+# own length, and only when a 15-minute window is served (``history``'s ``windows``), by the
+# misses' mean square (``_variance_factor``). Its shorter horizons keep the 5-minute
+# pseudo-windows: there a 15-minute window's price has wandered far from the price to beat,
+# nearly every pseudo-window is decided by the sign of its distance, and the factor is not
+# identified (on Brownian paths the 60 s TWAP's at 5 s left came out anywhere in 0.3-1.5).
+# Not at 890 s either: 10 s into the window the distance is about 0 and so is what the
+# factor changes; 600 s's holds beyond.
+LONG_FACTOR_WINDOW_S = SPANS["15m"].seconds
+LONG_FACTOR_HORIZONS = (420, 600)
 PSEUDO_STEP_S = 10
 FACTOR_RANGE = (0.3, 4.0)  # a factor outside this is a broken feed, not a market
 FACTOR_TOLERANCE = 0.02  # in log: the factor to 2 %
 DISTANCE_QUANTILES = 64  # the distances d each factor is scored on
 MIN_PSEUDO_S = 3600  # fewer seconds of pseudo-windows (an hour): the block inflation
 PRIOR_SPANS = 20.0  # a horizon's factor is shrunk toward the shorter one's by 20 spans' worth
-# The history the factors need before any is measured (the longest lookback's pseudo-windows).
-FACTOR_HISTORY_S = SIGMA_WINDOW_S + WINDOW_S + 60 + MIN_PSEUDO_S
+
+
+def factor_history_s(window_s: int = WINDOW_S) -> int:
+    """The history the factors of ``window_s``-second windows need before all are measured
+    (``MIN_PSEUDO_S`` of the longest lookback's pseudo-windows of that length)."""
+    return SIGMA_WINDOW_S + window_s + 60 + MIN_PSEUDO_S
+
+
+FACTOR_HISTORY_S = factor_history_s()  # the 5-minute windows'
 
 
 # Per settlement rule (rule, lookback): (horizon, variance factor) ascending.
@@ -158,17 +176,22 @@ class Volatility:
     last_return: float = 0.0  # the last 1-second log return: what may continue
     factors: Factors = field(default=(), repr=False)
 
-    def factor(self, rule: str, lookback_s: int | None, tau_s: float) -> float:
+    def factor(
+        self, rule: str, lookback_s: int | None, tau_s: float, window_s: int = WINDOW_S
+    ) -> float:
         """The variance factor at ``tau_s`` seconds left for a settlement of ``rule`` (and
-        ``lookback_s``): measured on the settlement's own horizon and rule, else the block
-        inflation."""
-        return factor_at(self.factors, rule, lookback_s, tau_s, self.inflation)
+        ``lookback_s``) in a ``window_s``-second window: measured on the settlement's own
+        horizon and rule, else the block inflation."""
+        return factor_at(self.factors, rule, lookback_s, tau_s, self.inflation, window_s)
 
-    def spread(self, rule: str, lookback_s: int | None, tau_s: float) -> tuple[float, float]:
-        """(sigma, a jump's mean square size) for the model at ``tau_s`` left under ``rule``:
-        the diffusion and the jumps times the settlement's own factor."""
+    def spread(
+        self, rule: str, lookback_s: int | None, tau_s: float, window_s: int = WINDOW_S
+    ) -> tuple[float, float]:
+        """(sigma, a jump's mean square size) for the model at ``tau_s`` left under ``rule``
+        in a ``window_s``-second window: the diffusion and the jumps times the settlement's
+        own factor."""
         # sigma and jump_var carry the inflation: the factor takes its place.
-        share = self.factor(rule, lookback_s, tau_s) / self.inflation
+        share = self.factor(rule, lookback_s, tau_s, window_s) / self.inflation
         return self.sigma * math.sqrt(share), self.jump_var * share
 
 
@@ -323,6 +346,62 @@ def _best_factor(misses: list[float], distances: list[float]) -> float:
     return math.exp((low + high) / 2.0)
 
 
+def _replay(
+    grid: Sequence[float],
+    prefix: Sequence[float],
+    regimes: Sequence[float],
+    jump_per_s: float,
+    rho: Sequence[float],
+    ratios: Sequence[tuple[int, float]],
+    rule: str,
+    lookback: int,
+    window_s: int,
+    horizons: Sequence[int],
+) -> dict[int, tuple[list[float], list[float]]]:
+    """Per horizon, (misses, distances) of the model replayed on ``window_s``-second
+    pseudo-windows ending every ``PSEUDO_STEP_S`` (``prefix``: the running sums of ``grid``)."""
+    n = len(grid)
+    lb = float(lookback)  # the settlement: the mean of its last lookback seconds
+    found: dict[int, tuple[list[float], list[float]]] = {h: ([], []) for h in horizons}
+    seconds = {
+        h: remaining_variance(1.0, h, rule, lb) * horizon_ratio(rho, h, ratios) for h in horizons
+    }
+    # The continuation is linear in the last return: its coefficient once per horizon.
+    carried = {h: continuation(rho, 1.0, h, rule, lb) for h in horizons}
+    for end in range(SIGMA_WINDOW_S + window_s + lookback, n, PSEUDO_STEP_S):
+        start = end - window_s
+        beat = (prefix[start + 1] - prefix[start + 1 - lookback]) / lookback
+        first = end + 1 - lookback  # the first second the settlement averages
+        settled = (prefix[end + 1] - prefix[first]) / lookback
+        for h in horizons:
+            t = end - h
+            variance = (regimes[t] + jump_per_s) * seconds[h]
+            if variance <= 0:
+                continue
+            centre = grid[t]
+            if h < lookback:
+                known = (prefix[t + 1] - prefix[first]) / (t + 1 - first)
+                centre += (lookback - h) / lookback * (known - centre)
+            centre += carried[h] * (grid[t] - grid[t - 1])
+            root = math.sqrt(variance)
+            misses, distances = found[h]
+            misses.append((settled - centre) / root)
+            distances.append((centre - beat) / root)
+    return found
+
+
+def _variance_factor(misses: list[float], distances: list[float]) -> float:
+    """The mean square miss (within ``FACTOR_RANGE``): a long horizon's factor. There the
+    settlement sums hundreds of seconds, so its miss is about Gaussian and its variance is
+    what scores best; and the distances are small (the window has just begun), where pairing
+    every distance with every miss came out 6-10 % low on Brownian paths (at 600 s left, 40
+    paths of 4 h: 0.92 against a mean square of 1.02). ``distances`` are not needed."""
+    del distances
+    # One pseudo-window counts at most U_CAP: a single jump is in about 60 overlapping ones.
+    square = math.fsum(min(U_CAP, z * z) for z in misses) / len(misses)
+    return min(FACTOR_RANGE[1], max(FACTOR_RANGE[0], square))
+
+
 def settlement_factors(
     grid: Sequence[float],
     regimes: Sequence[float],
@@ -330,48 +409,41 @@ def settlement_factors(
     rho: Sequence[float],
     ratios: Sequence[tuple[int, float]],
     prior: float,
+    long: bool = False,
 ) -> Factors:
-    """Per TWAP rule of ``RULES``, (horizon, variance factor) at ``FACTOR_HORIZONS``: the model
+    """Per TWAP rule of ``RULES``, (horizon, variance factor) at ``FACTOR_HORIZONS`` (and with
+    ``long`` at ``LONG_FACTOR_HORIZONS``, on ``LONG_FACTOR_WINDOW_S`` pseudo-windows): the model
     replayed on pseudo-windows of the history ``grid`` (log prices per second; ``regimes[t]``
     the diffusion's variance known at second ``t``, ``jump_per_s`` the jumps' variance per
     second), scored as the module says, shrunk toward ``prior``."""
-    n = len(grid)
     prefix = [0.0]
     for x in grid:
         prefix.append(prefix[-1] + x)
+    passes: list[tuple[int, tuple[int, ...]]] = [(WINDOW_S, FACTOR_HORIZONS)]
+    if long:
+        passes.append((LONG_FACTOR_WINDOW_S, LONG_FACTOR_HORIZONS))
     found = []
     for rule, lookback in RULES:
-        lb = float(lookback)  # the settlement: the mean of its last lookback seconds
-        misses: dict[int, list[float]] = {h: [] for h in FACTOR_HORIZONS}
-        distances: dict[int, list[float]] = {h: [] for h in FACTOR_HORIZONS}
-        seconds = {
-            h: remaining_variance(1.0, h, rule, lb) * horizon_ratio(rho, h, ratios)
-            for h in FACTOR_HORIZONS
-        }
-        # The continuation is linear in the last return: its coefficient once per horizon.
-        carried = {h: continuation(rho, 1.0, h, rule, lb) for h in FACTOR_HORIZONS}
-        for end in range(SIGMA_WINDOW_S + WINDOW_S + lookback, n, PSEUDO_STEP_S):
-            start = end - WINDOW_S
-            beat = (prefix[start + 1] - prefix[start + 1 - lookback]) / lookback
-            first = end + 1 - lookback  # the first second the settlement averages
-            settled = (prefix[end + 1] - prefix[first]) / lookback
-            for h in FACTOR_HORIZONS:
-                t = end - h
-                variance = (regimes[t] + jump_per_s) * seconds[h]
-                if variance <= 0:
-                    continue
-                centre = grid[t]
-                if h < lookback:
-                    known = (prefix[t + 1] - prefix[first]) / (t + 1 - first)
-                    centre += (lookback - h) / lookback * (known - centre)
-                centre += carried[h] * (grid[t] - grid[t - 1])
-                root = math.sqrt(variance)
-                misses[h].append((settled - centre) / root)
-                distances[h].append((centre - beat) / root)
+        seen: dict[int, tuple[list[float], list[float]]] = {}
+        for window_s, horizons in passes:
+            seen.update(
+                _replay(
+                    grid,
+                    prefix,
+                    regimes,
+                    jump_per_s,
+                    rho,
+                    ratios,
+                    rule,
+                    lookback,
+                    window_s,
+                    horizons,
+                )
+            )
         factors = []
         toward = prior
-        for h in FACTOR_HORIZONS:
-            seen_s = len(misses[h]) * PSEUDO_STEP_S
+        for h, (misses, distances) in seen.items():
+            seen_s = len(misses) * PSEUDO_STEP_S
             if seen_s < MIN_PSEUDO_S:
                 factors.append((h, prior))
                 continue
@@ -380,7 +452,8 @@ def settlement_factors(
             # is known better (a long horizon's pseudo-windows start near their price to
             # beat, where the factor hardly changes the score).
             lookbacks = seen_s / h
-            log_k = math.log(_best_factor(misses[h], distances[h]))
+            score = _variance_factor if h in LONG_FACTOR_HORIZONS else _best_factor
+            log_k = math.log(score(misses, distances))
             toward = math.exp(
                 (lookbacks * log_k + PRIOR_SPANS * math.log(toward)) / (lookbacks + PRIOR_SPANS)
             )
@@ -395,14 +468,17 @@ def factor_at(
     lookback_s: int | None,
     tau_s: float,
     default: float,
+    window_s: int = WINDOW_S,
 ) -> float:
-    """The factor of ``rule`` (the nearest lookback of a TWAP) at ``tau_s``, interpolated in
-    log horizon and log factor, held beyond the first and last horizon; ``default`` when
-    there is none."""
+    """The factor of ``rule`` (the nearest lookback of a TWAP) at ``tau_s`` in a
+    ``window_s``-second window (its horizons: those shorter than it), interpolated in log
+    horizon and log factor, held beyond the first and last horizon; ``default`` when there
+    is none."""
     same = [(abs(lb - (lookback_s or 0)), points) for (r, lb), points in factors if r == rule]
     if not same:
         return default
-    points = min(same, key=operator.itemgetter(0))[1]
+    # A 5-minute window never reads the 15-minute windows' long horizons.
+    points = [(h, k) for h, k in min(same, key=operator.itemgetter(0))[1] if h < window_s]
     if not points:
         return default
     if tau_s <= points[0][0]:
@@ -432,11 +508,16 @@ def autocorrelations(returns: Sequence[float], lags: int = LAGS) -> tuple[float,
 
 
 def history(
-    times_ms: Sequence[int], values: Sequence[float], factors: Factors | None = None
+    times_ms: Sequence[int],
+    values: Sequence[float],
+    factors: Factors | None = None,
+    windows: Collection[int] = (WINDOW_S,),
 ) -> History:
     """The horizon scale, the jumps, the variance's inflation, the autocorrelations and the
-    settlement factors over the whole history; ``factors`` given are kept instead of
-    measured again (they move over hours, and cost as much as the rest together)."""
+    settlement factors over the whole history, for windows of ``windows`` seconds (those
+    served: the long horizons cost a replay of their own); ``factors`` given are kept
+    instead of measured again (they move over hours, and cost as much as the rest
+    together)."""
     if not times_ms:
         return History()
     grid = second_grid(times_ms, values, times_ms[0] // 1000)
@@ -471,7 +552,8 @@ def history(
         (h, _scale_of(grid, h, ratio_from_autocorrelations(rho, h))[0]) for h in LONG_HORIZONS
     )
     if factors is None:
-        factors = settlement_factors(grid, regimes, rate * jump_var, rho, horizons, inflation)
+        long = LONG_FACTOR_WINDOW_S in windows
+        factors = settlement_factors(grid, regimes, rate * jump_var, rho, horizons, inflation, long)
     return History(scale, history_s, rate, jump_var, inflation, rho, horizons, factors)
 
 

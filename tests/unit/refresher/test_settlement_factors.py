@@ -13,6 +13,7 @@ import pytest
 from app.markets import WINDOW_S
 from app.refresher import volatility
 from app.refresher.model import SPOT, TWAP
+from app.refresher.sources.polymarket.price_series import PriceSeries
 from harness.settlement_feed import FEED_SIGMA, SettlementFeedPath
 
 SIGMA = 1.2e-4
@@ -123,3 +124,110 @@ def test_factors_given_are_kept_and_not_measured_again() -> None:
     assert estimate is not None
     assert estimate.factor(TWAP, 30, 5.0) == 2.0
     assert volatility.history(times, values).factors != kept
+
+
+def _beyond_the_ratios(seconds: int, seed: int, trend: bool) -> tuple[list[int], list[float]]:
+    """A Brownian path plus a part whose variance per second changes beyond the 300 s ratio
+    the model measures and holds: a velocity that persists over 600 s (``trend``: the
+    variance per second rises, the model under-states a 600 s variance) or a level that
+    reverts over 300 s (it falls, the model over-states it)."""
+    rng = random.Random(seed)
+    keep = math.exp(-1.0 / (600.0 if trend else 300.0))
+    shock = SIGMA * math.sqrt((0.006 if trend else 1500.0) * (1.0 - keep * keep))
+    walk, part, velocity, times, values = math.log(100_000.0), 0.0, 0.0, [], []
+    for t in range(seconds):
+        walk += rng.gauss(0.0, SIGMA)
+        if trend:
+            velocity = keep * velocity + rng.gauss(0.0, shock)
+            part += velocity
+        else:
+            part = keep * part + rng.gauss(0.0, shock)
+        times.append(START_MS + t * 1000)
+        values.append(math.exp(walk + part))
+    return times, values
+
+
+def test_the_long_horizons_are_measured_only_for_fifteen_minute_windows() -> None:
+    """Served 5-minute windows only, the factors are what they were; with 15-minute ones the
+    long horizons are added, and the 5-minute horizons (their own pseudo-windows) unchanged."""
+    times, values = _brownian(4 * 3600, 5)
+    five = volatility.history(times, values)
+    both = volatility.history(times, values, windows=(WINDOW_S, 900))
+    long = volatility.LONG_FACTOR_HORIZONS
+    for (rule, short), (same_rule, points) in zip(five.factors, both.factors, strict=True):
+        assert rule == same_rule
+        assert [h for h, _ in short] == list(volatility.FACTOR_HORIZONS)
+        assert points == (*short, *((h, k) for h, k in points if h in long))
+        assert [h for h, _ in points][-len(long) :] == list(long)
+        for horizon, factor in points:
+            if horizon in long:  # a Brownian path: about 1 (the estimate's own noise)
+                assert 0.7 < factor < 1.3, (rule, horizon, factor)
+
+
+@pytest.mark.parametrize("trend", [True, False])
+def test_a_long_horizon_is_measured_on_fifteen_minute_pseudo_windows(trend: bool) -> None:
+    """Where the variance per second changes beyond the ratios measured, the 15-minute
+    pseudo-windows find the model too narrow (a trend) or too wide (a reversion) at 600 s
+    left: the factor there moves away from 290 s's in that direction (seeds 6-8: 600 s's
+    against 290 s's 1.36-1.72 and 0.57-0.85; on Brownian paths about 1)."""
+    times, values = _beyond_the_ratios(12 * 3600, 7, trend)
+    past = volatility.history(times, values, windows=(WINDOW_S, 900))
+    for rule, points in past.factors:
+        factors = dict(points)
+        if trend:
+            assert factors[600] > 1.25 * factors[290], (rule, factors)
+            assert factors[600] > factors[420] > factors[290], (rule, factors)
+        else:
+            assert factors[600] < 0.88 * factors[290], (rule, factors)
+            assert factors[600] < factors[420] < factors[290], (rule, factors)
+
+
+def test_a_fifteen_minute_window_reads_its_long_horizons_and_a_five_minute_one_never() -> None:
+    factors = (((TWAP, 60), ((120, 1.0), (290, 1.2), (420, 0.6), (600, 0.5))),)
+    read = volatility.factor_at
+    assert read(factors, TWAP, 60, 300.0, 9.0) == 1.2  # held beyond 290 s, as before
+    assert read(factors, TWAP, 60, 300.0, 9.0, 900) < 1.2  # toward 420 s's
+    assert read(factors, TWAP, 60, 600.0, 9.0, 900) == 0.5
+    assert read(factors, TWAP, 60, 870.0, 9.0, 900) == 0.5  # 600 s's holds beyond
+    assert read(factors, TWAP, 60, 120.0, 9.0, 900) == read(factors, TWAP, 60, 120.0, 9.0)
+
+
+def test_too_short_a_history_for_fifteen_minute_pseudo_windows_keeps_the_inflation() -> None:
+    """Enough history for the 5-minute pseudo-windows, not for the 15-minute ones: the long
+    horizons are the block inflation, honest as before the factors, not 290 s's held."""
+    seconds = (volatility.factor_history_s(WINDOW_S) + volatility.factor_history_s(900)) // 2
+    times, values = _feed(seconds, 5)
+    past = volatility.history(times, values, windows=(WINDOW_S, 900))
+    estimate = volatility.estimate(times, values, past)
+    assert estimate is not None and past.inflation > 1.1
+    for rule, points in past.factors:
+        factors = dict(points)
+        assert factors[290] != past.inflation  # measured
+        assert all(factors[h] == past.inflation for h in volatility.LONG_FACTOR_HORIZONS)
+        assert estimate.factor(*rule, 600.0, 900) == past.inflation
+        assert estimate.factor(*rule, 600.0) == factors[290]  # a 5-minute window's reading
+
+
+def test_the_live_series_measures_the_long_horizons_for_the_windows_it_serves() -> None:
+    times, values = _brownian(2 * 3600, 7)
+    found = {}
+    for windows in ((WINDOW_S,), (WINDOW_S, 900)):
+        series = PriceSeries(4 * 3600, clock=lambda: times[-1] / 1000 + 1, windows=windows)
+        for ts_ms, value in zip(times, values, strict=True):
+            series.offer(ts_ms, value)
+        estimate = series.volatility()
+        assert estimate is not None
+        found[windows] = {h for _, points in estimate.factors for h, _ in points}
+    assert found[WINDOW_S,] == set(volatility.FACTOR_HORIZONS)
+    assert found[WINDOW_S, 900] == {*volatility.FACTOR_HORIZONS, *volatility.LONG_FACTOR_HORIZONS}
+
+
+def test_a_long_horizons_factor_is_the_misses_mean_square_a_single_one_capped() -> None:
+    """Beyond 290 s the miss sums hundreds of seconds: its mean square is the factor, and one
+    pseudo-window (a jump in it) counts at most ``U_CAP``."""
+    misses = [1.2, -0.8, 0.5, -1.1] * 25
+    square = sum(z * z for z in misses) / len(misses)
+    assert volatility._variance_factor(misses, []) == pytest.approx(square)
+    jumped = volatility._variance_factor([*misses[:-1], 50.0], [])
+    assert jumped == pytest.approx((square * 100 - 1.1**2 + volatility.U_CAP) / 100)
+    assert volatility._variance_factor([0.01] * 10, []) == volatility.FACTOR_RANGE[0]

@@ -51,7 +51,7 @@ def answer(
                 return nothing  # a hole in what is averaged
             known_mean = spot.mean(start_ms, ts_ms) or price
     # The spread measured on this settlement's own rule and horizon (volatility.py).
-    spread, jump_var = vol.spread(market.rule, market.lookback_s, tau)
+    spread, jump_var = vol.spread(market.rule, market.lookback_s, tau, market.span.seconds)
     p_up = probability_up(
         price,
         price_to_beat,

@@ -73,8 +73,13 @@ class PriceSeries(Points):
         witness: ExchangeWitness | None = None,
         window_move: float | None = None,
         twaps: tuple[TwapWitness, ...] = (),
+        windows: tuple[int, ...] = (WINDOW_S,),
     ) -> None:
         super().__init__(history_s, clock)
+        # The window lengths served (seconds): the settlement factors' horizons reach the
+        # longest's, and its factors need the longest history.
+        self._windows = windows
+        self._factor_history_s = max(volatility.factor_history_s(w) for w in windows)
         self._jump_base = jump_base
         # The spot's: the exchange price that must agree with each point (``witness.py``),
         # the TWAP reports a point waits for while the exchange has no verdict (so no row
@@ -245,10 +250,10 @@ class PriceSeries(Points):
             now = clocks.monotonic()
             # A snapshot that has just arrived makes them worth measuring at once only if
             # the last ones rested on too short a history to be measured at all.
-            short = self._history.history_s < volatility.FACTOR_HISTORY_S
+            short = self._history.history_s < self._factor_history_s
             again = (grown and short) or now - self._factors_at >= FACTORS_EVERY_S
             kept = None if again else self._history.factors
-            self._history = volatility.history(times, values, kept)
+            self._history = volatility.history(times, values, kept, self._windows)
             self._scale_at, self._scale_points = now, len(times)
             if again:
                 self._factors_at = now

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.markets import Market
+from app.markets import WINDOW_S, Market
 from app.refresher.sources.polymarket.feed import Feed, each
 from app.refresher.sources.polymarket.price_series import (
     SPOT_HISTORY_S,
@@ -91,12 +91,20 @@ def _series_of(
     clock: Callable[[], float],
     witness: ExchangeWitness,
     twaps: tuple[TwapWitness, ...],
+    windows: tuple[int, ...],
 ) -> dict[str, PriceSeries]:
-    """A market's spot (witnessed by its exchange price and its TWAP reports) and TWAP
-    series, judged by its own jump bound and window move."""
+    """A market's spot (witnessed by its exchange price and its TWAP reports, its settlement
+    factors measured for the window lengths ``windows``) and TWAP series, judged by its own
+    jump bound and window move."""
     base, move = market.jump_base, market.window_move
     spot = PriceSeries(
-        SPOT_HISTORY_S, clock, jump_base=base, witness=witness, window_move=move, twaps=twaps
+        SPOT_HISTORY_S,
+        clock,
+        jump_base=base,
+        witness=witness,
+        window_move=move,
+        twaps=twaps,
+        windows=windows,
     )
     return {
         key: spot
@@ -120,6 +128,7 @@ class RtdsFeed(Feed):
         stop: threading.Event,
         markets: tuple[Market, ...],
         clock: Callable[[], float] = time.time,
+        windows: tuple[int, ...] = (WINDOW_S,),
     ) -> None:
         super().__init__(url, stop)
         self._clock = clock  # our wall clock: a point stamped ahead of it is not believed
@@ -143,6 +152,7 @@ class RtdsFeed(Feed):
                 clock,
                 self.witnesses[market.exchange],
                 tuple(self._twap_witnesses[market.chainlink, key] for key in TWAP_KEYS.values()),
+                windows,
             )
             for market in markets
         }

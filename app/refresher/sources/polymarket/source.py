@@ -106,7 +106,8 @@ class PolymarketSource:
         # Gamma's market checked against the CLOB's own (identity.py).
         self.identity = Identities(self.http, upstreams.clob)
         self.clob.on_book = self.identity.note_book
-        self.rtds = RtdsFeed(upstreams.rtds, self.stop, markets, clock=clock)
+        windows = tuple(span.seconds for span in spans)  # the settlement factors' horizons
+        self.rtds = RtdsFeed(upstreams.rtds, self.stop, markets, clock=clock, windows=windows)
         self.suspects = Suspects("market")  # Gamma's and the site's answers
         self.clob.tape = self.rtds.tape = tape
         self.rtds.on_change = self.changes.notify
