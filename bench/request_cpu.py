@@ -11,7 +11,13 @@ What it shows that ``bench.latest`` cannot: what a piece of the app costs per re
 (a hook, a limit step) apart from gunicorn, gevent, sockets and Redis. A guest ``/latest``
 here counts on the in-memory storage; on Redis the same request also pays a round trip.
 
+``--windows`` (issue 39) compares ``/latest`` on four markets in one window (the baseline)
+with the same markets in two (``WINDOWS=5m,15m``: the default board, then ``?window=15m``):
+the work a second window adds to a request, which ``bench.latest --windows`` measures
+through gunicorn and wrk with more noise.
+
     python -m bench.request_cpu [--calls 5000] [--samples 7] [--cpu 1] [PATH ...]
+    python -m bench.request_cpu --windows
 """
 
 from __future__ import annotations
@@ -27,19 +33,24 @@ from collections.abc import Callable, Iterable
 from flask import Flask
 from werkzeug.test import EnvironBuilder
 
-from app.markets import parse_symbols
+from app.markets import parse_symbols, parse_windows
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
 from app.web import create_app
 
 PATHS = ["/api/probboard/latest", "/api/health"]
+LATEST = "/api/probboard/latest"
+FOUR = "BTC,ETH,SOL,XRP"  # --windows: the markets of both boards
 
 
-def _app(workdir: str) -> Flask:
-    """An app on memory:// with one board published and a guest limit nobody reaches."""
+def _app(workdir: str, symbols: str = "BTC", windows: str = "5m") -> Flask:
+    """An app on memory:// serving ``symbols`` in ``windows``, with one board published and
+    a guest limit nobody reaches."""
     app = create_app(
         {
+            "SYMBOLS": symbols,
+            "WINDOWS": windows,
             "REDIS_URL": "memory://",
             "SECRET_KEY": "bench",
             "API_KEY_PEPPER": "bench-pepper-" + "x" * 32,
@@ -51,7 +62,8 @@ def _app(workdir: str) -> Flask:
         }
     )
     with app.app_context():
-        Refresher(SimulatedSource(parse_symbols("BTC"), seed=1), services_of(app).bus, 500).tick()
+        source = SimulatedSource(parse_symbols(symbols), seed=1, spans=parse_windows(windows))
+        Refresher(source, services_of(app).bus, 500).tick()
     return app
 
 
@@ -85,11 +97,22 @@ def main() -> int:
     parser.add_argument("--calls", type=int, default=5000)
     parser.add_argument("--samples", type=int, default=7)
     parser.add_argument("--cpu", type=int, default=1)
+    parser.add_argument(
+        "--windows", action="store_true", help=f"/latest on {FOUR} x 5m against x 5m,15m"
+    )
     args = parser.parse_args()
     os.sched_setaffinity(0, {args.cpu})
-    with tempfile.TemporaryDirectory() as workdir:
-        app = _app(workdir)
-        callers = {path: _caller(app, path) for path in args.paths}
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+        if args.windows:
+            single, double = _app(one, FOUR, "5m"), _app(two, FOUR, "5m,15m")
+            callers = {
+                "4x1 /latest": _caller(single, LATEST),
+                "4x2 /latest": _caller(double, LATEST),
+                "4x2 /latest?window=15m": _caller(double, LATEST + "?window=15m"),
+            }
+        else:
+            app = _app(one)
+            callers = {path: _caller(app, path) for path in args.paths}
         for path, call in callers.items():
             for _ in range(1000):  # warm: caches, the first board's pieces, the allocator
                 status = call()
@@ -104,8 +127,11 @@ def main() -> int:
                     call()
                 samples[path].append((time.process_time() - started) / args.calls * 1e6)
     print(f"CPU per call, µs ({args.samples} samples of {args.calls} calls, CPU {args.cpu})")
+    baseline = statistics.median(next(iter(samples.values())))
     for path, values in samples.items():
-        print(f"{path:30} min {min(values):7.1f}  median {statistics.median(values):7.1f}")
+        median = statistics.median(values)
+        print(f"{path:30} min {min(values):7.1f}  median {median:7.1f}  "
+              f"rate vs the first {baseline / median:5.2f}")  # fmt: skip
     return 0
 
 
