@@ -8,13 +8,17 @@ the HTTP exchanges, in time order.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from app.backtest.report import backtest, document_of
 from harness.fake_polymarket import FakePolymarket, running
 from harness.processes import BIN, Process, RedisServer, service_env, wait_until
+
+RECORD_S = 5.0
 
 
 @pytest.fixture
@@ -50,3 +54,39 @@ def test_the_program_records_and_closes_its_tape(world: FakePolymarket, tmp_path
         events = [line["event"] for line in lines if line["src"] == src and "event" in line]
         assert events == ["connect", "disconnect"], (src, events)
     assert any(line["src"] == "gamma" and line["status"] == 200 for line in lines)
+
+
+def test_a_tape_of_both_window_lengths_is_backtested_per_window(
+    world: FakePolymarket, tmp_path: Path
+) -> None:
+    """Issue 39, point 4: the program serving ``WINDOWS=5m,15m`` records the 15-minute
+    markets too, and the backtest of its tape reports them apart, at their own checkpoints."""
+    redis = RedisServer(tmp_path)
+    redis.start()
+    tapes = tmp_path / "tapes"
+    env = service_env(REDIS_URL=redis.url, SYMBOLS="BTC", WINDOWS="5m,15m", **world.env())
+    refresher = Process(
+        [str(BIN / "python"), "-m", "app.refresher", "--record", str(tapes)],
+        env,
+        tmp_path / "refresher.log",
+    )
+    try:
+
+        def recorded(needle: str) -> bool:
+            return any(needle in path.read_text() for path in tapes.glob("*.jsonl"))
+
+        assert wait_until(lambda: recorded("btc-updown-15m-"), timeout=30), refresher.output()
+        assert wait_until(lambda: recorded('\\"event_type\\"'), timeout=30), refresher.output()
+        time.sleep(RECORD_S)  # a few seconds of both windows' rows on the tape
+        assert refresher.stop() == 0, refresher.output()
+    finally:
+        refresher.stop()
+        redis.stop()
+    lines = [json.loads(line) for path in sorted(tapes.glob("*.jsonl")) for line in path.open()]
+    report = backtest(lines)
+    five, fifteen = document_of(report, "5m", "BTC"), document_of(report, "15m", "BTC")
+    assert five["replay"]["boards"] > 0 and fifteen["replay"]["boards"] > 0, report
+    assert [w["slug"][:15] for w in fifteen["perWindow"]] == ["btc-updown-15m-"], fifteen
+    assert [w["slug"][:14] for w in five["perWindow"]][:1] == ["btc-updown-5m-"], five
+    assert fifteen["perWindow"][0]["windowStart"] % 900 == 0, fifteen
+    assert [b["remS"] for b in fifteen["buckets"]][:2] == [870, 720], fifteen
