@@ -50,6 +50,6 @@ def empty_tables(url: str) -> None:
     with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
         conn.execute(
             "TRUNCATE sessions, api_keys, accounts, calibration_checkpoints, calibration_windows,"
-            " calibration_kept_months, calibration_kept_sums"
-            " RESTART IDENTITY CASCADE"
+            " calibration_kept_months, calibration_kept_sums, calibration_window_kept_months,"
+            " calibration_window_kept_sums RESTART IDENTITY CASCADE"
         )

@@ -7,8 +7,9 @@ first use, from the bus's replay history (the last ``HISTORY_MS``, the boards a 
 stream is given), so a worker started mid-window still knows up to 2 minutes before it
 started. ``GET /api/probboard/trail`` serves it (``app/api/trail.py``).
 
-It charts the 5-minute rows only (the page shows the 5-minute board): a board that also
-carries 15-minute rows (``WINDOWS=5m,15m``, issue 39) charts the same path as without them.
+It charts the 5-minute rows only (the page hides its chart on the 15-minute board): a board
+that also carries 15-minute rows (``WINDOWS=5m,15m``, issue 39) charts the same path as
+without them.
 
 Cheap by construction: at most one row parse per market and second, at most
 ``MAX_POINTS`` points per market, and each answer's JSON built once per plan and change.

@@ -4,7 +4,7 @@
 one market and one length) per (time left, model bin, market bin).
 Over a year of four markets that is a scan of millions of rows for every answer (1.5-2 s
 on PostgreSQL, issue 36). A closed month's sums do not change unless something is written
-into it, so they are kept in ``calibration_kept_sums`` once computed (per record: source,
+into it, so they are kept in ``calibration_window_kept_sums`` once computed (per record: source,
 market and window length), and ``all`` adds the kept months to the current month's live
 sums (``totals.compute``).
 

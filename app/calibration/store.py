@@ -90,9 +90,11 @@ checkpoints = Table(
 # Kept totals of closed months (``app.calibration.kept``): ``all`` sums them instead of
 # scanning a year of checkpoints. ``changes`` counts the writes into a month (every save
 # below adds one); the sums are valid while ``kept`` (the ``changes`` they were computed
-# at) equals it.
+# at) equals it. One record per (source, market, window length): these tables replaced
+# ``calibration_kept_months``/``_sums`` (keyed without a length), which stay for the
+# previous release (a rollback does not undo a migration, docs/deploy.md).
 kept_months = Table(
-    "calibration_kept_months",
+    "calibration_window_kept_months",
     metadata,
     Column("source", String(32), primary_key=True),
     Column("symbol", String(16), primary_key=True),
@@ -102,9 +104,21 @@ kept_months = Table(
     Column("kept", BigInteger),
 )
 
-# ``totals.rem_table``'s rows of one kept month (a missing bin stored as -1: keys are not null).
+# The previous release's kept months: every 5-minute write still counts in it, so that after
+# a rollback that release never serves a month's sums from before a write this one made.
+# Drop it (and ``calibration_kept_sums``) once no release in use reads them.
+legacy_kept_months = Table(
+    "calibration_kept_months",
+    metadata,
+    Column("source", String(32), primary_key=True),
+    Column("symbol", String(16), primary_key=True),
+    Column("month", BigInteger, primary_key=True),
+    Column("changes", BigInteger, nullable=False),
+    Column("kept", BigInteger),
+)
+
 kept_sums = Table(
-    "calibration_kept_sums",
+    "calibration_window_kept_sums",
     metadata,
     Column("source", String(32), primary_key=True),
     Column("symbol", String(16), primary_key=True),
@@ -208,11 +222,18 @@ def note_change(conn: Connection, track: Track, window_start: int) -> None:
     """Count a write into ``track``'s month of ``window_start``: its kept totals, if any, are
     out of date from this transaction's commit on (an upsert, so that a computation under
     way on another connection cannot miss it: see ``app.calibration.kept``)."""
-    values = {**track.key(), "month": month_of(window_start), "changes": 1}
-    statement = insert_of(conn, kept_months, values)
-    changed = {"changes": kept_months.c.changes + 1}
-    keys = [c.name for c in kept_months.primary_key.columns]
-    conn.execute(statement.on_conflict_do_update(index_elements=keys, set_=changed))
+    month = month_of(window_start)
+    _count_change(conn, kept_months, {**track.key(), "month": month})
+    if track.window == FIVE_MINUTES.name:  # the previous release's record (see its table)
+        _count_change(conn, legacy_kept_months, {**track.key(), "month": month})
+
+
+def _count_change(conn: Connection, table: Table, key: dict[str, Any]) -> None:
+    """Add one to ``changes`` of ``table``'s row ``key`` (its key columns; others ignored)."""
+    names = [c.name for c in table.primary_key.columns]
+    statement = insert_of(conn, table, {name: key[name] for name in names} | {"changes": 1})
+    changed = {"changes": table.c.changes + 1}
+    conn.execute(statement.on_conflict_do_update(index_elements=names, set_=changed))
 
 
 def load(conn: Connection, source: str, window: str = FIVE_MINUTES.name) -> list[dict[str, Any]]:

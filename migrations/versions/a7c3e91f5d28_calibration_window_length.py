@@ -7,12 +7,19 @@ there was), which the server default fills in. One market's windows of one lengt
 stay an index range: (source, symbol, window, window_start) replaces (source, symbol,
 window_start).
 
-The kept totals (``calibration_kept_months``, ``calibration_kept_sums``) are a recomputable
-cache of the record's sums (app/calibration/kept.py): they are dropped and recreated, empty,
-with ``window`` in their key; the first answer (or ``flask record keep``) sums the closed
-months again. The downgrade does the same without ``window``, and deletes the windows that
-are not 5-minute ones (with their checkpoints): the code before this revision could not tell
-them from the 5-minute record.
+The kept totals (a recomputable cache of the record's sums, app/calibration/kept.py) are kept
+per window length in two new tables, ``calibration_window_kept_months`` and
+``calibration_window_kept_sums``, created empty: the first answer (or ``flask record keep``)
+sums the closed months again. The previous release's ``calibration_kept_months`` and
+``calibration_kept_sums`` are left as they are: a rollback does not undo a migration, and
+that release keeps writing them (its ``ON CONFLICT`` names their key); this release still
+counts every 5-minute write in the old months table, so the old sums never go stale
+unnoticed. A later revision drops them.
+
+The downgrade drops the new tables and deletes the windows that are not 5-minute ones (with
+their checkpoints): the code before this revision could not tell them from the 5-minute
+record. Rolling back past this release while 15-minute windows are recorded needs it first
+(``flask --app wsgi db downgrade 4e2a9b7c1d03``, docs/deploy.md).
 
 Revision ID: a7c3e91f5d28
 Revises: 4e2a9b7c1d03
@@ -34,27 +41,24 @@ OLD_INDEX = "ix_calibration_windows_source_symbol_start"
 INDEX = "ix_calibration_windows_source_symbol_window_start"
 
 
-def _kept_tables(with_window):
-    """The kept totals' two tables, empty; ``window`` in their key when ``with_window``."""
-    def window():  # a new Column per table: a Column belongs to one table
-        return [sa.Column("window", sa.String(length=8), nullable=False)] if with_window else []
-
-    key = ["source", "symbol", *(["window"] if with_window else []), "month"]
+def _kept_tables():
+    """The kept totals per window length: two tables, empty."""
+    key = ["source", "symbol", "window", "month"]
     op.create_table(
-        "calibration_kept_months",
+        "calibration_window_kept_months",
         sa.Column("source", sa.String(length=32), nullable=False),
         sa.Column("symbol", sa.String(length=16), nullable=False),
-        *window(),
+        sa.Column("window", sa.String(length=8), nullable=False),
         sa.Column("month", sa.BigInteger(), nullable=False),
         sa.Column("changes", sa.BigInteger(), nullable=False),
         sa.Column("kept", sa.BigInteger(), nullable=True),
         sa.PrimaryKeyConstraint(*key),
     )
     op.create_table(
-        "calibration_kept_sums",
+        "calibration_window_kept_sums",
         sa.Column("source", sa.String(length=32), nullable=False),
         sa.Column("symbol", sa.String(length=16), nullable=False),
-        *window(),
+        sa.Column("window", sa.String(length=8), nullable=False),
         sa.Column("month", sa.BigInteger(), nullable=False),
         sa.Column("rem_s", sa.Integer(), nullable=False),
         sa.Column("model_bin", sa.Integer(), nullable=False),
@@ -71,11 +75,6 @@ def _kept_tables(with_window):
     )
 
 
-def _drop_kept_tables():
-    op.drop_table("calibration_kept_sums")
-    op.drop_table("calibration_kept_months")
-
-
 def upgrade():
     op.add_column(
         "calibration_windows",
@@ -85,13 +84,12 @@ def upgrade():
     op.create_index(
         INDEX, "calibration_windows", ["source", "symbol", "window", "window_start"]
     )
-    _drop_kept_tables()
-    _kept_tables(with_window=True)
+    _kept_tables()
 
 
 def downgrade():
-    _drop_kept_tables()
-    _kept_tables(with_window=False)
+    op.drop_table("calibration_window_kept_sums")
+    op.drop_table("calibration_window_kept_months")
     windows = sa.table("calibration_windows", sa.column("slug"), sa.column("window"))
     checkpoints = sa.table("calibration_checkpoints", sa.column("slug"))
     longer = sa.select(windows.c.slug).where(windows.c.window != "5m")

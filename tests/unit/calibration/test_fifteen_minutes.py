@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from sqlalchemy import insert, inspect, select, text
+from sqlalchemy import column, insert, inspect, select, table, text
 from sqlalchemy.engine import Connection, Engine
 
 import app.api.calibration as calibration_view
@@ -179,6 +179,33 @@ def test_kept_totals_are_per_window(engine: Engine) -> None:
 BEFORE = "4e2a9b7c1d03"  # the revision before windows had a length
 
 
+# The previous release's kept months (``calibration_kept_months``, keyed without a window).
+LEGACY_MONTHS = table(
+    "calibration_kept_months",
+    column("source"), column("symbol"), column("month"), column("changes"), column("kept"),
+)  # fmt: skip
+
+
+def _previous_release_writes(conn: Connection, slug: str, start: int) -> None:
+    """What the release before this migration writes for a window (its ``save_window`` and
+    ``note_change``, as SQL): after a rollback it runs on the migrated tables."""
+    conn.execute(
+        text(
+            "INSERT INTO calibration_windows (slug, window_start, source, symbol, updated_at)"
+            " VALUES (:slug, :start, 'simulated', 'BTC', CURRENT_TIMESTAMP)"
+        ),
+        {"slug": slug, "start": start},
+    )
+    conn.execute(
+        text(
+            "INSERT INTO calibration_kept_months (source, symbol, month, changes)"
+            " VALUES ('simulated', 'BTC', :month, 1) ON CONFLICT (source, symbol, month)"
+            " DO UPDATE SET changes = calibration_kept_months.changes + 1"
+        ),
+        {"month": store.month_of(start)},
+    )
+
+
 def _columns(conn: Connection, table: str) -> set[str]:
     return {column["name"] for column in inspect(conn).get_columns(table)}
 
@@ -214,20 +241,32 @@ def test_the_migration_makes_older_rows_five_minute_ones_and_goes_back(tmp_path:
                 with db.engine.begin() as conn:
                     stored = conn.execute(select(store.windows.c.slug, store.windows.c.window))
                     assert list(stored) == [(slug, "5m")]
-                    # A recomputable cache, recreated empty with the window in its key.
+                    # The per-window kept totals start empty; the previous release's tables
+                    # stay as they were (a rollback does not undo a migration).
                     assert conn.execute(select(store.kept_months)).all() == []
-                    assert "window" in _columns(conn, "calibration_kept_sums")
+                    assert "window" in _columns(conn, "calibration_window_kept_sums")
+                    assert conn.execute(select(LEGACY_MONTHS)).all() == [
+                        ("simulated", "BTC", 0, 3, 3)
+                    ]
+                    _previous_release_writes(conn, f"btc-updown-5m-{T0 + 300}", T0 + 300)
                     longer = f"btc-updown-15m-{T0}"
                     store.save_window(conn, {"slug": longer, "window_start": T0,
                                              "source": "simulated", "window": "15m"})  # fmt: skip
                     store.save_checkpoint(conn, longer, {"rem_s": 870, "p_up": 0.5})
+                    store.save_window(conn, {"slug": slug, "window_start": T0,
+                                             "source": "simulated", "outcome": "up"})  # fmt: skip
+                    # A 5-minute write counts in the previous release's month too, so its kept
+                    # sums of that month are out of date after a rollback; a 15-minute one not.
+                    month = store.month_of(T0)
+                    legacy = select(LEGACY_MONTHS.c.changes).where(LEGACY_MONTHS.c.month == month)
+                    assert conn.execute(legacy).scalar_one() == 2  # the old write and this one
                 downgrade(revision=BEFORE)
                 with db.engine.connect() as conn:
                     assert "window" not in _columns(conn, "calibration_windows")
                     assert "window" not in _columns(conn, "calibration_kept_months")
+                    assert not inspect(conn).has_table("calibration_window_kept_months")
                     found = conn.execute(text("SELECT slug, symbol FROM calibration_windows"))
-                    assert list(found) == [(slug, "BTC")]
-                    assert conn.execute(text("SELECT * FROM calibration_kept_months")).all() == []
+                    assert sorted(found) == [(slug, "BTC"), (f"btc-updown-5m-{T0 + 300}", "BTC")]
                     # The 15-minute window, which the older code would mix in, is gone.
                     assert conn.execute(text("SELECT * FROM calibration_checkpoints")).all() == []
                 upgrade()  # and up again, from the downgraded state
