@@ -36,7 +36,7 @@ bp = Blueprint("windows", __name__)
 def _read(source: str, asked: WindowsRequest) -> export.Page:
     """One page of the store (in the database guard's own app context)."""
     track = Track(source, asked.market.symbol, asked.window.name)
-    query = export.WindowQuery(track, asked.window.seconds, asked.start, asked.end)
+    query = export.WindowQuery(track, asked.start, asked.end)
     with db.engine.connect() as conn:
         return export.page(conn, query, asked.limit, asked.before)
 

@@ -69,7 +69,7 @@ def keyed(documents: dict[Part, dict[str, Any]]) -> dict[str, Any]:
     """The report of ``documents`` (by symbol and window name): one market's 5-minute
     windows alone, its document as it is; otherwise the 5-minute documents under
     ``symbols`` and each other length's under ``windows.<name>.symbols``."""
-    if list(documents) == [(next(iter(documents))[0], FIVE_MINUTES.name)]:
+    if len(documents) == 1 and next(iter(documents))[1] == FIVE_MINUTES.name:
         return next(iter(documents.values()))
     found: dict[str, Any] = {}
     for (symbol, window), doc in documents.items():

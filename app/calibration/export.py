@@ -17,6 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from app.calibration.store import Track, checkpoints, windows
+from app.markets import SPANS
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -27,7 +28,6 @@ class WindowQuery:
     """Which windows: one record (source, market, length), starting in [start, end)."""
 
     track: Track
-    seconds: int  # the windows' length: a window ends this long after its start
     start: int | None = None  # the earliest window start (inclusive), unix seconds
     end: int | None = None  # the latest window start (exclusive), unix seconds
 
@@ -67,7 +67,8 @@ def page(conn: Connection, query: WindowQuery, limit: int, before: int | None) -
     if bounds:
         statement = statement.where(windows.c.window_start < min(bounds))
     rows = conn.execute(statement.order_by(windows.c.window_start.desc()).limit(limit + 1))
-    found = [_window(row, query.seconds) for row in rows.mappings()]
+    seconds = SPANS[query.track.window].seconds  # a window ends this long after its start
+    found = [_window(row, seconds) for row in rows.mappings()]
     more = len(found) > limit
     found = found[:limit]
     if found:
