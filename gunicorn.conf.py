@@ -49,9 +49,10 @@ timeout = 30
 keepalive = 5
 # Never buffer the app in the master before fork: connections must open after fork.
 preload_app = False
-# The board and stream are served behind nginx in production (X-Forwarded-For is handled
-# in the app by TRUSTED_PROXIES, not by gunicorn).
-forwarded_allow_ips = "127.0.0.1"
+# The board and stream are served behind nginx in production. X-Forwarded-For and
+# X-Forwarded-Proto are read by the app alone (app/forwarded.py, TRUSTED_PROXIES): gunicorn
+# trusts no peer with them, so there is one trust boundary, not two that could disagree.
+forwarded_allow_ips = ""
 
 
 def on_starting(server: Any) -> None:

@@ -87,7 +87,8 @@ class Settings:
     guest_rate_limit: str
     user_rate_limit: str
     vip_pro_rate_limit: str
-    trusted_proxies: int
+    trusted_proxies: tuple[str, ...]  # networks whose X-Forwarded-* are read (app.forwarded)
+    trusted_proxy_hops: int  # at most this many X-Forwarded-For entries walked from the right
     stream_max_per_key: int
     stream_write_timeout_s: int
     stream_retry_ms: int
@@ -104,6 +105,7 @@ class Settings:
     refresher_metrics_host: str = "127.0.0.1"
     refresher_metrics_port: int = 9101  # the refresher's own /metrics (0: off)
     cors_origins: tuple[str, ...] = ("*",)  # origins whose pages may read /api/* (app.cors)
+    trusted_proxies_legacy: bool = False  # TRUSTED_PROXIES was the old bare hop count
 
     @property
     def uses_redis(self) -> bool:
@@ -231,6 +233,48 @@ def _networks(value: str, variable: str) -> tuple[str, ...]:
     return tuple(parts)
 
 
+# What the old form TRUSTED_PROXIES=N (a bare hop count, before issue 46) trusts: the nginx
+# on the same host, never the private network.
+LEGACY_TRUSTED_PROXIES = ("127.0.0.1/32", "::1/128")
+MAX_PROXY_HOPS = 10
+
+
+def _trusted_proxies(value: str, hops_value: str | None) -> tuple[tuple[str, ...], int, bool]:
+    """``TRUSTED_PROXIES`` and ``TRUSTED_PROXY_HOPS``: (networks, hops, old form).
+
+    ``TRUSTED_PROXIES`` lists the proxies' networks (``127.0.0.1/32,10.0.0.0/24``; empty:
+    nobody). A bare whole number N is the old hop count: N hops trusted from loopback only
+    (0: nobody), and then ``TRUSTED_PROXY_HOPS`` may not be set as well.
+    """
+    hops_given = hops_value is not None and hops_value.strip() != ""
+    text = value.strip()
+    if _WHOLE_NUMBER.fullmatch(text):
+        if hops_given:
+            raise ConfigError(
+                "TRUSTED_PROXIES",
+                f"the old hop count {text!r} cannot be combined with TRUSTED_PROXY_HOPS: "
+                "list the proxies' networks instead, e.g. 127.0.0.1/32,10.0.0.0/24",
+            )
+        legacy_hops = _int(text, "TRUSTED_PROXIES", 0, MAX_PROXY_HOPS)
+        networks: tuple[str, ...] = LEGACY_TRUSTED_PROXIES if legacy_hops else ()
+        return networks, max(legacy_hops, 1), legacy_hops > 0
+    hops = _int(
+        hops_value if hops_value and hops_given else "1", "TRUSTED_PROXY_HOPS", 1, MAX_PROXY_HOPS
+    )
+    networks = tuple(
+        str(ipaddress.ip_network(part, strict=False))
+        for part in _networks(value, "TRUSTED_PROXIES")
+    )
+    for network in networks:
+        if network.endswith("/0"):
+            raise ConfigError(
+                "TRUSTED_PROXIES",
+                f"{network} trusts every address: any caller could pick its own; "
+                "list the proxies' networks",
+            )
+    return networks, hops, False
+
+
 _ORIGIN = re.compile(r"https?://(?:[a-z0-9-]+(?:\.[a-z0-9-]+)*|\[[0-9a-f:.]+\])(?::([0-9]{1,5}))?")
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -346,6 +390,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         return f"{2 * -(-60_000 // refresh_ms)} per minute"
 
     seed_raw = env.get("SIMULATION_SEED", "").strip()
+    trusted, hops, legacy = _trusted_proxies(
+        env.get("TRUSTED_PROXIES", ""), env.get("TRUSTED_PROXY_HOPS")
+    )
     secret = env.get("SECRET_KEY", "").strip()
 
     return Settings(
@@ -382,7 +429,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         guest_rate_limit=get("GUEST_RATE_LIMIT", per_minute(refresh_guest), _rate_limit),
         user_rate_limit=get("USER_RATE_LIMIT", per_minute(refresh_user), _rate_limit),
         vip_pro_rate_limit=get("VIP_PRO_RATE_LIMIT", per_minute(refresh_vip), _rate_limit),
-        trusted_proxies=get("TRUSTED_PROXIES", "0", lambda v, n: _int(v, n, 0, 10)),
+        trusted_proxies=trusted,
+        trusted_proxy_hops=hops,
+        trusted_proxies_legacy=legacy,
         stream_max_per_key=get("STREAM_MAX_PER_KEY", "5", lambda v, n: _int(v, n, 1, 100_000)),
         stream_write_timeout_s=get("STREAM_WRITE_TIMEOUT_S", "5", lambda v, n: _int(v, n, 1, 300)),
         stream_retry_ms=get("STREAM_RETRY_MS", "2000", lambda v, n: _int(v, n, 100, 600_000)),

@@ -11,7 +11,6 @@ import os
 from collections.abc import Mapping
 
 from flask import Flask
-from werkzeug.middleware.proxy_fix import ProxyFix
 
 from app import (
     api,
@@ -20,6 +19,7 @@ from app import (
     cors,
     embedded_refresher,
     errors,
+    forwarded,
     limits,
     logs,
     request_ids,
@@ -88,15 +88,22 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     )
 
     # The WSGI middleware, innermost first. The request's id, kept from X-Request-ID when sane
-    # and echoed on every answer. ProxyFix for the trusted hops only: the caller's address
-    # (limits, logs) comes from X-Forwarded-For that many hops from the right.
+    # and echoed on every answer. Then the caller's address (limits, logs): the socket peer,
+    # or what a peer in TRUSTED_PROXIES forwarded for (the peer itself kept for /metrics).
     app.wsgi_app = request_ids.RequestIds(app.wsgi_app)  # type: ignore[method-assign]
-    if settings.trusted_proxies:
-        hops = settings.trusted_proxies
-        app.wsgi_app = ProxyFix(app.wsgi_app, x_for=hops, x_proto=hops)  # type: ignore[method-assign]
+    proxies = forwarded.TrustedProxies.of(settings.trusted_proxies, settings.trusted_proxy_hops)
+    app.wsgi_app = forwarded.ForwardedHeaders(app.wsgi_app, proxies)  # type: ignore[method-assign]
     # Outermost: every answer is counted, whichever layer produced it.
     app.wsgi_app = RequestMetrics(app.wsgi_app)  # type: ignore[method-assign]
 
+    if settings.trusted_proxies_legacy:
+        log.warning(
+            "TRUSTED_PROXIES=%d is the old hop count: read as %d hop(s) trusted from loopback "
+            "only (%s); list the proxies' networks instead (docs/configuration.md)",
+            settings.trusted_proxy_hops,
+            settings.trusted_proxy_hops,
+            ",".join(settings.trusted_proxies),
+        )
     if settings.secret_key_generated:
         log.warning("SECRET_KEY is not set: using a random one for this process only")
     return app

@@ -32,9 +32,9 @@ grow with the limit). The sliding window counter weighs the previous window's co
 much of it still overlaps, costs one round trip and two counters per key, and never lets a
 client burst past the limit at a window edge.
 
-The client address is the socket peer unless ``TRUSTED_PROXIES`` > 0, in which case
-werkzeug's ProxyFix (installed by the app factory, ``app.web``) takes it from
-``X-Forwarded-For`` that many hops from the right, so no client can choose its own address.
+The client address is ``REMOTE_ADDR`` as ``app.forwarded`` settled it: the socket peer, or,
+from a peer in ``TRUSTED_PROXIES`` only, the client that proxy forwarded the request for, so
+no client can choose its own address.
 When Redis is away the limiter counts in memory, per worker (logged once), and goes back to
 Redis by itself when it answers again.
 """
@@ -70,7 +70,7 @@ FLASK_LIMITER_LOGGER = "flask-limiter"  # one line per refused guest: limited to
 
 
 def client_address() -> str:
-    """The caller's address (after ProxyFix); never raises, never empty."""
+    """The caller's address (``app.forwarded`` settled it); never raises, never empty."""
     return request.remote_addr or "unknown"
 
 

@@ -261,7 +261,7 @@ def test_forged_forwarded_for_changes_nothing_without_trusted_proxies(
         fresh_redis.url,
         database,
         GUEST_RATE_LIMIT="5 per minute",
-        TRUSTED_PROXIES="0",
+        TRUSTED_PROXIES="",
     )
     service.start_web(workers=WORKERS)
     client = Client(service)
@@ -293,7 +293,7 @@ def test_one_trusted_proxy_counts_the_right_most_hop(
         fresh_redis.url,
         database,
         GUEST_RATE_LIMIT="5 per minute",
-        TRUSTED_PROXIES="1",
+        TRUSTED_PROXIES="127.0.0.1/32",
     )
     service.start_web(workers=WORKERS)
     client = Client(service)
@@ -359,7 +359,7 @@ def test_odd_forwarded_for_values_are_limited_and_never_5xx(
         fresh_redis.url,
         database,
         GUEST_RATE_LIMIT="5 per minute",
-        TRUSTED_PROXIES="1",
+        TRUSTED_PROXIES="127.0.0.1/32",
     )
     service.start_web(workers=WORKERS)
     for value in ODD_FORWARDED_FOR:

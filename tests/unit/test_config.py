@@ -305,3 +305,68 @@ def test_windows_choose_the_spans_served_in_order() -> None:
     assert both.markets[0].span_slug(1_795_516_200, both.windows[0]) == (
         "btc-updown-15m-1795516200"
     )
+
+
+# -- TRUSTED_PROXIES and TRUSTED_PROXY_HOPS (issue 46) ----------------------------------------
+
+
+def test_nobody_is_a_trusted_proxy_by_default() -> None:
+    settings = load_settings({})
+
+    assert settings.trusted_proxies == ()
+    assert settings.trusted_proxy_hops == 1
+    assert settings.trusted_proxies_legacy is False
+
+
+def test_trusted_proxies_are_networks_with_a_hop_count() -> None:
+    settings = load_settings(
+        {"TRUSTED_PROXIES": " 127.0.0.1/32, 10.0.0.5/24 ,::1,fd00::/8", "TRUSTED_PROXY_HOPS": "3"}
+    )
+
+    # Normalised: a host address becomes its /32 or /128, a host bit set its network.
+    assert settings.trusted_proxies == ("127.0.0.1/32", "10.0.0.0/24", "::1/128", "fd00::/8")
+    assert settings.trusted_proxy_hops == 3
+    assert settings.trusted_proxies_legacy is False
+
+
+@pytest.mark.parametrize(("value", "hops"), [("1", 1), ("2", 2), (" 10 ", 10)])
+def test_a_bare_hop_count_is_the_old_form_trusted_from_loopback_only(value: str, hops: int) -> None:
+    """Existing VMs keep TRUSTED_PROXIES=1 in an env file the deploy never rewrites."""
+    settings = load_settings({"TRUSTED_PROXIES": value})
+
+    assert settings.trusted_proxies == ("127.0.0.1/32", "::1/128")  # never the private network
+    assert settings.trusted_proxy_hops == hops
+    assert settings.trusted_proxies_legacy is True
+
+
+def test_the_old_zero_trusts_nobody() -> None:
+    settings = load_settings({"TRUSTED_PROXIES": "0"})
+
+    assert settings.trusted_proxies == ()
+    assert settings.trusted_proxies_legacy is False
+
+
+@pytest.mark.parametrize(
+    ("env", "variable", "problem"),
+    [
+        ({"TRUSTED_PROXIES": "nginx"}, "TRUSTED_PROXIES", "not an address or network"),
+        ({"TRUSTED_PROXIES": "10.0.0.0/33"}, "TRUSTED_PROXIES", "not an address or network"),
+        ({"TRUSTED_PROXIES": "127.0.0.1:8000"}, "TRUSTED_PROXIES", "not an address or network"),
+        ({"TRUSTED_PROXIES": "0.0.0.0/0"}, "TRUSTED_PROXIES", "trusts every address"),
+        ({"TRUSTED_PROXIES": "10.0.0.0/24,::/0"}, "TRUSTED_PROXIES", "trusts every address"),
+        ({"TRUSTED_PROXIES": "11"}, "TRUSTED_PROXIES", "at most 10"),
+        ({"TRUSTED_PROXIES": "-1"}, "TRUSTED_PROXIES", "at least 0"),
+        ({"TRUSTED_PROXIES": "1", "TRUSTED_PROXY_HOPS": "1"}, "TRUSTED_PROXIES", "old hop count"),
+        ({"TRUSTED_PROXY_HOPS": "0"}, "TRUSTED_PROXY_HOPS", "at least 1"),
+        ({"TRUSTED_PROXY_HOPS": "11"}, "TRUSTED_PROXY_HOPS", "at most 10"),
+        ({"TRUSTED_PROXY_HOPS": "two"}, "TRUSTED_PROXY_HOPS", "whole number"),
+    ],
+)
+def test_a_bad_trusted_proxies_setting_stops_start_up_naming_it(
+    env: dict[str, str], variable: str, problem: str
+) -> None:
+    with pytest.raises(ConfigError) as caught:
+        create_app({**BASE_CONFIG, **env})
+
+    assert caught.value.variable == variable
+    assert problem in str(caught.value)

@@ -232,7 +232,7 @@ def two_hosts(
     """Two gunicorn hosts (one refresher) on one Redis and one database, behind nginx."""
     server = RedisServer(workdir)
     server.start()
-    env = host_env(server.url, accounts, TRUSTED_PROXIES="1", **settings)
+    env = host_env(server.url, accounts, TRUSTED_PROXIES="127.0.0.1/32", **settings)
     hosts = []
     for name in ("vm1", "vm2"):
         folder = workdir / name

@@ -340,7 +340,9 @@ def test_forwarded_for_is_ignored_without_trusted_proxies(tmp_path: Path, clock:
 
 
 def test_one_trusted_proxy_takes_the_right_most_hop(tmp_path: Path, clock: Clock) -> None:
-    client = make_app(tmp_path, GUEST_RATE_LIMIT="5 per minute", TRUSTED_PROXIES="1").test_client()
+    client = make_app(
+        tmp_path, GUEST_RATE_LIMIT="5 per minute", TRUSTED_PROXIES="10.0.0.0/24"
+    ).test_client()
     proxy = "10.0.0.2"
     for address in ("198.51.100.1", "198.51.100.2"):
         for _ in range(5):
@@ -361,12 +363,28 @@ def test_one_trusted_proxy_takes_the_right_most_hop(tmp_path: Path, clock: Clock
 def test_two_trusted_proxies_take_the_second_hop_from_the_right(
     tmp_path: Path, clock: Clock
 ) -> None:
-    client = make_app(tmp_path, GUEST_RATE_LIMIT="3 per minute", TRUSTED_PROXIES="2").test_client()
+    client = make_app(
+        tmp_path,
+        GUEST_RATE_LIMIT="3 per minute",
+        TRUSTED_PROXIES="127.0.0.1/32,10.0.0.0/8",
+        TRUSTED_PROXY_HOPS="2",
+    ).test_client()
     for i in range(3):
         chain = {"X-Forwarded-For": f"203.0.113.{i}, 198.51.100.7, 10.0.0.{i}"}
         served(call(client, chain, remote_addr="10.0.0.1"), "guest")
     limited(call(client, {"X-Forwarded-For": "6.6.6.6, 198.51.100.7, 10.9.9.9"}))
     served(call(client, {"X-Forwarded-For": "198.51.100.8, 10.0.0.1"}), "guest")
+
+
+def test_a_peer_outside_trusted_proxies_is_its_own_address(tmp_path: Path, clock: Clock) -> None:
+    """Issue 46: loopback is not in TRUSTED_PROXIES, so its X-Forwarded-For is not believed."""
+    client = make_app(
+        tmp_path, GUEST_RATE_LIMIT="10 per minute", TRUSTED_PROXIES="10.0.0.0/24"
+    ).test_client()
+    statuses = [call(client, {"X-Forwarded-For": f"203.0.113.{i}"}).status_code for i in range(12)]
+    assert statuses == [200] * 10 + [429] * 2, statuses
+    # A proxy of the list still forwards its clients, each counted apart.
+    served(call(client, {"X-Forwarded-For": "203.0.113.1"}, remote_addr="10.0.0.7"), "guest")
 
 
 ODD_FORWARDED_FOR = {
@@ -388,13 +406,16 @@ ODD_FORWARDED_FOR = {
 }
 
 
-@pytest.mark.parametrize("proxies", ["1", "2"])
+@pytest.mark.parametrize("hops", ["1", "2"])
 @pytest.mark.parametrize("value", ODD_FORWARDED_FOR.values(), ids=ODD_FORWARDED_FOR.keys())
 def test_odd_forwarded_for_values_are_still_limited_never_5xx(
-    tmp_path: Path, clock: Clock, value: str, proxies: str
+    tmp_path: Path, clock: Clock, value: str, hops: str
 ) -> None:
     client = make_app(
-        tmp_path, GUEST_RATE_LIMIT="5 per minute", TRUSTED_PROXIES=proxies
+        tmp_path,
+        GUEST_RATE_LIMIT="5 per minute",
+        TRUSTED_PROXIES="127.0.0.1/32",
+        TRUSTED_PROXY_HOPS=hops,
     ).test_client()
     statuses = [call(client, {"X-Forwarded-For": value}).status_code for _ in range(7)]
     # Some key is always found for the caller (never none, never an exception): the limit holds.

@@ -152,17 +152,34 @@ def test_an_allowed_network_admits_its_addresses_only(tmp_path: Path) -> None:
     refused(client, "127.0.0.1")  # the default loopback is replaced, not added to
 
 
-def test_behind_a_trusted_proxy_the_forwarded_client_is_judged(tmp_path: Path) -> None:
-    client = app_with(tmp_path, TRUSTED_PROXIES="1").test_client()
+def test_behind_a_trusted_proxy_no_header_unlocks_the_metrics(tmp_path: Path) -> None:
+    """Issue 46: the socket peer is judged; a trusted proxy's header can only refuse."""
+    client = app_with(
+        tmp_path, TRUSTED_PROXIES="127.0.0.1/32,192.0.2.0/24", TRUSTED_PROXY_HOPS="2"
+    ).test_client()
 
-    # The proxy on loopback forwards an outside client: refused.
+    # A trusted proxy elsewhere forwards "a loopback client": the peer is not allowed.
+    refused(client, "192.0.2.10", headers={"X-Forwarded-For": "127.0.0.1"})
+    refused(client, "192.0.2.10", headers={"X-Forwarded-For": "127.0.0.1, ::1"})
+    # The proxy on loopback forwards an outside client: refused, though loopback is allowed
+    # (nginx on the same host never hands the metrics to the clients it forwards).
     refused(client, "127.0.0.1", headers={"X-Forwarded-For": OUTSIDER})
-    # A proxy elsewhere forwards a loopback client: admitted.
-    admitted(client, "192.0.2.10", headers={"X-Forwarded-For": "127.0.0.1"})
+    # The proxy's own scrape, or a header of junk (no client but itself), is the peer's.
+    admitted(client, "127.0.0.1")
+    admitted(client, "127.0.0.1", headers={"X-Forwarded-For": "garbage"})
+
+
+def test_an_allowed_peer_is_served_whatever_header_it_sends(tmp_path: Path) -> None:
+    """Issue 46: loopback, not a trusted proxy, with X-Forwarded-For: 8.8.8.8 is served."""
+    client = app_with(tmp_path, TRUSTED_PROXIES="10.0.0.0/24").test_client()
+
+    admitted(client, "127.0.0.1", headers={"X-Forwarded-For": "8.8.8.8"})
+    admitted(client, "::ffff:127.0.0.1", headers={"X-Forwarded-For": "8.8.8.8"})
 
 
 def test_without_trusted_proxies_a_forwarded_header_is_ignored(client: FlaskClient) -> None:
     refused(client, OUTSIDER, headers={"X-Forwarded-For": "127.0.0.1"})
+    admitted(client, "127.0.0.1", headers={"X-Forwarded-For": OUTSIDER})
 
 
 def test_a_refusal_is_counted_under_the_metrics_endpoint(client: FlaskClient) -> None:
