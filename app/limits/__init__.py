@@ -34,7 +34,8 @@ client burst past the limit at a window edge.
 
 The client address is ``REMOTE_ADDR`` as ``app.forwarded`` settled it: the socket peer, or,
 from a peer in ``TRUSTED_PROXIES`` only, the client that proxy forwarded the request for, so
-no client can choose its own address.
+no client can choose its own address. Guests and failed keys are counted per address, an
+IPv6 address per /64 (``addresses.py``).
 When Redis is away the limiter counts in memory, per worker (logged once), and goes back to
 Redis by itself when it answers again.
 """
@@ -57,6 +58,7 @@ from app.config import ConfigError, Settings
 from app.errors import ApiError, too_many_requests
 from app.limits import failures
 from app.limits import fallback_storage as fallback_storage  # registers its storage schemes
+from app.limits.addresses import counted_address
 from app.limits.failures import FailureThrottle
 from app.limits.per_account import AccountLimits, Quota
 from app.logs import limit_repeats
@@ -74,9 +76,14 @@ def client_address() -> str:
     return request.remote_addr or "unknown"
 
 
+def counted_client() -> str:
+    """What the caller is counted as: its address, an IPv6 one's /64; never empty."""
+    return counted_address(client_address())
+
+
 def guest_key() -> str:
-    """Guests are counted per address; never raises, never empty."""
-    return f"address:{client_address()}"
+    """Guests are counted per address (IPv6: per /64); never raises, never empty."""
+    return f"address:{counted_client()}"
 
 
 def limited_step() -> str:
@@ -180,7 +187,7 @@ class KeyAttempt:
         """Refuse a blocked address (429) that presents a key."""
         # Nearly always nobody is blocked: answer that before looking at the request.
         if self._throttle.blocking and presents_key(request):
-            self._throttle.check(client_address())
+            self._throttle.check(counted_client())
 
     def __exit__(
         self,
@@ -190,7 +197,7 @@ class KeyAttempt:
     ) -> None:
         """Count a 401 to a presented key; the 429 instead when the window was full."""
         if isinstance(error, ApiError) and error.status == 401 and presents_key(request):
-            refusal = self._throttle.failed(client_address())
+            refusal = self._throttle.failed(counted_client())
             if refusal is not None:
                 raise refusal from None
 
@@ -223,7 +230,7 @@ def init_app(app: Flask, settings: Settings) -> Limits:
     the app's services for them.
     """
     limiter = Limiter(
-        key_func=client_address,
+        key_func=counted_client,
         request_identifier=limited_step,
         storage_uri=_storage_uri(settings),
         storage_options={"pool_size": settings.redis_pool_size} if settings.uses_redis else {},

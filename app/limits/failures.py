@@ -1,5 +1,7 @@
 """Failed key attempts per client address (``AUTH_FAILURE_LIMIT``), at no cost to good keys.
 
+The address is what ``app.limits.addresses`` counts: an IPv4 address, an IPv6 one's /64.
+
 A request that presents a key and is answered 401 counts one failure, in the shared
 sliding-window storage (Redis when it answers). When a failure finds the address at its
 limit, this worker blocks the address until the window has room again: from then on every

@@ -155,3 +155,25 @@ def test_a_trusted_proxy_cannot_unlock_the_metrics_with_the_header(behind_nginx:
         status, _, body = behind_nginx.get(METRICS, {"X-Forwarded-For": forwarded})
         assert status == 403, (forwarded, status, body)
         assert validated("error", body)["code"] == "metrics_forbidden"
+
+
+def test_ipv6_clients_behind_the_proxy_are_limited_per_64(behind_nginx: Service) -> None:
+    """Guests and bad keys from new addresses of one /64 each time meet the limits."""
+    reads = [
+        status_of(behind_nginx, LATEST, {"X-Forwarded-For": f"2001:db8:46:1::{i + 1:x}"})
+        for i in range(12)
+    ]
+    assert reads == [200] * 10 + [429] * 2, reads
+    # The next /64 is another client, and what is counted is the /64, not an address.
+    assert status_of(behind_nginx, LATEST, {"X-Forwarded-For": "2001:db8:46:2::1"}) == 200
+    assert address_keys(behind_nginx) == ["2001:db8:46:1::/64", "2001:db8:46:2::/64"]
+
+    keys = [
+        status_of(
+            behind_nginx,
+            VERIFY,
+            {"X-API-Key": UNKNOWN_KEY, "X-Forwarded-For": f"2001:db8:46:3:{i + 1:x}::9"},
+        )
+        for i in range(7)
+    ]
+    assert keys == [401] * 5 + [429] * 2, keys

@@ -72,3 +72,19 @@ def test_a_block_reaches_the_other_worker_at_its_first_failure(workers: list[Fla
     # Other addresses are not affected, on either worker.
     assert status(first, key, address="198.51.100.10") == (200, "ok")
     assert status(second, key, address="198.51.100.10") == (200, "ok")
+
+
+def test_failed_keys_from_one_ipv6_64_are_counted_together(workers: list[Flask]) -> None:
+    """Issue 46: an IPv6 client rotating through its /64 meets the throttle as one address."""
+    first, second = (app.test_client() for app in workers)
+    key = key_of(workers[0])
+    rotating = (f"2001:db8:5:6:{i:x}::1" for i in range(1, 100))
+
+    assert [status(first, UNKNOWN_KEY, next(rotating)) for _ in range(4)] == [
+        (401, "invalid_key")
+    ] * 4
+    # A new address of the same /64, on either worker, is refused, good key or bad.
+    assert status(first, key, next(rotating)) == (429, "rate_limited")
+    assert status(second, UNKNOWN_KEY, next(rotating)) == (429, "rate_limited")
+    # The next /64 is another client.
+    assert status(first, key, "2001:db8:5:7::1") == (200, "ok")

@@ -387,6 +387,25 @@ def test_a_peer_outside_trusted_proxies_is_its_own_address(tmp_path: Path, clock
     served(call(client, {"X-Forwarded-For": "203.0.113.1"}, remote_addr="10.0.0.7"), "guest")
 
 
+def test_ipv6_guests_are_counted_per_64(tmp_path: Path, clock: Clock) -> None:
+    """Issue 46: a client with a /64 cannot rotate addresses to dodge the guest limit."""
+    client = make_app(tmp_path, GUEST_RATE_LIMIT="5 per minute").test_client()
+    for i in range(5):
+        served(call(client, remote_addr=f"2001:db8:1:2::{i + 1:x}"), "guest")
+    limited(call(client, remote_addr="2001:db8:1:2:ffff:ffff:ffff:ffff"))
+    limited(call(client, remote_addr="2001:db8:1:2:a:b:c:d"))
+    # The next /64 is another client; an IPv4 address is counted as itself.
+    served(call(client, remote_addr="2001:db8:1:3::1"), "guest")
+    served(call(client, remote_addr="192.0.2.1"), "guest")
+    # Forwarded by a trusted proxy, the client's /64 is what counts too.
+    behind = make_app(
+        tmp_path, GUEST_RATE_LIMIT="5 per minute", TRUSTED_PROXIES="127.0.0.1/32"
+    ).test_client()
+    for i in range(5):
+        served(call(behind, {"X-Forwarded-For": f"2001:db8:9:9::{i + 1:x}"}), "guest")
+    limited(call(behind, {"X-Forwarded-For": "2001:db8:9:9:1234::1"}))
+
+
 ODD_FORWARDED_FOR = {
     "empty": "",
     "blank": "   ",
