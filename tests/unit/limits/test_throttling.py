@@ -387,6 +387,26 @@ def test_a_peer_outside_trusted_proxies_is_its_own_address(tmp_path: Path, clock
     served(call(client, {"X-Forwarded-For": "203.0.113.1"}, remote_addr="10.0.0.7"), "guest")
 
 
+def test_the_old_hop_count_trusts_loopback_only(
+    tmp_path: Path, clock: Clock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """TRUSTED_PROXIES=1, kept in env files from before issue 46: nginx on loopback, no more."""
+    with caplog.at_level("WARNING", logger="app.web"):
+        client = make_app(
+            tmp_path, GUEST_RATE_LIMIT="5 per minute", TRUSTED_PROXIES="1"
+        ).test_client()
+    assert "TRUSTED_PROXIES=1 is the old hop count" in caplog.text
+    # From loopback (the nginx on the VM) each forwarded client is counted apart.
+    for i in range(6):
+        served(call(client, {"X-Forwarded-For": f"203.0.113.{i}"}), "guest")
+    # From the private network the header is not believed: the peer is counted.
+    private = [
+        call(client, {"X-Forwarded-For": f"198.51.100.{i}"}, remote_addr="10.0.0.2").status_code
+        for i in range(7)
+    ]
+    assert private == [200] * 5 + [429] * 2, private
+
+
 def test_ipv6_guests_are_counted_per_64(tmp_path: Path, clock: Clock) -> None:
     """Issue 46: a client with a /64 cannot rotate addresses to dodge the guest limit."""
     client = make_app(tmp_path, GUEST_RATE_LIMIT="5 per minute").test_client()
