@@ -80,7 +80,9 @@ ensure_env_file() {
         echo "DATABASE_URL=postgresql://probboard:$(random_secret | tr -dc 'A-Za-z0-9' | head -c 32)@127.0.0.1:5432/probboard"
         echo "HOST=127.0.0.1"
         echo "PORT=8000"
-        echo "TRUSTED_PROXIES=1"
+        # Only the nginx on this VM may say who the client is (docs/deploy.md: list the
+        # private network's nginx hosts here when they are elsewhere).
+        echo "TRUSTED_PROXIES=127.0.0.1/32,::1/128"
         echo "LOG_FORMAT=json"
       fi
     } >"$ENV_FILE"

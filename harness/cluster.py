@@ -74,7 +74,7 @@ def start(workdir: Path, database_url: str | None) -> Cluster:
         DATABASE_URL=url,
         API_KEY_PEPPER=TEST_PEPPER,
         BOARD_SOURCE=os.environ.get("BOARD_SOURCE", "simulated"),
-        TRUSTED_PROXIES="1",
+        TRUSTED_PROXIES="127.0.0.1/32,::1/128",  # nginx: the one proxy, on loopback
         TRACK_RECORD="false",
     )
     hosts: dict[str, Service] = {}
