@@ -19,6 +19,7 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -83,9 +84,13 @@ class TrustedProxies:
         most ``hops``) replaces the client, until one is not a trusted proxy; an entry that
         is not an address stops the walk at the last good hop.
         """
-        client = peer
         if not forwarded_for or not self.trusts(peer):
-            return client
+            return peer
+        return self.walk(peer, forwarded_for)
+
+    def walk(self, proxy: Address, forwarded_for: str) -> Address:
+        """The client that ``proxy``, already known to be trusted, forwarded for."""
+        client = proxy
         for entry in _rightmost(forwarded_for, self.hops):
             address = parse_address(entry)
             if address is None:
@@ -100,8 +105,13 @@ class TrustedProxies:
         ``X-Forwarded-Proto``); None from any other peer or for any other value."""
         if not forwarded_proto or not self.trusts(peer):
             return None
-        said = forwarded_proto.rsplit(",", 1)[-1].strip().lower()
-        return said if said in SCHEMES else None
+        return said_scheme(forwarded_proto)
+
+
+def said_scheme(forwarded_proto: str) -> str | None:
+    """The right-most value of ``X-Forwarded-Proto`` when it is ``http`` or ``https``."""
+    said = forwarded_proto.rsplit(",", 1)[-1].strip().lower()
+    return said if said in SCHEMES else None
 
 
 class ForwardedHeaders:
@@ -110,22 +120,29 @@ class ForwardedHeaders:
     def __init__(self, app: WSGIApplication, proxies: TrustedProxies) -> None:
         self.app = app
         self.proxies = proxies
+        # A socket peer is no string a caller writes, and the same few recur (nginx): what
+        # it is and whether it is trusted are worked out once per peer, not per request.
+        self._peer = lru_cache(maxsize=4096)(self._judge)
+
+    def _judge(self, given: str) -> tuple[Address | None, str, bool]:
+        """The peer as an address (None: not one), as the environ keeps it, and trusted."""
+        peer = parse_address(given)
+        if peer is None:  # a Unix socket, say: no address, so trusted for nothing
+            return None, given, False
+        return peer, str(peer), self.proxies.trusts(peer)
 
     def __call__(self, environ: WSGIEnvironment, start_response: StartResponse) -> Iterable[bytes]:
         """Settle the request's client address (and scheme), then call the app."""
-        given = str(environ.get("REMOTE_ADDR") or "")
-        peer = parse_address(given)
-        if peer is None:  # a Unix socket, say: no address, so trusted for nothing
-            environ[PEER_KEY] = given
-            return self.app(environ, start_response)
-        environ[PEER_KEY] = str(peer)
-        client = peer
-        if self.proxies.networks:
-            client = self.proxies.client(peer, environ.get("HTTP_X_FORWARDED_FOR", ""))
-            scheme = self.proxies.scheme(peer, environ.get("HTTP_X_FORWARDED_PROTO", ""))
+        peer, shown, trusted = self._peer(str(environ.get("REMOTE_ADDR") or ""))
+        environ[PEER_KEY] = shown
+        environ["REMOTE_ADDR"] = shown
+        if peer is not None and trusted:
+            forwarded_for = environ.get("HTTP_X_FORWARDED_FOR")
+            if forwarded_for:
+                environ["REMOTE_ADDR"] = str(self.proxies.walk(peer, forwarded_for))
+            scheme = said_scheme(environ.get("HTTP_X_FORWARDED_PROTO") or "")
             if scheme is not None:
                 environ["wsgi.url_scheme"] = scheme
-        environ["REMOTE_ADDR"] = str(client)
         return self.app(environ, start_response)
 
 
