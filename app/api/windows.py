@@ -20,6 +20,7 @@ from flask import Blueprint, Response, request
 from sqlalchemy.exc import SQLAlchemyError
 
 from app.accounts.db_deadline import DatabaseTimeoutError
+from app.api.vary import VARY_ACCEPT
 from app.api.windows_csv import csv_lines
 from app.api.windows_query import CSV, WindowsRequest, resumed, windows_request
 from app.board.snapshot import dumps
@@ -56,7 +57,8 @@ def windows() -> Response:
     """WindowsResponse, or its CSV (see the module docstring)."""
     held = services()
     asked = windows_request(request, held.settings)  # 400s before any limit
-    headers = rate_limit_headers(held.limits.guest())  # 429 over the guest limit
+    # JSON or CSV by Accept: a cache keys on it (always: over-varying is only safe).
+    headers = VARY_ACCEPT | rate_limit_headers(held.limits.guest())  # 429 over the limit
     asked = resumed(request, asked, held.cursors)  # 400 invalid_cursor, after the limit
     source = held.settings.board_source
     try:

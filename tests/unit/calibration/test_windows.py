@@ -342,3 +342,22 @@ def test_a_store_that_cannot_be_read_is_a_503(windows_app: Flask, database_url: 
     assert response.status_code == 503
     body = validated("error", response.data)
     assert body["code"] == "record_unavailable" and body["retryAfterMs"] == 5000
+
+
+@pytest.mark.parametrize(
+    ("query", "accept", "media"),
+    [
+        ({}, None, "application/json"),
+        ({}, "text/csv", "text/csv"),
+        ({}, "text/csv;q=0.5, application/json", "application/json"),
+        ({"format": "csv"}, None, "text/csv"),
+    ],
+)
+def test_the_answer_varies_on_accept(
+    caller: Caller, query: dict[str, str], accept: str | None, media: str
+) -> None:
+    """JSON or CSV is picked by ``Accept``: a shared cache must key on it (issue 46)."""
+    headers = {"Accept": accept} if accept else {}
+    response = caller.get(query, headers=headers)
+    assert response.status_code == 200 and response.mimetype == media
+    assert "accept" in {v.strip().lower() for v in response.headers["Vary"].split(",")}
