@@ -106,6 +106,7 @@ class Settings:
     refresher_metrics_port: int = 9101  # the refresher's own /metrics (0: off)
     cors_origins: tuple[str, ...] = ("*",)  # origins whose pages may read /api/* (app.cors)
     trusted_proxies_legacy: bool = False  # TRUSTED_PROXIES was the old bare hop count
+    verify_rate_limit: str = "30 per minute"  # valid-key checks on /api/keys/verify, per account
 
     @property
     def uses_redis(self) -> bool:
@@ -465,6 +466,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "REFRESHER_METRICS_PORT", "9101", lambda v, n: _int(v, n, 0, 65535)
         ),
         cors_origins=get("CORS_ORIGINS", "*", _origins),
+        verify_rate_limit=get("VERIFY_RATE_LIMIT", "30 per minute", _rate_limit),
     )
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from app.board.render import BoardRenderer
     from app.board.trail import WindowTrail
     from app.bus import BoardBus
+    from app.calibration.cursor import WindowCursors
     from app.config import Settings
     from app.limits import Limits
     from app.stream.broker import Broker
@@ -64,6 +65,7 @@ class Services:
     limits: Limits
     lifecycle: Lifecycle
     trail: WindowTrail  # the current window's path of each market, for the page's chart
+    cursors: WindowCursors  # /windows' next cursors, signed under SECRET_KEY
 
 
 def services_of(app: Flask) -> Services:

@@ -29,6 +29,7 @@ from app.board.render import BoardRenderer
 from app.board.timefmt import now_ms
 from app.board.trail import WindowTrail
 from app.bus import create_bus
+from app.calibration.cursor import WindowCursors
 from app.config import load_settings
 from app.extensions import init_db, pepper_loader
 from app.metrics.web import RequestMetrics, board_received
@@ -85,6 +86,7 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
         limits=limits_,
         lifecycle=lifecycle,
         trail=trail,
+        cursors=WindowCursors(settings.secret_key, [m.symbol for m in settings.markets]),
     )
 
     # The WSGI middleware, innermost first. The request's id, kept from X-Request-ID when sane

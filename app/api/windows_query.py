@@ -3,8 +3,9 @@
 ``symbol`` (``app.api.symbols``), ``window`` (``app.api.window_param``: the windows of one
 length, the default window's without it), ``from`` and ``to`` (ISO 8601 or unix seconds;
 windows starting at or after ``from`` and before ``to``), ``limit`` (1 to 1,000, default 100),
-``cursor`` (a ``next`` as served) and ``format`` (``json`` or ``csv``; without it, ``Accept``
-decides). Each bad value is a 400 with a code of its own; a parameter given twice is one too.
+``cursor`` (a ``next`` as served; read by ``resumed``, after the guest limit) and ``format``
+(``json`` or ``csv``; without it, ``Accept`` decides). Each bad value is a 400 with a code of
+its own; a parameter given twice is one too.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from flask import Request
 from app.api.params import query_value
 from app.api.symbols import requested_market
 from app.api.window_param import requested_window
-from app.calibration import cursor
+from app.calibration.cursor import CursorError, WindowCursors
 from app.calibration.export import DEFAULT_LIMIT, MAX_LIMIT
 from app.config import Settings
 from app.errors import ApiError
@@ -99,14 +100,16 @@ def _media(request: Request) -> str:
     return request.accept_mimetypes.best_match([JSON, CSV]) or JSON
 
 
-def _resumed(request: Request, asked: WindowsRequest) -> int:
-    """The next page's bound from ``cursor``; 400 ``invalid_cursor`` for a cursor not minted
-    here, or one of another query (another symbol, window, ``from`` or ``to``)."""
+def resumed(request: Request, asked: WindowsRequest, cursors: WindowCursors) -> WindowsRequest:
+    """``asked`` from the page ``cursor`` names (unchanged without one); 400 ``invalid_cursor``
+    for a cursor not minted here, or one of another query (another symbol, window, ``from``
+    or ``to``). Read after the guest limit: a forged cursor costs its sender a slot."""
     text = query_value(request, "cursor", "invalid_cursor")
-    assert text is not None
+    if text is None:
+        return asked
     try:
-        found = cursor.decode(text)
-    except cursor.CursorError as exc:
+        found = cursors.decode(text)
+    except CursorError as exc:
         raise ApiError(400, "invalid_cursor", f"cursor is not a next as served ({exc}).") from exc
     mine = (asked.market.symbol, asked.window.name, asked.start, asked.end)
     if (found.symbol, found.window, found.start, found.end) != mine:
@@ -116,16 +119,14 @@ def _resumed(request: Request, asked: WindowsRequest) -> int:
             "cursor belongs to another query: send it with the symbol, window, from and to it "
             "came with.",
         )
-    return found.before
+    return dataclasses.replace(asked, before=found.before)
 
 
 def windows_request(request: Request, settings: Settings) -> WindowsRequest:
-    """Every parameter, checked (see the module docstring)."""
+    """Every parameter but ``cursor``, checked (see the module docstring; ``resumed`` reads
+    the cursor)."""
     market = requested_market(settings.markets, request)
     named = requested_window(settings, request)
     window = settings.default_window if named is None else SPANS[named]
     start, end = _span(request)
-    asked = WindowsRequest(market, window, start, end, _limit(request), None, _media(request))
-    if query_value(request, "cursor", "invalid_cursor") is None:
-        return asked
-    return dataclasses.replace(asked, before=_resumed(request, asked))
+    return WindowsRequest(market, window, start, end, _limit(request), None, _media(request))

@@ -9,6 +9,8 @@
 - Failed key attempts per client address (``AUTH_FAILURE_LIMIT``, ``failures.py``): a request
   that presents a key counts only when answered 401; over the limit, requests presenting a
   key get 429.
+- Valid-key checks on ``/api/keys/verify`` per account (``VERIFY_RATE_LIMIT``, ``verify.py``):
+  after the key check, on the same storage as the accounts' limits.
 
 How they run: each limited endpoint's view calls them as steps of its own pipeline, in the
 order it states (``Limits``, built by the app factory and handed to the views in the app's
@@ -61,6 +63,7 @@ from app.limits import fallback_storage as fallback_storage  # registers its sto
 from app.limits.addresses import counted_address
 from app.limits.failures import FailureThrottle
 from app.limits.per_account import AccountLimits, Quota
+from app.limits.verify import VerifyLimit
 from app.logs import limit_repeats
 from app.plans import USER, VIP_PRO
 
@@ -207,16 +210,21 @@ class Limits:
 
     def __init__(
         self, storage: Storage, guest: GuestLimit, accounts: AccountLimits,
-        throttle: FailureThrottle,
+        throttle: FailureThrottle, verify: VerifyLimit,
     ) -> None:  # fmt: skip
         self.storage = storage  # every counter of the app's limits
         self.guest = guest  # count one guest read; 429 when over
         self._accounts = accounts
         self._key_attempt = KeyAttempt(throttle)
+        self._verify = verify
 
     def account(self, identity: Identity) -> Quota | None:
         """Count one read of an account against its plan (None: no limit); 429 when over it."""
         return self._accounts.admit(identity.account_id, identity.plan)
+
+    def verify(self, identity: Identity) -> Quota | None:
+        """Count one valid-key check of the account (``VERIFY_RATE_LIMIT``); 429 when over."""
+        return self._verify.admit(identity.account_id)
 
     def key_attempt(self) -> KeyAttempt:
         """The block a key-taking endpoint runs its key check in (see ``KeyAttempt``)."""
@@ -252,6 +260,7 @@ def init_app(app: Flask, settings: Settings) -> Limits:
         key_prefix=KEY_PREFIX,
     )
     throttle = FailureThrottle(storage, settings.auth_failure_limit, key_prefix=KEY_PREFIX)
+    verify = VerifyLimit(storage, settings.verify_rate_limit, key_prefix=KEY_PREFIX)
     # One line per refused request would let one client flood the log: one per interval.
     limit_repeats(failures.__name__, FLASK_LIMITER_LOGGER)
-    return Limits(storage, guest, accounts, throttle)
+    return Limits(storage, guest, accounts, throttle, verify)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from app.calibration.cursor import MAX_CHARS
 from app.calibration.export import DEFAULT_LIMIT, MAX_LIMIT
 from app.schemas import EXTENSION
 
@@ -47,10 +48,11 @@ def windows_parameters() -> list[dict[str, Any]]:
         ),
         _query(
             "cursor",
-            "A `next` as served, with the same `symbol`, `from` and `to` (`limit` may change): "
-            "the page after the one that gave it. Anything else, or another query's cursor, "
-            "is 400 `invalid_cursor`.",
-            {"type": "string"},
+            "A `next` as served, with the same `symbol`, `window`, `from` and `to` (`limit` may "
+            "change): the page after the one that gave it. Anything else (edited, signed under "
+            f"another `SECRET_KEY`, over {MAX_CHARS} characters), or another query's cursor, is "
+            "400 `invalid_cursor`; it is read after the rate limit, so it costs a request.",
+            {"type": "string", "maxLength": MAX_CHARS},
         ),
         _query(
             "format",

@@ -5,17 +5,23 @@ site pass their tools' checks where the tools are present."""
 
 from __future__ import annotations
 
+import http.client
+import http.server
 import os
 import shutil
+import ssl
 import subprocess
 import sys
 import tarfile
+import threading
+import time
+import urllib.parse
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from harness.processes import ROOT, RedisServer, free_port, http_get
+from harness.processes import ROOT, Process, RedisServer, free_port, http_get, port_open
 from tests.support.contract import validated
 from tests.support.lock import canonical, locked
 
@@ -241,6 +247,104 @@ def test_nginx_site_passes_nginx_t(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "syntax is ok" in result.stderr
+
+
+def throwaway_certificate(folder: Path) -> tuple[Path, Path]:
+    """A self-signed certificate and its key, for one day."""
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-subj", "/CN=localhost", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+class _Upstream(http.server.BaseHTTPRequestHandler):
+    """A web host stand-in: 200 to every GET (the app's own headers are not the point)."""
+
+    def do_GET(self) -> None:
+        """A small JSON 200."""
+        body = b'{"ok":true}'
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:
+        """Quiet."""
+
+
+@pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx absent")
+def test_the_tls_site_sends_hsts_on_every_answer(tmp_path: Path) -> None:
+    """The production site as it is, on a free port with a throwaway certificate: every answer
+    over TLS carries ``Strict-Transport-Security`` (``always``: nginx's own 404 and 502 too);
+    the plain-HTTP redirect does not (browsers ignore it there)."""
+    cert, key = throwaway_certificate(tmp_path)
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Upstream)
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    tls, plain, dead = free_port(), free_port(), free_port()
+    site = (ROOT / "deploy" / "nginx-probboard.conf").read_text()
+    site = site.replace("/etc/ssl/certs/probboard.pem", str(cert))
+    site = site.replace("/etc/ssl/private/probboard.key", str(key))
+    site = site.replace("server 127.0.0.1:8000", f"server 127.0.0.1:{upstream.server_port}")
+    site = site.replace("listen 443 ssl http2;", f"listen 127.0.0.1:{tls} ssl http2;")
+    site = site.replace("listen 80;", f"listen 127.0.0.1:{plain};")
+    site = site.replace("listen [::]:443 ssl http2;\n", "").replace("listen [::]:80;\n", "")
+    # A second TLS server, the same site with its one host down: nginx answers 502 itself.
+    down = site[site.index("server {\n    # ") :].replace(f"127.0.0.1:{tls}", f"127.0.0.1:{dead}")
+    down = down.replace(
+        "proxy_pass http://probboard;", f"proxy_pass http://127.0.0.1:{free_port()};"
+    )
+    (tmp_path / "site.conf").write_text(site + down)
+    main = tmp_path / "nginx.conf"
+    main.write_text(
+        f"pid {tmp_path / 'nginx.pid'};\nerror_log {tmp_path / 'error.log'};\n"
+        f"events {{}}\nhttp {{\n access_log off;\n include {tmp_path / 'site.conf'};\n}}\n"
+    )
+    nginx = Process(["nginx", "-c", str(main), "-p", str(tmp_path), "-g", "daemon off;"],
+                    {"PATH": "/usr/sbin:/usr/bin:/bin"}, tmp_path / "nginx.log")  # fmt: skip
+    context = ssl.create_default_context(cafile=str(cert))
+    context.check_hostname = False  # the certificate names localhost; we dial 127.0.0.1
+
+    def head(url: str) -> tuple[int, str | None]:
+        """The status and the HSTS header of a GET of ``url`` (redirects not followed)."""
+        connection: http.client.HTTPConnection
+        parts = urllib.parse.urlsplit(url)
+        if parts.scheme == "https":
+            connection = http.client.HTTPSConnection(parts.netloc, context=context, timeout=10)
+        else:
+            connection = http.client.HTTPConnection(parts.netloc, timeout=10)
+        connection.request("GET", parts.path)
+        response = connection.getresponse()
+        response.read()
+        connection.close()
+        return response.status, response.getheader("Strict-Transport-Security")
+
+    try:
+        for port in (tls, plain, dead):
+            wait_for_port(port, nginx)
+        hsts = "max-age=31536000"
+        assert head(f"https://127.0.0.1:{tls}/api/health") == (200, hsts)
+        assert head(f"https://127.0.0.1:{tls}/api/probboard/stream") == (200, hsts)
+        assert head(f"https://127.0.0.1:{tls}/metrics") == (404, hsts)  # nginx's own
+        assert head(f"https://127.0.0.1:{dead}/api/health") == (502, hsts)  # no host up
+        assert head(f"http://127.0.0.1:{plain}/api/health") == (301, None)
+    finally:
+        nginx.stop()
+        upstream.shutdown()
+        upstream.server_close()
+
+
+def wait_for_port(port: int, process: Process) -> None:
+    """Until ``port`` accepts connections; fails with the process's output if it exits."""
+    for _ in range(200):
+        if port_open(port):
+            return
+        assert process.alive(), process.output()
+        time.sleep(0.05)
+    raise AssertionError(f"nothing listens on {port}: {process.output()}")
 
 
 SSH = """#!/usr/bin/env bash

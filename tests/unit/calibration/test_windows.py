@@ -23,6 +23,7 @@ from app.calibration import cursor, store
 from app.calibration.checkpoints import REMS
 from app.calibration.recorder import Recorder
 from app.markets import MARKETS
+from app.services import services_of
 from app.web import create_app
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
@@ -204,7 +205,10 @@ def test_paging_with_the_cursor_has_no_duplicate_and_no_gap(
     assert starts(caller.page(query))[0] == newer  # a new first page has it
 
 
-def test_a_tampered_foreign_or_mismatched_cursor_is_a_400(caller: Caller) -> None:
+def test_a_tampered_foreign_or_mismatched_cursor_is_a_400(
+    caller: Caller, windows_app: Flask
+) -> None:
+    cursors = services_of(windows_app).cursors
     good = caller.page({"limit": "2"})["next"]
     assert good is not None
     body, check = good.split(".")
@@ -218,7 +222,7 @@ def test_a_tampered_foreign_or_mismatched_cursor_is_a_400(caller: Caller) -> Non
         edited,
         good.replace(".", ""),
         "é." + check,
-        cursor.encode(cursor.Cursor("BTC", None, None, 5))[:-2] + "AA",
+        cursors.encode(cursor.Cursor("BTC", None, None, 5))[:-2] + "AA",
     ):
         assert caller.refused({"cursor": bad, "limit": "2"}) == "invalid_cursor", bad
     # Another query's cursor: another symbol, or another span.
@@ -338,3 +342,22 @@ def test_a_store_that_cannot_be_read_is_a_503(windows_app: Flask, database_url: 
     assert response.status_code == 503
     body = validated("error", response.data)
     assert body["code"] == "record_unavailable" and body["retryAfterMs"] == 5000
+
+
+@pytest.mark.parametrize(
+    ("query", "accept", "media"),
+    [
+        ({}, None, "application/json"),
+        ({}, "text/csv", "text/csv"),
+        ({}, "text/csv;q=0.5, application/json", "application/json"),
+        ({"format": "csv"}, None, "text/csv"),
+    ],
+)
+def test_the_answer_varies_on_accept(
+    caller: Caller, query: dict[str, str], accept: str | None, media: str
+) -> None:
+    """JSON or CSV is picked by ``Accept``: a shared cache must key on it (issue 46)."""
+    headers = {"Accept": accept} if accept else {}
+    response = caller.get(query, headers=headers)
+    assert response.status_code == 200 and response.mimetype == media
+    assert "accept" in {v.strip().lower() for v in response.headers["Vary"].split(",")}

@@ -1,0 +1,55 @@
+"""Valid-key checks on ``/api/keys/verify``, per account (``VERIFY_RATE_LIMIT``).
+
+A failed key is the failed-key throttle's (``failures.py``, per address); this limit counts
+the checks that succeeded, per account, so one account's keys cannot be verified in a loop
+(each check is a store lookup and a last-use write). Counted in the shared sliding window
+(Redis when it answers, the same storage as the accounts' ``/latest`` limits) under a key of
+its own, ``probboard/account:<id>/verify``: a board read never spends a check, nor a check a
+board read. One round trip per check: verification is not a hot path.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+from limits import RateLimitItem, parse_many
+from limits.storage import Storage
+from limits.strategies import SlidingWindowCounterRateLimiter
+
+from app.errors import ApiError, too_many_requests
+from app.limits.per_account import Quota
+
+SCOPE = "verify"
+
+
+def too_many_checks(item: RateLimitItem, retry_after_ms: int) -> ApiError:
+    """The 429 for an account over its key checks."""
+    return too_many_requests(
+        f"Too many key checks for this account ({item}); retry after the delay given.",
+        retry_after_ms,
+    )
+
+
+class VerifyLimit:
+    """Counts an account's valid-key checks; 429 over ``VERIFY_RATE_LIMIT``."""
+
+    def __init__(self, storage: Storage, limit: str, key_prefix: str) -> None:
+        self._items: list[RateLimitItem] = sorted(parse_many(limit))
+        self._strategy = SlidingWindowCounterRateLimiter(storage)
+        self._prefix = key_prefix
+
+    def admit(self, account_id: int) -> Quota | None:
+        """Count one check of the account's key: the tightest window for the headers (None
+        without a limit); raises the 429 when any limit is full."""
+        identifiers = (self._prefix, f"account:{account_id}", SCOPE)
+        shown: Quota | None = None
+        for item in self._items:
+            if not self._strategy.hit(item, *identifiers):
+                stats = self._strategy.get_window_stats(item, *identifiers)
+                retry_ms = max(1, math.ceil((stats.reset_time - time.time()) * 1000))
+                raise too_many_checks(item, retry_ms)
+            stats = self._strategy.get_window_stats(item, *identifiers)
+            if shown is None or stats.remaining < shown.remaining:
+                shown = Quota(item.amount, stats.remaining, stats.reset_time)
+        return shown
