@@ -104,6 +104,7 @@ class Settings:
     refresher_metrics_host: str = "127.0.0.1"
     refresher_metrics_port: int = 9101  # the refresher's own /metrics (0: off)
     cors_origins: tuple[str, ...] = ("*",)  # origins whose pages may read /api/* (app.cors)
+    stream_replay_max: int = 10  # a reconnect missing more boards gets the newest only
 
     @property
     def uses_redis(self) -> bool:
@@ -416,6 +417,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "REFRESHER_METRICS_PORT", "9101", lambda v, n: _int(v, n, 0, 65535)
         ),
         cors_origins=get("CORS_ORIGINS", "*", _origins),
+        stream_replay_max=get("STREAM_REPLAY_MAX", "10", lambda v, n: _int(v, n, 0, 10_000)),
     )
 
 
