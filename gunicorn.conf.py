@@ -10,12 +10,13 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from app.config import ConfigError, load_settings, report_bad_setting
+from app.config import ConfigError, load_web_settings, report_bad_setting
 
 # The master reads this file before any worker loads the app: a bad setting ends gunicorn
 # here, with one line and status 2, instead of its "Failed to read config file" traceback.
+# A missing secret (API_KEY_PEPPER, SECRET_KEY outside the embedded shape) is one such setting.
 try:
-    _settings = load_settings()
+    _settings = load_web_settings()
 except ConfigError as error:
     raise SystemExit(report_bad_setting(error)) from None
 

@@ -107,6 +107,13 @@ class Settings:
     cors_origins: tuple[str, ...] = ("*",)  # origins whose pages may read /api/* (app.cors)
     trusted_proxies_legacy: bool = False  # TRUSTED_PROXIES was the old bare hop count
     verify_rate_limit: str = "30 per minute"  # valid-key checks on /api/keys/verify, per account
+    stream_replay_max: int = 10  # a reconnect missing more boards gets the newest only
+
+    @property
+    def embedded(self) -> bool:
+        """True in the embedded shape (``memory://`` and no PostgreSQL): one process, nothing
+        shared with another host; every other shape is the production one."""
+        return not self.uses_redis and not self.database_url.startswith("postgresql")
 
     @property
     def uses_redis(self) -> bool:
@@ -467,15 +474,48 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         cors_origins=get("CORS_ORIGINS", "*", _origins),
         verify_rate_limit=get("VERIFY_RATE_LIMIT", "30 per minute", _rate_limit),
+        stream_replay_max=get("STREAM_REPLAY_MAX", "10", lambda v, n: _int(v, n, 0, 10_000)),
     )
 
 
+# What the web service needs from its environment outside the embedded shape, checked in this
+# order: the pepper that hashes keys and sessions, and the key that signs for the app. Made up
+# per process or per release (the embedded shape's fallbacks), hosts and releases would
+# disagree and every key would stop working; so they are provisioned once per environment.
+WEB_SECRETS = ("API_KEY_PEPPER", "SECRET_KEY")
+
+
+def require_web_secrets(settings: Settings) -> Settings:
+    """``settings`` when the web service may start on them; a ConfigError naming the first
+    missing secret (and any other) outside the embedded shape."""
+    if settings.embedded:
+        return settings
+    given = {"API_KEY_PEPPER": bool(settings.api_key_pepper)}
+    given["SECRET_KEY"] = not settings.secret_key_generated
+    missing = [name for name in WEB_SECRETS if not given[name]]
+    if not missing:
+        return settings
+    also = f" (nor is {', '.join(missing[1:])})" if missing[1:] else ""
+    raise ConfigError(
+        missing[0],
+        f"not set{also}: outside the embedded shape (REDIS_URL on Redis or DATABASE_URL on "
+        "PostgreSQL) the web service takes it from its environment, the same value on every "
+        "host, e.g. $(openssl rand -hex 32) once per environment (docs/deploy.md)",
+    )
+
+
+def load_web_settings(environ: Mapping[str, str] | None = None) -> Settings:
+    """The web service's settings (``create_app``, gunicorn, ``python -m app.config``): those
+    of ``load_settings`` and, outside the embedded shape, its secrets."""
+    return require_web_secrets(load_settings(environ))
+
+
 def main() -> int:
-    """``python -m app.config``: check the settings in the environment, as every program reads
-    them (``make run`` and ``scripts/serve.sh`` do before starting anything); 0 and silent
-    when they parse, else the one line and 2."""
+    """``python -m app.config``: check the settings in the environment, as the web service
+    reads them (its secrets included; ``make run`` and ``scripts/serve.sh`` do before starting
+    anything); 0 and silent when they parse, else the one line and 2."""
     try:
-        load_settings()
+        load_web_settings()
     except ConfigError as error:
         return report_bad_setting(error)
     return 0

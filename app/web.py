@@ -30,7 +30,7 @@ from app.board.timefmt import now_ms
 from app.board.trail import WindowTrail
 from app.bus import create_bus
 from app.calibration.cursor import WindowCursors
-from app.config import load_settings
+from app.config import load_web_settings
 from app.extensions import init_db, pepper_loader
 from app.metrics.web import RequestMetrics, board_received
 from app.services import SERVICES_KEY, Lifecycle, Services
@@ -45,7 +45,7 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     so a developer's own ``REDIS_URL`` cannot leak into a test.
     """
     environ = dict(os.environ) if config is None else {k: str(v) for k, v in config.items()}
-    settings = load_settings(environ)
+    settings = load_web_settings(environ)  # outside the embedded shape: its secrets too
 
     app = Flask(__name__, instance_relative_config=True)
     # "//" in a path must not become an HTML redirect: every answer is an API answer.

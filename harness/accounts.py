@@ -12,9 +12,8 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 
 from harness.databases import scratch_postgres_database
+from harness.processes import TEST_PEPPER as TEST_PEPPER  # re-exported: callers import it here
 from harness.processes import flask_cli, service_env
-
-TEST_PEPPER = "test-pepper-0123456789abcdef"
 
 
 def migrated(database_url: str) -> dict[str, str]:

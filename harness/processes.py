@@ -19,6 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
+# The API-key pepper of every service the tests start (the CLI's and gunicorn's alike).
+TEST_PEPPER = "test-pepper-0123456789abcdef"
+
+
 def free_port() -> int:
     """A TCP port on 127.0.0.1 that nothing listens on right now."""
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
@@ -157,9 +161,15 @@ def http_get(
 
 
 def service_env(**overrides: str) -> dict[str, str]:
-    """The environment for a service process: the test's, plus ``overrides``."""
+    """The environment for a service process: the test's, plus ``overrides``.
+
+    Both secrets are set, as every environment of the production shape must set them (the
+    web service refuses to start on Redis or PostgreSQL without them): one pepper for the
+    CLI that makes keys and the servers that check them.
+    """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_", "DATABASE_"))}
     env.update({"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", "SECRET_KEY": "test-secret"})
+    env["API_KEY_PEPPER"] = TEST_PEPPER
     # Tests poll the board far faster than a guest may; throttling tests set their own limit.
     env["GUEST_RATE_LIMIT"] = "100000 per minute"
     # Several refreshers run at once in tests: their metrics port only where a test asks.

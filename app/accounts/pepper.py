@@ -1,8 +1,11 @@
 """Where the API-key pepper comes from: ``API_KEY_PEPPER``, or a file in the instance folder.
 
 The pepper must live outside the database and be the same for every process that creates
-or checks keys. Production sets ``API_KEY_PEPPER``; for the embedded default a random
-pepper is created once in ``instance/api-key-pepper`` (mode 0600) and reused.
+or checks keys. Outside the embedded shape ``API_KEY_PEPPER`` is required
+(``app.config.require_web_secrets``: the web service and its CLI refuse to start without it),
+because a pepper made up here would differ between releases and hosts. Only the embedded
+shape (one process on one machine) falls back to a random pepper created once in
+``instance/api-key-pepper`` (mode 0600) and reused.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ def load_pepper(configured: str, instance_path: str) -> bytes:
         else:
             with os.fdopen(fd, "w") as handle:
                 handle.write(secrets.token_urlsafe(32))
-        log.warning("API_KEY_PEPPER is not set: using the pepper in %s", path)
+        log.warning("API_KEY_PEPPER is not set (embedded shape): using the pepper in %s", path)
     value = path.read_text().strip()
     if len(value) < 16:
         raise RuntimeError(f"{path} holds no usable pepper; delete it or set API_KEY_PEPPER")

@@ -3,8 +3,9 @@
 One pipeline, in this order, every step in the view: refuse a blocked address → the key
 (401; a 401 to a presented key counts a failed attempt: both steps are the ``with
 limits.key_attempt():`` block every key-taking endpoint runs, around the key check alone)
-→ its plan (403) → ``?symbol=`` (400 ``invalid_symbol``, before a stream slot is taken) →
-a slot (429, 503) → the stream.
+→ its plan (403) → ``?symbol=``, ``?window=`` (400, before anything is counted) → the
+plan's rate limit, the count ``/latest`` reads use (429 ``rate_limited``: a loop of
+opens is a loop of requests) → a slot (429 ``too_many_streams``, 503) → the stream.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ from app.stream.writer import DirectWriter
 
 bp = Blueprint("stream", __name__)
 
+# Never stored by a cache in front; and the answer depends on the key, read from these two
+# headers only (sessions open no stream: the cookie changes nothing).
+STREAM_CACHING = {"Cache-Control": "no-store", "Vary": "Authorization, X-API-Key"}
 SLOT_RETRY_MS = 5000
 BUSY_RETRY_MS = 1000
 STREAM_SEND_BUFFER = 32 * 1024
@@ -52,6 +56,7 @@ def stream() -> Response:
     settings, stream_broker = held.settings, held.broker
     symbols = requested_symbols(settings.markets, request)
     window = requested_window(settings, request)  # the stream of one window only
+    held.limits.account(identity)  # 429 over the plan's limit; before a slot is taken
     if request.method == "HEAD":
         return _stream_response(b"")  # the headers a GET would get, and no stream
     try:
@@ -114,7 +119,7 @@ def _closed(stream_broker: Broker, client: Client, sock: SocketType | None) -> N
 
 def _stream_response(body: object) -> Response:
     response = Response(body, mimetype="text/event-stream")  # type: ignore[arg-type]
-    response.headers["Cache-Control"] = "no-cache"
+    response.headers.update(STREAM_CACHING)
     response.headers["X-Accel-Buffering"] = "no"
     # Nothing follows a stream on its connection: close it when the stream ends.
     response.headers["Connection"] = "close"

@@ -41,9 +41,10 @@ class BoardBus(Protocol):
     def add_listener(self, listener: Listener) -> None:
         """Call ``listener`` with every new snapshot this process receives."""
 
-    def history(self, after_seq: int) -> list[Snapshot] | None:
+    def history(self, after_seq: int, count: int | None = None) -> list[Snapshot] | None:
         """The boards published after the one numbered ``after_seq``, oldest first, when that
-        one is still in the history (``HISTORY_MS``); None when it is not."""
+        one is still in the history (``HISTORY_MS``); None when it is not. With ``count``,
+        only the first ``count`` of them (a stream's replay reads no more than its cap)."""
 
     def sampled(self, since_seq: int, until_seq: int, step_ms: int) -> list[Snapshot]:
         """Boards of the history published from ``since_seq`` to ``until_seq``, oldest first,

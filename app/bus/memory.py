@@ -29,10 +29,12 @@ class MemoryBoardBus:
             while self._history[0].seq < newest.seq - HISTORY_MS:
                 self._history.popleft()
 
-    def history(self, after_seq: int) -> list[Snapshot] | None:
-        """The boards after ``after_seq`` when it is still held (the last ``HISTORY_MS``)."""
+    def history(self, after_seq: int, count: int | None = None) -> list[Snapshot] | None:
+        """The boards after ``after_seq`` when it is still held (the last ``HISTORY_MS``),
+        the first ``count`` of them when given."""
         held = list(self._history)  # a copy: the refresher thread appends meanwhile
-        return after(held, after_seq)
+        missed = after(held, after_seq)
+        return missed if missed is None or count is None else missed[:count]
 
     def sampled(self, since_seq: int, until_seq: int, step_ms: int) -> list[Snapshot]:
         """The first board held of each ``step_ms`` from ``since_seq`` to ``until_seq``."""

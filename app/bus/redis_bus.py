@@ -105,11 +105,14 @@ class RedisBoardBus:
             log.warning("a board was not added to the stream history: %s", detail)
         self._history_failing = failed
 
-    def history(self, after_seq: int) -> list[Snapshot] | None:
+    def history(self, after_seq: int, count: int | None = None) -> list[Snapshot] | None:
         """The boards after ``after_seq`` from the stream history (one round trip), when
-        ``after_seq`` is still in it; None when not, or when Redis cannot say."""
+        ``after_seq`` is still in it, the first ``count`` of them when given (only those are
+        read and parsed); None when not, or when Redis cannot say."""
+        # The entry of ``after_seq`` itself comes first: it says the id is held.
+        limit = None if count is None else count + 1
         try:
-            entries = self._client.xrange(HISTORY_KEY, min=f"{after_seq}-0", max="+")
+            entries = self._client.xrange(HISTORY_KEY, min=f"{after_seq}-0", max="+", count=limit)
         except (*REDIS_ERRORS, PoolBusyError, redis.ResponseError):
             return None
         held = []

@@ -54,6 +54,7 @@ def create_broker(
         stale_ms=settings.stale_threshold_ms,
         run_in_context=run_in_context,
         history=bus.history,
+        replay_max=settings.stream_replay_max,
     )
     stream_broker.key_check = _key_check(auth)
     bus.add_listener(stream_broker.on_snapshot)

@@ -91,10 +91,13 @@ class Broker:
         slots: StreamSlots,
         stale_ms: int,
         run_in_context: Callable[[Callable[[], None]], None],
-        history: Callable[[int], list[Snapshot] | None] = lambda seq: None,
+        history: Callable[[int, int], list[Snapshot] | None] = lambda seq, count: None,
+        replay_max: int = 10,
     ) -> None:
         self._renderer = renderer
-        self._history = history  # the bus's boards after a given seq (Last-Event-ID)
+        # The bus's first ``count`` boards after a given seq (Last-Event-ID).
+        self._history = history
+        self._replay_max = replay_max  # more missed than this: the newest board only
         self._slots = slots
         self._stale_ms = stale_ms
         self._run_in_context = run_in_context
@@ -217,8 +220,8 @@ class Broker:
             first = events.retry(retry_ms)
             missed = self._missed(last_event_id)
             now = now_ms()
-            if missed is not None:
-                # A reconnect within the history: every board it missed, in order.
+            if missed is not None and len(missed) <= self._replay_max:
+                # A reconnect within the history and the cap: every board it missed, in order.
                 for old in missed:
                     board = self._renderer.render(
                         old, client.plan, now, client.symbols, client.window
@@ -226,7 +229,9 @@ class Broker:
                     first += events.board_event(old.seq, board)
                 client.last_seq = missed[-1].seq if missed else int(last_event_id or 0)
             elif snapshot is not None and last_event_id != str(snapshot.seq):
-                # Rendered now, so the first board's age is exact for this client.
+                # A new stream, an id the history does not hold, or more missed than the cap
+                # (the newest board gives the current state). Rendered now, so the first
+                # board's age is exact for this client.
                 board = self._renderer.render(
                     snapshot, client.plan, now, client.symbols, client.window
                 )
@@ -245,14 +250,15 @@ class Broker:
             self.disconnect(client)
 
     def _missed(self, last_event_id: str | None) -> list[Snapshot] | None:
-        """The boards after ``Last-Event-ID`` when the history still has it; None for no id,
-        an id that is not a board's, or one older than the history (then: the current)."""
+        """The boards after ``Last-Event-ID`` when the history still has it, at most one more
+        than the replay's cap (enough to tell a capped replay); None for no id, an id that is
+        not a board's, or one older than the history (then: the current)."""
         if last_event_id is None:
             return None
         text = last_event_id.strip()
         if not text.isascii() or not text.isdigit() or len(text) > MAX_ID_DIGITS:
             return None
-        return self._history(int(text))
+        return self._history(int(text), self._replay_max + 1)
 
     def _yield_loop(self, client: Client) -> Iterator[bytes]:
         last_write = time.monotonic()

@@ -14,8 +14,19 @@ import subprocess
 from pathlib import Path
 
 import pytest
+import redis
 
-from harness.processes import BIN, ROOT, free_port, http_get, service_env, wait_until
+from app.bus.redis_bus import BOARD_KEY
+from harness.processes import (
+    BIN,
+    ROOT,
+    Process,
+    RedisServer,
+    free_port,
+    http_get,
+    service_env,
+    wait_until,
+)
 from tests.conftest import TEST_PEPPER
 from tests.support.process_group import process_group
 
@@ -90,6 +101,46 @@ def test_an_empty_symbols_is_refused_by_the_programs(value: str, tmp_path: Path)
 
     assert done.returncode == 2, done
     assert done.stderr.startswith("probboard: SYMBOLS: expected comma-separated symbols"), done
+
+
+# The programs that build the web app's settings: all of them but the refresher's own.
+WEB_ENTRY_POINTS = [entry for entry in ENTRY_POINTS if entry != "refresher"]
+
+
+@pytest.mark.parametrize("missing", ["API_KEY_PEPPER", "SECRET_KEY"])
+@pytest.mark.parametrize("entry", [*WEB_ENTRY_POINTS, "make run"])
+def test_the_production_shape_without_a_secret_is_one_line_and_status_2(
+    entry: str, missing: str, tmp_path: Path
+) -> None:
+    """Issue 46: ``REDIS_URL=redis://...`` without ``API_KEY_PEPPER`` (or ``SECRET_KEY``):
+    every way of starting the web service stops at once with one line naming it (no
+    pepper of its own in ``instance/``, no key per process)."""
+    env = operator_env(tmp_path, REDIS_URL="redis://127.0.0.1:1/0")
+    del env[missing]
+    argv = ["make", "--no-print-directory", "run"] if entry == "make run" else ENTRY_POINTS[entry]
+
+    done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    lines = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 2, done
+    assert len(lines) == 1 and f"probboard: {missing}: " in lines[0], lines
+
+
+def test_the_refresher_runs_without_the_web_secrets(
+    tmp_path: Path, fresh_redis: RedisServer
+) -> None:
+    """The refresher hashes no key and signs nothing: it publishes without either secret."""
+    env = operator_env(tmp_path, REDIS_URL=fresh_redis.url)
+    del env["API_KEY_PEPPER"], env["SECRET_KEY"]
+    refresher = Process(ENTRY_POINTS["refresher"], env, tmp_path / "refresher.log")
+    try:
+        published = redis.Redis.from_url(fresh_redis.url)
+        assert wait_until(lambda: published.get(BOARD_KEY) is not None, timeout=30), (
+            refresher.output()
+        )
+        assert refresher.alive(), refresher.output()
+    finally:
+        refresher.stop()
 
 
 def _board_has_rows(base: str) -> bool:

@@ -57,6 +57,7 @@ LATEST = "/api/probboard/latest"
 UNKNOWN_KEY = "pbk_" + "Q" * 43
 SLOTS = "probboard:streams:"
 BOARD_CHANNEL = "probboard:board"
+HISTORY = "probboard:board:history"
 RENEW_S = 10.0  # app/stream/broker.py: leases are renewed this often
 
 
@@ -343,7 +344,11 @@ class TestLiveStream:
         with conn:
             headers = conn.headers
             assert headers["content-type"].split(";")[0].strip() == "text/event-stream"
-            assert headers["cache-control"] == "no-cache"
+            # Never stored by a cache in front, and keyed on the credentials if it were.
+            assert headers["cache-control"] == "no-store"
+            assert {"Authorization", "X-API-Key"} <= {
+                name.strip() for name in headers.get("vary", "").split(",")
+            }, headers
             assert headers["x-accel-buffering"] == "no"
             assert "content-encoding" not in headers
             assert "content-length" not in headers
@@ -427,6 +432,32 @@ class TestLiveStream:
                 check_events(again)
             finally:
                 again.close()
+
+    def test_last_event_id_of_the_oldest_board_gets_the_newest_only(self, live: Live) -> None:
+        """Issue 46: an id as old as the history's oldest (two minutes of boards) replays
+        nothing old: more than ``STREAM_REPLAY_MAX`` (10) missed, and the first event is the
+        newest board, then the live ones follow."""
+        service, key = live.service, live.accounts.keys["wire"]
+        stored = redis.Redis.from_url(live.redis.url)
+
+        def held() -> list[int]:
+            entries = stored.xrange(HISTORY) or []
+            return [int(i.decode().split("-")[0]) for i, _ in entries if isinstance(i, bytes)]
+
+        assert wait_until(lambda: len(held()) > 12, timeout=30), held()
+        ids = held()
+        conn = open_when_free(service, key, {"Last-Event-ID": str(ids[0])})
+        try:
+            first, before = conn.wait_event(15, "the first event")
+            assert [type(item) for item in before] == [Retry], summarize(before)
+            assert int(first.id) >= ids[-1], (first.id, ids)  # never an old board
+            board_of(first)
+            following = conn.next_event(15, "the next board")
+            assert int(following.id) > int(first.id)
+            board_of(following)
+            check_events(conn)
+        finally:
+            conn.close()
 
     def test_third_stream_of_a_key_is_429_across_workers_and_slots_come_back(
         self, live: Live
@@ -520,6 +551,40 @@ class TestLiveStream:
         finally:
             for conn in streams.values():
                 conn.close()
+
+
+# == opening streams counts against the plan's rate limit ===================================
+
+
+def test_a_stream_open_close_loop_meets_the_plans_rate_limit(
+    service: Service, restartable_redis: RedisServer, accounts: Accounts
+) -> None:
+    """Issue 46: one key opening and closing streams in a loop is refused (429
+    ``rate_limited``, the ErrorResponse, ``Retry-After``) once its plan's limit is spent,
+    counted in Redis across both workers; the per-key cap of open streams (10 here) is never
+    what refuses it."""
+    configure(
+        service,
+        restartable_redis.url,
+        accounts,
+        VIP_PRO_RATE_LIMIT="6 per hour",
+        STREAM_MAX_PER_KEY="10",
+    )
+    start(service, refresher=False)  # no board needed: the answer's status is the point
+    key = accounts.keys["wire"]
+    for _ in range(6):
+        open_stream(service, key).close()
+    refused = StreamConnection(service.port, {"X-API-Key": key})
+    try:
+        body = check_refused(refused, 429, "rate_limited")
+        assert int(refused.headers["retry-after"]) >= 1
+        assert body["retryAfterMs"] >= 1000
+    finally:
+        refused.close()
+    # /latest counts in the same window: the account's reads are spent too.
+    status, headers, answer = service.get(LATEST, {"X-API-Key": key})
+    assert status == 429 and validated("error", answer)["code"] == "rate_limited"
+    assert int(headers["Retry-After"]) >= 1
 
 
 # == a service whose board does not change: first event, Last-Event-ID, heartbeats ==========

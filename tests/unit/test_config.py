@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from app.config import ConfigError, Settings, load_settings
@@ -370,3 +372,99 @@ def test_a_bad_trusted_proxies_setting_stops_start_up_naming_it(
 
     assert caught.value.variable == variable
     assert problem in str(caught.value)
+
+
+# -- issue 46: the production shape refuses to start without its secrets ----------------------
+
+SECRETS = {
+    "SECRET_KEY": "secret-of-this-environment",
+    "API_KEY_PEPPER": "pepper-of-this-environment",
+}
+PRODUCTION_SHAPES = {
+    "redis": {"REDIS_URL": "redis://127.0.0.1:6379/0"},
+    "postgresql": {"DATABASE_URL": "postgresql://probboard@127.0.0.1:5432/probboard"},
+}
+
+
+@pytest.mark.parametrize("blank", [None, "", "   "], ids=["unset", "empty", "blank"])
+@pytest.mark.parametrize("missing", list(SECRETS))
+@pytest.mark.parametrize("shape", list(PRODUCTION_SHAPES))
+def test_create_app_refuses_the_production_shape_without_a_secret(
+    shape: str, missing: str, blank: str | None
+) -> None:
+    """Redis or PostgreSQL without ``API_KEY_PEPPER`` (or ``SECRET_KEY``): a ConfigError
+    naming the variable, one line, before anything is built (no pepper file is written)."""
+    config = {**BASE_CONFIG, **PRODUCTION_SHAPES[shape], **SECRETS}
+    del config[missing]
+    if blank is not None:
+        config[missing] = blank
+
+    with pytest.raises(ConfigError) as caught:
+        create_app(config)
+
+    assert caught.value.variable == missing
+    assert str(caught.value).startswith(f"{missing}: ") and "\n" not in str(caught.value)
+
+
+def test_with_both_missing_the_line_names_the_pepper_and_the_key() -> None:
+    config = {**BASE_CONFIG, **PRODUCTION_SHAPES["redis"]}
+    del config["SECRET_KEY"], config["API_KEY_PEPPER"]
+
+    with pytest.raises(ConfigError) as caught:
+        create_app(config)
+
+    assert caught.value.variable == "API_KEY_PEPPER"
+    assert "SECRET_KEY" in str(caught.value) and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("missing", list(SECRETS))
+def test_the_config_check_exits_2_with_one_line_naming_the_secret(
+    missing: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``python -m app.config`` (what ``make run`` and ``scripts/serve.sh`` run first)."""
+    from app.config import main
+
+    for name in ("REDIS_URL", "DATABASE_URL", *SECRETS):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("REDIS_URL", "redis://127.0.0.1:6379/0")
+    for name, value in SECRETS.items():
+        if name != missing:
+            monkeypatch.setenv(name, value)
+
+    assert main() == 2
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [err.rstrip("\n")] and err.startswith(f"probboard: {missing}: ")
+
+
+def test_the_embedded_shape_needs_no_secret(tmp_path: Path) -> None:
+    """memory:// with SQLite (the default) starts without either: one process, nothing to
+    share; the pepper file in ``instance/`` and a per-process key are enough there."""
+    config = {k: v for k, v in BASE_CONFIG.items() if k not in SECRETS}
+    app = create_app({**config, "DATABASE_URL": f"sqlite:///{tmp_path / 'app.sqlite3'}"})
+    assert services_of(app).settings.secret_key_generated
+
+
+def test_the_refresher_needs_no_secret() -> None:
+    """The refresher's settings (``load_settings``) take the production shape without the
+    web's secrets: it hashes no key and signs nothing."""
+    settings = load_settings(PRODUCTION_SHAPES["redis"])
+    assert settings.uses_redis and settings.api_key_pepper == ""
+
+
+def test_the_web_settings_take_the_production_shape_with_both_secrets() -> None:
+    from app.config import load_web_settings
+
+    settings = load_web_settings({**PRODUCTION_SHAPES["postgresql"], **SECRETS})
+    assert settings.api_key_pepper == SECRETS["API_KEY_PEPPER"]
+    assert settings.secret_key == SECRETS["SECRET_KEY"] and not settings.secret_key_generated
+
+
+def test_stream_replay_max_is_parsed_strictly() -> None:
+    assert load_settings({}).stream_replay_max == 10
+    assert load_settings({"STREAM_REPLAY_MAX": "0"}).stream_replay_max == 0
+    assert load_settings({"STREAM_REPLAY_MAX": " 240 "}).stream_replay_max == 240
+    for bad in ("-1", "ten", "1.5", "10001"):
+        with pytest.raises(ConfigError) as caught:
+            load_settings({"STREAM_REPLAY_MAX": bad})
+        assert caught.value.variable == "STREAM_REPLAY_MAX"

@@ -57,6 +57,18 @@ def test_the_boards_after_one_in_order(bus: BoardBus) -> None:
     assert bus.history(1) is None  # older than the history
 
 
+def test_history_reads_at_most_the_count_asked(bus: BoardBus) -> None:
+    """Issue 46: a stream asks for its replay cap + 1: the oldest that many boards after the
+    id, never the whole history (None still means the id is not held)."""
+    seqs = publish_at(bus, [START + i * 0.5 for i in range(30)])
+    first = bus.history(seqs[0], 4)
+    assert first is not None and [s.seq for s in first] == seqs[1:5]
+    near = bus.history(seqs[-3], 4)
+    assert near is not None and [s.seq for s in near] == seqs[-2:]
+    assert bus.history(seqs[-1], 4) == []
+    assert bus.history(seqs[0] + 1, 4) is None
+
+
 def test_boards_older_than_two_minutes_are_let_go(bus: BoardBus) -> None:
     # Three hundred boards across four minutes: the history still spans two.
     seqs = publish_at(bus, [START + i * 0.8 for i in range(300)])

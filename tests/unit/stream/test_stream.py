@@ -194,7 +194,6 @@ def test_vip_pro_stream_opens_with_retry_then_the_current_board_then_new_ones(
     response = probe.stream({"X-API-Key": key})
     assert response.status_code == 200
     assert response.mimetype == "text/event-stream"
-    assert response.headers["Cache-Control"] == "no-cache"
     assert response.headers["X-Accel-Buffering"] == "no"
     assert "Content-Encoding" not in response.headers
     iterator = chunks(response)
@@ -312,6 +311,111 @@ def test_refused_requests_take_no_slot(limited: Probe) -> None:
     limited.key_for("ursula", "user")
     # HEAD took no slot: the second stream of the key is still allowed.
     first_chunks(limited.stream({"X-API-Key": key}), 1)
+
+
+# -- issue 46: the plan's rate limit, the replay's cap, never stored -------------------------
+
+
+def _configured(database_url: str, **config: str) -> Iterator[Probe]:
+    """An app on ``database_url`` with ``config`` on top; closed at the end."""
+    app = create_app({**BASE_CONFIG, "DATABASE_URL": database_url, **config})
+    handle = Probe(app)
+    yield handle
+    handle.close_all()
+    with app.app_context():
+        from app.extensions import db
+
+        db.session.remove()
+        db.engine.dispose()
+
+
+@pytest.fixture
+def three_a_day(database_url: str) -> Iterator[Probe]:
+    """vip_pro accounts may make three requests a day (a day: no window edge in the test)."""
+    yield from _configured(database_url, VIP_PRO_RATE_LIMIT="3 per day")
+
+
+def test_opening_a_stream_counts_against_the_plans_rate_limit(three_a_day: Probe) -> None:
+    """One key looping open/close meets the plan's 429 (ErrorResponse, Retry-After) once the
+    plan's limit is spent, before any stream byte and before a slot is taken; admin has no
+    limit; the per-key cap of open streams is a limit of its own (above)."""
+    key = three_a_day.key_for("vic", "vip_pro")
+    admin = three_a_day.key_for("root", "admin")
+    three_a_day.publish()
+    for _ in range(3):
+        opened = three_a_day.stream({"X-API-Key": key})
+        first_chunks(opened, 1)
+        opened.close()
+    refused = three_a_day.stream({"X-API-Key": key})
+    assert refused.status_code == 429, "the fourth open in a day of three was a stream"
+    body = error_of(refused, 429, "rate_limited")
+    assert int(refused.headers["Retry-After"]) >= 1
+    assert body["retryAfterMs"] >= 1000
+    assert b"retry:" not in refused.get_data() and b"event:" not in refused.get_data()
+    # The same count as /latest's: the account's reads are spent too.
+    latest = three_a_day.client.get("/api/probboard/latest", headers={"X-API-Key": key})
+    error_of(latest, 429, "rate_limited")
+    for _ in range(5):
+        opened = three_a_day.stream({"X-API-Key": admin})
+        first_chunks(opened, 1)
+        opened.close()
+
+
+@pytest.fixture
+def replay_of_three(database_url: str) -> Iterator[Probe]:
+    """An app that replays at most three missed boards (``STREAM_REPLAY_MAX=3``)."""
+    yield from _configured(database_url, STREAM_REPLAY_MAX="3")
+
+
+def test_a_replay_is_capped_then_only_the_newest_board(replay_of_three: Probe) -> None:
+    """Up to ``STREAM_REPLAY_MAX`` missed boards are replayed in order; more than that, and
+    only the newest goes out (the client then holds the current state), then live ones."""
+    probe = replay_of_three
+    key = probe.key_for("vic", "vip_pro")
+    seen = probe.publish()
+    missed = [probe.publish() for _ in range(3)]
+    three = probe.stream({"X-API-Key": key, "Last-Event-ID": str(seen)})
+    assert [seq for seq, _ in board_events(first_chunks(three, 1), "vip_pro")] == missed
+    three.close()
+
+    newest = [probe.publish() for _ in range(40)][-1]
+    behind = probe.stream({"X-API-Key": key, "Last-Event-ID": str(seen)})
+    iterator = chunks(behind)
+    body = next(iterator)
+    assert [seq for seq, _ in board_events(body, "vip_pro")] == [newest]
+    live = probe.publish()
+    body += next(iterator)
+    assert [seq for seq, _ in board_events(body, "vip_pro")] == [newest, live]
+
+
+def test_the_default_replay_cap_is_ten(probe: Probe) -> None:
+    """Without ``STREAM_REPLAY_MAX``: ten missed boards come back, eleven give the newest."""
+    key = probe.key_for("vic", "vip_pro")
+    seen = probe.publish()
+    ten = [probe.publish() for _ in range(10)]
+    replayed = probe.stream({"X-API-Key": key, "Last-Event-ID": str(seen)})
+    assert [seq for seq, _ in board_events(first_chunks(replayed, 1), "vip_pro")] == ten
+    replayed.close()
+    eleventh = probe.publish()
+    capped = probe.stream({"X-API-Key": key, "Last-Event-ID": str(seen)})
+    assert [seq for seq, _ in board_events(first_chunks(capped, 1), "vip_pro")] == [eleventh]
+
+
+@pytest.mark.parametrize("method", ["GET", "HEAD"])
+def test_the_stream_is_never_stored_and_varies_on_the_key_headers(
+    probe: Probe, method: str
+) -> None:
+    """``Cache-Control: no-store`` and ``Vary`` on the two headers a stream's key comes in
+    (sessions open no stream, so the cookie does not change the answer)."""
+    key = probe.key_for("vic", "vip_pro")
+    probe.publish()
+    response = probe.client.open(STREAM, method=method, headers={"X-API-Key": key}, buffered=False)
+    probe.open.append(response)
+    assert response.status_code == 200
+    assert response.headers["Cache-Control"] == "no-store"
+    assert {"Authorization", "X-API-Key"} <= {
+        v.strip() for v in response.headers["Vary"].split(",")
+    }
 
 
 # -- ?symbol= -------------------------------------------------------------------------------
