@@ -148,6 +148,7 @@ def test_revocation_and_downgrade_reach_every_gunicorn_worker(
         DATABASE_URL=pg_url,
         API_KEY_PEPPER=TEST_PEPPER,
         AUTH_FAILURE_LIMIT="100000 per minute",  # the polling below fails on purpose
+        VERIFY_RATE_LIMIT="100000 per minute",  # and polls one account's keys many times
         GUNICORN_CMD_ARGS=f"--access-logfile - --access-logformat '{ACCESS_FORMAT}'",
     )
     assert flask_cli(service.env, "users", "create", "alice", "--plan", "vip_pro") == (
