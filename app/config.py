@@ -247,12 +247,28 @@ LEGACY_TRUSTED_PROXIES = ("127.0.0.1/32", "::1/128")
 MAX_PROXY_HOPS = 10
 
 
-def _trusted_proxies(value: str, hops_value: str | None) -> tuple[tuple[str, ...], int, bool]:
+def _is_loopback(host: str) -> bool:
+    """True when ``HOST`` (gunicorn's bind address) is on loopback only."""
+    text = host.strip()
+    if text == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(text.strip("[]")).is_loopback
+    except ValueError:
+        return False  # a name other than localhost: it may be any interface
+
+
+def _trusted_proxies(
+    value: str, hops_value: str | None, host: str
+) -> tuple[tuple[str, ...], int, bool]:
     """``TRUSTED_PROXIES`` and ``TRUSTED_PROXY_HOPS``: (networks, hops, old form).
 
     ``TRUSTED_PROXIES`` lists the proxies' networks (``127.0.0.1/32,10.0.0.0/24``; empty:
     nobody). A bare whole number N is the old hop count: N hops trusted from loopback only
-    (0: nobody), and then ``TRUSTED_PROXY_HOPS`` may not be set as well.
+    (0: nobody), and then ``TRUSTED_PROXY_HOPS`` may not be set as well. The old N is
+    refused when ``HOST`` is not loopback: there nginx may be another host, which loopback
+    only would not trust, making every client nginx's one address (one caller could then
+    fill the failed-key throttle for every key holder).
     """
     hops_given = hops_value is not None and hops_value.strip() != ""
     text = value.strip()
@@ -264,6 +280,14 @@ def _trusted_proxies(value: str, hops_value: str | None) -> tuple[tuple[str, ...
                 "list the proxies' networks instead, e.g. 127.0.0.1/32,10.0.0.0/24",
             )
         legacy_hops = _int(text, "TRUSTED_PROXIES", 0, MAX_PROXY_HOPS)
+        if legacy_hops and not _is_loopback(host):
+            raise ConfigError(
+                "TRUSTED_PROXIES",
+                f"the old hop count {text!r} trusts loopback only, but HOST={host.strip()} "
+                "is not loopback: list the proxies' networks instead, 127.0.0.1/32,::1/128 "
+                "for nginx on the same host or the nginx hosts' (e.g. 10.0.0.5/32) "
+                "(docs/deploy.md)",
+            )
         networks: tuple[str, ...] = LEGACY_TRUSTED_PROXIES if legacy_hops else ()
         return networks, max(legacy_hops, 1), legacy_hops > 0
     hops = _int(
@@ -398,8 +422,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         return f"{2 * -(-60_000 // refresh_ms)} per minute"
 
     seed_raw = env.get("SIMULATION_SEED", "").strip()
+    host = get("HOST", "127.0.0.1", lambda v, n: v.strip())
     trusted, hops, legacy = _trusted_proxies(
-        env.get("TRUSTED_PROXIES", ""), env.get("TRUSTED_PROXY_HOPS")
+        env.get("TRUSTED_PROXIES", ""), env.get("TRUSTED_PROXY_HOPS"), host
     )
     secret = env.get("SECRET_KEY", "").strip()
 
@@ -423,7 +448,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         simulation_seed=_int(seed_raw, "SIMULATION_SEED") if seed_raw else None,
         embedded_refresher=get("EMBEDDED_REFRESHER", "true", _bool),
         web_concurrency=get("WEB_CONCURRENCY", "2", lambda v, n: _int(v, n, 1, 64)),
-        host=get("HOST", "127.0.0.1", lambda v, n: v.strip()),
+        host=host,
         port=get("PORT", "8000", lambda v, n: _int(v, n, 1, 65535)),
         log_format=get("LOG_FORMAT", "text", lambda v, n: _choice(v, n, LOG_FORMATS)),
         log_level=get("LOG_LEVEL", "INFO", lambda v, n: _choice(v, n, LOG_LEVELS, upper=True)),

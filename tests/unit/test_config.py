@@ -468,3 +468,39 @@ def test_stream_replay_max_is_parsed_strictly() -> None:
         with pytest.raises(ConfigError) as caught:
             load_settings({"STREAM_REPLAY_MAX": bad})
         assert caught.value.variable == "STREAM_REPLAY_MAX"
+
+
+# -- the security review of issue 46 ----------------------------------------------------------
+
+
+@pytest.mark.parametrize("host", ["10.0.0.11", "0.0.0.0", "::", "fd00::5", "gunicorn.internal"])
+@pytest.mark.parametrize("value", ["1", "2"])
+def test_the_old_hop_count_is_refused_when_gunicorn_listens_beyond_loopback(
+    host: str, value: str
+) -> None:
+    """Several hosts (gunicorn on ``HOST=10.0.0.x``, nginx elsewhere) with an old env file's
+    ``TRUSTED_PROXIES=1``: read as loopback only, every client would be nginx's address, and
+    anyone could fill the failed-key throttle for all. One line naming the variable, and what
+    to write instead."""
+    with pytest.raises(ConfigError) as caught:
+        create_app({**BASE_CONFIG, "HOST": host, "TRUSTED_PROXIES": value})
+
+    message = str(caught.value)
+    assert caught.value.variable == "TRUSTED_PROXIES"
+    assert message.startswith("TRUSTED_PROXIES: ") and "\n" not in message
+    assert "127.0.0.1/32,::1/128" in message and "nginx" in message and host in message
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.2", "::1", "localhost", " 127.0.0.1 "])
+def test_on_a_loopback_host_the_old_hop_count_still_starts(host: str) -> None:
+    settings = load_settings({"HOST": host, "TRUSTED_PROXIES": "1"})
+
+    assert settings.trusted_proxies == ("127.0.0.1/32", "::1/128")
+    assert settings.trusted_proxies_legacy is True
+
+
+def test_the_old_zero_trusts_nobody_on_any_host() -> None:
+    """``0`` meant no proxy before and means nobody now: nothing to misread, so not refused."""
+    settings = load_settings({"HOST": "10.0.0.11", "TRUSTED_PROXIES": "0"})
+
+    assert settings.trusted_proxies == ()
