@@ -112,8 +112,10 @@ class Settings:
     @property
     def embedded(self) -> bool:
         """True in the embedded shape (``memory://`` and no PostgreSQL): one process, nothing
-        shared with another host; every other shape is the production one."""
-        return not self.uses_redis and not self.database_url.startswith("postgresql")
+        shared with another host; every other shape is the production one. Said of what it
+        is, never as "not Redis": a bus URL the Redis test missed is not a shape without
+        secrets."""
+        return self.redis_url == "memory://" and not self.database_url.startswith("postgresql")
 
     @property
     def uses_redis(self) -> bool:
@@ -179,8 +181,15 @@ def _without_password(url: str) -> str:
     return re.sub(r"((?:^|[?&])(?:sentinel_)?password=)[^&]*", r"\1***", hidden)
 
 
+def _lower_scheme(text: str) -> str:
+    """``text`` with its URL scheme in lower case (``REDIS://h`` is ``redis://h``): schemes
+    are case-insensitive (RFC 3986), and every test of one here compares lower case."""
+    scheme, separator, rest = text.partition("://")
+    return f"{scheme.lower()}{separator}{rest}" if separator else text
+
+
 def _redis_url(value: str, variable: str) -> str:
-    text = value.strip()
+    text = _lower_scheme(value.strip())
     shown = _without_password(text)
     if text == "memory://":
         return text
@@ -213,7 +222,7 @@ def _redis_url(value: str, variable: str) -> str:
 
 def _database_url(value: str, variable: str) -> str:
     """Accept the plain PostgreSQL form and map it to the psycopg 3 driver."""
-    text = value.strip()
+    text = _lower_scheme(value.strip())
     if text == "":
         return ""  # the embedded default: an SQLite file in the instance folder
     shown = _without_password(text)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from app.config import ConfigError, Settings, load_settings
+from app.config import ConfigError, Settings, load_settings, load_web_settings
 from app.services import services_of
 from app.web import create_app
 from tests.conftest import BASE_CONFIG
@@ -504,3 +505,44 @@ def test_the_old_zero_trusts_nobody_on_any_host() -> None:
     settings = load_settings({"HOST": "10.0.0.11", "TRUSTED_PROXIES": "0"})
 
     assert settings.trusted_proxies == ()
+
+
+@pytest.mark.parametrize(
+    ("url", "parsed"),
+    [
+        ("REDIS://127.0.0.1:6399/0", "redis://127.0.0.1:6399/0"),
+        ("Rediss://cache.internal:6380/1", "rediss://cache.internal:6380/1"),
+        ("UNIX:///run/redis/redis.sock", "unix:///run/redis/redis.sock"),
+        (
+            "Redis+Sentinel://s1:26379,s2:26379/probboard/0",
+            "redis+sentinel://s1:26379,s2:26379/probboard/0",
+        ),
+    ],
+)
+def test_a_redis_scheme_in_capitals_is_the_production_shape(url: str, parsed: str) -> None:
+    """Once ``REDIS://`` parsed but ran the embedded shape (memory bus, no secrets check)."""
+    settings = load_settings({"REDIS_URL": url})
+
+    assert settings.redis_url == parsed
+    assert settings.uses_redis and not settings.embedded
+    with pytest.raises(ConfigError) as caught:
+        load_web_settings({"REDIS_URL": url})
+    assert caught.value.variable == "API_KEY_PEPPER"
+
+
+def test_database_schemes_are_read_in_any_case(tmp_path: Path) -> None:
+    postgres = load_settings({"DATABASE_URL": "PostgreSQL://probboard@db.internal/probboard"})
+    assert postgres.database_url == "postgresql+psycopg://probboard@db.internal/probboard"
+    assert not postgres.embedded
+    sqlite = load_settings({"DATABASE_URL": f"SQLite:///{tmp_path / 'a.sqlite3'}"})
+    assert sqlite.database_url == f"sqlite:///{tmp_path / 'a.sqlite3'}" and sqlite.embedded
+    assert load_settings({"REDIS_URL": "MEMORY://"}).redis_url == "memory://"
+
+
+def test_only_the_memory_bus_is_the_embedded_shape() -> None:
+    """``embedded`` says what it is (memory:// and no PostgreSQL), not what it is not: a Redis
+    URL the Redis test misses is never the shape without secrets."""
+    settings = load_settings({})
+    assert settings.embedded
+    assert not replace(settings, redis_url="REDIS://127.0.0.1:6399/0").embedded
+    assert not replace(settings, redis_url="valkey://127.0.0.1:6399/0").embedded
