@@ -395,9 +395,13 @@ def _windows(value: str, variable: str) -> tuple[Span, ...]:
         raise ConfigError(variable, str(exc)) from None
 
 
+# The shortest API_KEY_PEPPER, and SECRET_KEY outside the embedded shape.
+MIN_SECRET_LENGTH = 16
+
+
 def _pepper(value: str, variable: str) -> str:
     text = value.strip()
-    if text and len(text) < 16:
+    if text and len(text) < MIN_SECRET_LENGTH:
         raise ConfigError(variable, "must be at least 16 characters (use a random string)")
     return text
 
@@ -520,22 +524,30 @@ WEB_SECRETS = ("API_KEY_PEPPER", "SECRET_KEY")
 
 
 def require_web_secrets(settings: Settings) -> Settings:
-    """``settings`` when the web service may start on them; a ConfigError naming the first
-    missing secret (and any other) outside the embedded shape."""
+    """``settings`` when the web service may start on them; outside the embedded shape a
+    ConfigError naming the first missing secret (and any other), or a ``SECRET_KEY`` shorter
+    than ``MIN_SECRET_LENGTH``."""
     if settings.embedded:
         return settings
     given = {"API_KEY_PEPPER": bool(settings.api_key_pepper)}
     given["SECRET_KEY"] = not settings.secret_key_generated
     missing = [name for name in WEB_SECRETS if not given[name]]
-    if not missing:
-        return settings
-    also = f" (nor is {', '.join(missing[1:])})" if missing[1:] else ""
-    raise ConfigError(
-        missing[0],
-        f"not set{also}: outside the embedded shape (REDIS_URL on Redis or DATABASE_URL on "
-        "PostgreSQL) the web service takes it from its environment, the same value on every "
-        "host, e.g. $(openssl rand -hex 32) once per environment (docs/deploy.md)",
-    )
+    if missing:
+        also = f" (nor is {', '.join(missing[1:])})" if missing[1:] else ""
+        raise ConfigError(
+            missing[0],
+            f"not set{also}: outside the embedded shape (REDIS_URL on Redis or DATABASE_URL on "
+            "PostgreSQL) the web service takes it from its environment, the same value on "
+            "every host, e.g. $(openssl rand -hex 32) once per environment (docs/deploy.md)",
+        )
+    if len(settings.secret_key) < MIN_SECRET_LENGTH:  # the pepper's length is _pepper's
+        raise ConfigError(
+            "SECRET_KEY",
+            f"must be at least {MIN_SECRET_LENGTH} characters outside the embedded shape "
+            "(anyone who guesses it signs /windows cursors): use a random string, e.g. "
+            "$(openssl rand -hex 32) once per environment (docs/deploy.md)",
+        )
+    return settings
 
 
 def load_web_settings(environ: Mapping[str, str] | None = None) -> Settings:

@@ -52,7 +52,7 @@ def _app(workdir: str, symbols: str = "BTC", windows: str = "5m") -> Flask:
             "SYMBOLS": symbols,
             "WINDOWS": windows,
             "REDIS_URL": "memory://",
-            "SECRET_KEY": "bench",
+            "SECRET_KEY": "bench-secret-0123456789",
             "API_KEY_PEPPER": "bench-pepper-" + "x" * 32,
             "EMBEDDED_REFRESHER": "false",
             "SIMULATION_SEED": "7",

@@ -168,7 +168,12 @@ def service_env(**overrides: str) -> dict[str, str]:
     CLI that makes keys and the servers that check them.
     """
     env = {k: v for k, v in os.environ.items() if not k.startswith(("REDIS_", "DATABASE_"))}
-    env.update({"PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}", "SECRET_KEY": "test-secret"})
+    env.update(
+        {
+            "PATH": f"{BIN}{os.pathsep}{env.get('PATH', '')}",
+            "SECRET_KEY": "test-secret-of-the-suite",
+        }
+    )
     env["API_KEY_PEPPER"] = TEST_PEPPER
     # Tests poll the board far faster than a guest may; throttling tests set their own limit.
     env["GUEST_RATE_LIMIT"] = "100000 per minute"

@@ -16,7 +16,7 @@ from harness.processes import RedisServer, Service, service_env
 
 BASE_CONFIG = {
     "REDIS_URL": "memory://",
-    "SECRET_KEY": "test-secret",
+    "SECRET_KEY": "test-secret-of-the-suite",
     "API_KEY_PEPPER": TEST_PEPPER,
     "EMBEDDED_REFRESHER": "false",
     "SIMULATION_SEED": "7",

@@ -22,7 +22,7 @@ from tests.unit.refresher.sources.test_simulated import check_once_output
 def flask_command(database_url: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``.venv/bin/flask --app wsgi <args>`` as the README runs it, on ``database_url``."""
     env = service_env(
-        DATABASE_URL=database_url, API_KEY_PEPPER=TEST_PEPPER, SECRET_KEY="test-secret"
+        DATABASE_URL=database_url, API_KEY_PEPPER=TEST_PEPPER, SECRET_KEY="test-secret-of-the-suite"
     )
     return subprocess.run(
         [str(BIN / "flask"), "--app", "wsgi", *args],

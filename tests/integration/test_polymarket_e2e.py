@@ -59,7 +59,7 @@ def test_refresher_once_prints_the_fake_markets_board(
     env = service_env(
         **live_world.env(),
         REDIS_URL="memory://",
-        SECRET_KEY="test-secret",
+        SECRET_KEY="test-secret-of-the-suite",
         DATABASE_URL=postgres_database,
     )
     result = subprocess.run(

@@ -546,3 +546,22 @@ def test_only_the_memory_bus_is_the_embedded_shape() -> None:
     assert settings.embedded
     assert not replace(settings, redis_url="REDIS://127.0.0.1:6399/0").embedded
     assert not replace(settings, redis_url="valkey://127.0.0.1:6399/0").embedded
+
+
+@pytest.mark.parametrize("shape", list(PRODUCTION_SHAPES))
+@pytest.mark.parametrize("key", ["Z9", "test-secret", "  fifteen-chars!!  "])
+def test_a_short_secret_key_stops_the_production_shape(shape: str, key: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        create_app({**BASE_CONFIG, **PRODUCTION_SHAPES[shape], **SECRETS, "SECRET_KEY": key})
+
+    message = str(caught.value)
+    assert caught.value.variable == "SECRET_KEY"
+    assert message.startswith("SECRET_KEY: ") and "at least 16" in message and "\n" not in message
+    assert key.strip() not in message  # never echoed
+
+
+def test_a_secret_key_of_16_characters_is_enough_and_only_the_web_asks() -> None:
+    shape = {**PRODUCTION_SHAPES["redis"], **SECRETS}
+    assert load_web_settings({**shape, "SECRET_KEY": "0123456789abcdef"}).secret_key
+    assert load_settings({**shape, "SECRET_KEY": "x"}).secret_key == "x"  # the refresher
+    assert load_web_settings({"SECRET_KEY": "x"}).embedded  # the embedded shape: anything

@@ -136,7 +136,7 @@ def test_over_length_bad_base64_and_edited_cursors_are_400s(app: Flask) -> None:
 
 
 def test_a_cursor_signed_under_another_secret_key_is_a_400(filled: str) -> None:
-    minting, other = make_app(filled), make_app(filled, SECRET_KEY="another-secret")
+    minting, other = make_app(filled), make_app(filled, SECRET_KEY="another-secret-0123456789")
     try:
         good = Caller(minting).page({"limit": "2"})["next"]
         assert good is not None
