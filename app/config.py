@@ -239,15 +239,29 @@ def _database_url(value: str, variable: str) -> str:
     )
 
 
+_IPV4_MAPPED = ipaddress.IPv6Network("::ffff:0:0/96")
+
+
 def _networks(value: str, variable: str) -> tuple[str, ...]:
-    """Comma-separated addresses or networks (``10.0.0.0/8``); empty: nobody."""
+    """Comma-separated addresses or networks (``10.0.0.0/8``); empty: nobody.
+
+    An IPv4-mapped IPv6 network (``::ffff:10.0.0.0/104``) is read as the IPv4 network it maps
+    (``10.0.0.0/8``): peers are normalised to IPv4 (``app.forwarded``), so as written it could
+    never match one.
+    """
     parts = [part.strip() for part in value.split(",") if part.strip()]
+    networks = []
     for part in parts:
         try:
-            ipaddress.ip_network(part, strict=False)
+            network = ipaddress.ip_network(part, strict=False)
         except ValueError:
             raise ConfigError(variable, f"not an address or network: {part!r}") from None
-    return tuple(parts)
+        if isinstance(network, ipaddress.IPv6Network) and network.subnet_of(_IPV4_MAPPED):
+            mapped = network.network_address.ipv4_mapped
+            assert mapped is not None  # inside ::ffff:0:0/96
+            part = str(ipaddress.IPv4Network((mapped, network.prefixlen - 96)))
+        networks.append(part)
+    return tuple(networks)
 
 
 # What the old form TRUSTED_PROXIES=N (a bare hop count, before issue 46) trusts: the nginx

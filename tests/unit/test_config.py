@@ -565,3 +565,29 @@ def test_a_secret_key_of_16_characters_is_enough_and_only_the_web_asks() -> None
     assert load_web_settings({**shape, "SECRET_KEY": "0123456789abcdef"}).secret_key
     assert load_settings({**shape, "SECRET_KEY": "x"}).secret_key == "x"  # the refresher
     assert load_web_settings({"SECRET_KEY": "x"}).embedded  # the embedded shape: anything
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "parsed"),
+    [
+        ("TRUSTED_PROXIES", "::ffff:10.0.0.0/104", ("10.0.0.0/8",)),
+        ("TRUSTED_PROXIES", "127.0.0.1/32,::ffff:10.0.0.5", ("127.0.0.1/32", "10.0.0.5/32")),
+        ("METRICS_ALLOW", "::ffff:10.0.0.9/128,::1/128", ("10.0.0.9/32", "::1/128")),
+        ("METRICS_ALLOW", "::ffff:192.0.2.0/120", ("192.0.2.0/24",)),
+    ],
+)
+def test_ipv4_mapped_networks_are_read_as_ipv4(
+    variable: str, value: str, parsed: tuple[str, ...]
+) -> None:
+    """Peers are normalised to IPv4, so an IPv4-mapped network would never match one."""
+    settings = load_settings({variable: value})
+
+    assert getattr(settings, variable.lower()) == parsed
+
+
+def test_the_whole_ipv4_mapped_range_is_every_address() -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"TRUSTED_PROXIES": "::ffff:0.0.0.0/96"})
+    assert caught.value.variable == "TRUSTED_PROXIES" and "trusts every address" in str(
+        caught.value
+    )

@@ -521,3 +521,13 @@ def test_serve_on_a_taken_port_logs_and_returns_false(caplog: pytest.LogCaptureF
         record.levelno == logging.WARNING and str(port) in record.getMessage()
         for record in caplog.records
     ), caplog.text
+
+
+def test_an_ipv4_mapped_allow_list_admits_the_ipv4_peer(tmp_path: Path) -> None:
+    """``::ffff:127.0.0.1`` is read as ``127.0.0.1/32``: peers are normalised to IPv4, so the
+    mapped network as written would never match (the review of issue 46)."""
+    client = app_with(tmp_path, METRICS_ALLOW="::ffff:127.0.0.1").test_client()
+
+    admitted(client, "127.0.0.1")
+    admitted(client, "::ffff:127.0.0.1")
+    refused(client, OUTSIDER)
