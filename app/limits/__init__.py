@@ -160,13 +160,7 @@ class GuestLimit:
 
 def rate_limit_headers(quota: Quota | None) -> dict[str, str]:
     """``X-RateLimit-*`` of ``quota`` (none without one)."""
-    if quota is None:
-        return {}
-    return {
-        "X-RateLimit-Limit": str(quota.limit),
-        "X-RateLimit-Remaining": str(max(0, quota.remaining)),
-        "X-RateLimit-Reset": str(math.ceil(quota.reset_at)),
-    }
+    return {} if quota is None else quota.headers()
 
 
 class KeyAttempt:

@@ -47,11 +47,19 @@ TABLE_SIZE = 4096
 
 @dataclass(frozen=True)
 class Quota:
-    """What the X-RateLimit headers say after a request was admitted."""
+    """What the X-RateLimit headers say of a request's window (admitted, or full)."""
 
     limit: int
     remaining: int
     reset_at: float
+
+    def headers(self) -> dict[str, str]:
+        """``X-RateLimit-Limit``, ``-Remaining`` (never below 0) and ``-Reset`` (unix s)."""
+        return {
+            "X-RateLimit-Limit": str(self.limit),
+            "X-RateLimit-Remaining": str(max(0, self.remaining)),
+            "X-RateLimit-Reset": str(math.ceil(self.reset_at)),
+        }
 
 
 @dataclass

@@ -5,7 +5,11 @@ the checks that succeeded, per account, so one account's keys cannot be verified
 (each check is a store lookup and a last-use write). Counted in the shared sliding window
 (Redis when it answers, the same storage as the accounts' ``/latest`` limits) under a key of
 its own, ``probboard/account:<id>/verify``: a board read never spends a check, nor a check a
-board read. One round trip per check: verification is not a hot path.
+board read. Over it: the 429 with ``Retry-After`` and the ``X-RateLimit-*`` of the full
+window, as an admitted check carries them. Cost on Redis: one round trip per limit in
+``VERIFY_RATE_LIMIT`` per check (one with the default; a refusal stops at the full limit):
+the hit is one script that also reports its window, and the stats read right after it take
+that window instead of asking again (``fallback_storage``).
 """
 
 from __future__ import annotations
@@ -48,7 +52,9 @@ class VerifyLimit:
             if not self._strategy.hit(item, *identifiers):
                 stats = self._strategy.get_window_stats(item, *identifiers)
                 retry_ms = max(1, math.ceil((stats.reset_time - time.time()) * 1000))
-                raise too_many_checks(item, retry_ms)
+                refusal = too_many_checks(item, retry_ms)
+                refusal.headers.update(Quota(item.amount, 0, stats.reset_time).headers())
+                raise refusal
             stats = self._strategy.get_window_stats(item, *identifiers)
             if shown is None or stats.remaining < shown.remaining:
                 shown = Quota(item.amount, stats.remaining, stats.reset_time)

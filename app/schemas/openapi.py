@@ -90,7 +90,11 @@ def _errors(path: str) -> dict[str, Any]:
         headers = {"X-Request-ID": _header_ref("X-Request-ID", not kind.from_gunicorn)}
         if kind.retry:
             headers["Retry-After"] = _header_ref("Retry-After", True)
-        if status == 429 and path in ("/api/probboard/latest", "/api/probboard/windows"):
+        if status == 429 and path in (
+            "/api/probboard/latest",
+            "/api/probboard/windows",
+            "/api/keys/verify",
+        ):
             headers |= {name: _header_ref(name, False) for name in RATE_LIMIT_HEADERS}
         if kind.challenge:
             headers["WWW-Authenticate"] = _header_ref("WWW-Authenticate", True)

@@ -7,9 +7,11 @@ counted apart). A bad key never reaches this limit: it is the failed-key throttl
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
+import redis
 from flask import Flask
 
 from app.config import ConfigError, load_settings
@@ -60,6 +62,10 @@ def test_valid_keys_are_limited_per_account_across_workers_keys_and_addresses(
     body = validated("error", refused.data)
     assert body["code"] == "rate_limited" and body["retryAfterMs"] >= 1
     assert int(refused.headers["Retry-After"]) >= 1
+    # The 429 says which window is full, as every answer of this limit does (as the guests').
+    assert refused.headers["X-RateLimit-Limit"] == str(LIMIT)
+    assert refused.headers["X-RateLimit-Remaining"] == "0"
+    assert int(refused.headers["X-RateLimit-Reset"]) >= time.time()
     assert ask(second, VERIFY, alice, "203.0.113.51").status_code == 429  # the other worker too
 
     assert ask(second, VERIFY, bob, "203.0.113.50").status_code == 200  # another account
@@ -79,3 +85,28 @@ def test_the_limit_is_a_setting_parsed_strictly(database_url: str) -> None:
     app = create_app({**BASE_CONFIG, "DATABASE_URL": database_url})
     assert services_of(app).settings.verify_rate_limit == "30 per minute"
     _close(app)
+
+
+def test_a_check_is_one_round_trip_per_limit_a_refusal_included(
+    fresh_redis: RedisServer, database_url: str
+) -> None:
+    """What ``app/limits/verify.py`` says it costs: on Redis, one script call per limit per
+    check, admitted or refused (the headers' window is the one the hit reported)."""
+    config = {**BASE_CONFIG, "DATABASE_URL": database_url, "REDIS_URL": fresh_redis.url,
+              "VERIFY_RATE_LIMIT": "2/day;50/hour"}  # fmt: skip
+    app = create_app(config)
+    client = app.test_client()
+    alice = key_of(app, "alice", "vip_pro")
+    server = redis.Redis.from_url(fresh_redis.url)
+    try:
+        assert ask(client, VERIFY, alice, "203.0.113.1").status_code == 200  # scripts loaded
+        for expected in (200, 429):
+            server.config_resetstat()
+            assert ask(client, VERIFY, alice, "203.0.113.1").status_code == expected
+            calls = {name: stats["calls"] for name, stats in server.info("commandstats").items()}
+            scripts = calls.get("cmdstat_evalsha", 0) + calls.get("cmdstat_eval", 0)
+            # Admitted: each limit once; refused: up to the full one (in the limits' order).
+            assert scripts == 2 if expected == 200 else 1 <= scripts <= 2, calls
+    finally:
+        server.close()
+        _close(app)
