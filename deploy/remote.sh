@@ -10,7 +10,8 @@
 #   --prefix DIR         install under DIR (DIR/opt/probboard, DIR/etc/probboard): tests
 #   --no-systemd         no systemctl, no system user, no apt: start the two processes with
 #                        the exact commands of the unit files (tests, containers)
-#   --env-defaults FILE  extra lines for the env file when it is first created
+#   --env-defaults FILE  lines for the env file when it is first created (the secrets they
+#                        do not define are generated)
 #   --health-timeout S   how long the health gate waits (default 60)
 set -euo pipefail
 
@@ -49,6 +50,26 @@ die() { echo "deploy: $*" >&2; exit 1; }
 
 random_secret() { python3 -c 'import secrets; print(secrets.token_urlsafe(48))'; }
 
+env_file_value() {  # env_file_value FILE NAME: NAME's value in FILE, read as with-env.py reads it
+  python3 - "$1" "$2" <<'PY'
+import sys
+path, name = sys.argv[1:]
+value = ""
+with open(path, encoding="utf-8") as handle:
+    for raw in handle:
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, text = line.split("=", 1)
+        text = text.strip()
+        if len(text) >= 2 and text[0] == text[-1] and text[0] in "\"'":
+            text = text[1:-1]
+        if key.strip() == name:
+            value = text  # the last one counts, as for systemd
+print(value.strip())
+PY
+}
+
 env_value() {  # env_value NAME DEFAULT: a value from the env file
   local value
   value=$(sed -n "s/^$1=//p" "$ENV_FILE" | tail -n 1)
@@ -66,15 +87,27 @@ ensure_env_file() {
     log "keeping $ENV_FILE"
     return
   fi
-  log "creating $ENV_FILE with new secrets (it is never overwritten)"
+  # The secrets the defaults (SHARED_ENV) do not give are made here, once: with several
+  # hosts the defaults give both (ship-hosts.sh insists), so every host has the same.
+  local generated=() name
+  for name in SECRET_KEY API_KEY_PEPPER; do
+    if [[ -z "$ENV_DEFAULTS" || -z "$(env_file_value "$ENV_DEFAULTS" "$name")" ]]; then
+      generated+=("$name")
+    fi
+  done
+  log "creating $ENV_FILE${generated[*]:+ with new ${generated[*]}} (it is never overwritten)"
   (
     umask 077
     {
       echo "# Probboard settings, created by deploy $(date -u +%FT%TZ). Never overwritten."
-      echo "SECRET_KEY=$(random_secret)"
-      echo "API_KEY_PEPPER=$(random_secret)"
-      if [[ -n "$ENV_DEFAULTS" ]]; then
+      for name in "${generated[@]}"; do
+        echo "$name=$(random_secret)"
+      done
+      if [[ -n "$ENV_DEFAULTS" && ${#generated[@]} -eq 0 ]]; then
         cat "$ENV_DEFAULTS"
+      elif [[ -n "$ENV_DEFAULTS" ]]; then
+        # Without the defaults' empty lines for a generated secret: one line per variable.
+        grep -Ev "^[[:space:]]*($(IFS='|'; echo "${generated[*]}"))[[:space:]]*=" "$ENV_DEFAULTS" || true
       else
         echo "REDIS_URL=redis://127.0.0.1:6379/0"
         echo "DATABASE_URL=postgresql://probboard:$(random_secret | tr -dc 'A-Za-z0-9' | head -c 32)@127.0.0.1:5432/probboard"

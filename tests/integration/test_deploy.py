@@ -137,6 +137,9 @@ def vm(tmp_path: Path, restartable_redis: RedisServer) -> Iterator[Vm]:
 
 def test_deploy_switch_and_rollback(vm: Vm, bundle: Path, tmp_path: Path) -> None:
     """Install, switch, refuse a broken release (exit 1, previous restored) and roll back."""
+    # Defaults that give one secret: the env file is made with it and only the other is made.
+    with vm.defaults.open("a") as defaults:
+        defaults.write("SECRET_KEY=given-secret-of-this-vm-0123\n")
     first = renamed(bundle, tmp_path, "20260101000000-aaaaaaa")
     result = vm.install(first)
     assert result.returncode == 0, result.stdout + result.stderr
@@ -167,7 +170,12 @@ def test_deploy_switch_and_rollback(vm: Vm, bundle: Path, tmp_path: Path) -> Non
     assert extra == {}, extra
     assert not DEV_TOOLS & {canonical(name) for name in versions}  # run-time wheels only
     env_before = vm.env_file
-    assert "SECRET_KEY=" in env_before and "API_KEY_PEPPER=" in env_before
+    assignments = [line.split("=", 1) for line in env_before.splitlines() if "=" in line]
+    names = [name for name, _ in assignments]
+    assert len(names) == len(set(names)), env_before  # one line per variable
+    values = dict(assignments)
+    assert values["SECRET_KEY"] == "given-secret-of-this-vm-0123"  # the defaults' own
+    assert len(values["API_KEY_PEPPER"]) >= 32  # the one they lack, made once
 
     second = renamed(bundle, tmp_path, "20260102000000-bbbbbbb")
     result = vm.install(second)
@@ -383,7 +391,7 @@ def test_make_deploy_to_two_hosts_in_turn_with_one_leading_refresher(
     vms = tmp_path / "vms"
     ports = {"vm1": free_port(), "vm2": free_port()}
     shared = (
-        f"SECRET_KEY=shared-secret-key\nAPI_KEY_PEPPER=shared-pepper-0123456789\n"
+        f"SECRET_KEY=shared-secret-key-0123\nAPI_KEY_PEPPER=shared-pepper-0123456789\n"
         f"REDIS_URL={restartable_redis.url}\n"
         f"DATABASE_URL=sqlite:///{tmp_path / 'shared.sqlite3'}\n"
         "HOST=127.0.0.1\nGUEST_RATE_LIMIT=100000 per minute\n"
@@ -409,7 +417,12 @@ def test_make_deploy_to_two_hosts_in_turn_with_one_leading_refresher(
         assert result.returncode == 0, result.stdout + result.stderr
         assert "every host is live: root@vm1 root@vm2" in result.stdout
         vm1_env = (vms / "vm1/etc/probboard/probboard.env").read_text()
-        assert "API_KEY_PEPPER=shared-pepper-0123456789" in vm1_env.splitlines()
+        # The shared secrets, and no secret of vm1's own beside them.
+        secrets = [line for line in vm1_env.splitlines() if line.startswith(("SECRET", "API"))]
+        assert sorted(secrets) == [
+            "API_KEY_PEPPER=shared-pepper-0123456789",
+            "SECRET_KEY=shared-secret-key-0123",
+        ], vm1_env
         for port in ports.values():
             status, _, body = http_get(f"http://127.0.0.1:{port}/api/probboard/latest")
             assert status == 200 and validated("board", body)["latencyLevel"] == "ok"
@@ -430,7 +443,8 @@ def test_make_deploy_to_two_hosts_in_turn_with_one_leading_refresher(
         broken = renamed(bundle, tmp_path, "20990101000000-fffffff", break_it=True)
         result = subprocess.run(
             ["bash", str(ROOT / "deploy/ship-hosts.sh"), str(broken), "root@vm1", "root@vm2"],
-            cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+            cwd=ROOT, env={**env, "SHARED_ENV": str(shared_env)},
+            capture_output=True, text=True, timeout=600,
         )  # fmt: skip
         assert result.returncode == 1, result.stdout + result.stderr
         assert "stopped at root@vm1" in result.stderr
@@ -444,3 +458,42 @@ def test_make_deploy_to_two_hosts_in_turn_with_one_leading_refresher(
                     ["bash", str(REMOTE), "stop", "--prefix", str(vms / name), "--no-systemd"],
                     capture_output=True, timeout=120,
                 )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("shared_env", "problem"),
+    [
+        (None, "2 hosts need SHARED_ENV"),
+        ("HOST=127.0.0.1\n", "does not define SECRET_KEY"),
+        ("SECRET_KEY=shared-secret-key-0123\nAPI_KEY_PEPPER=\n", "does not define API_KEY_PEPPER"),
+        (
+            "SECRET_KEY=shared-secret-key-0123\nAPI_KEY_PEPPER=''\n",
+            "does not define API_KEY_PEPPER",
+        ),
+    ],
+    ids=["no-shared-env", "no-secret-key", "empty-pepper", "quoted-empty-pepper"],
+)
+def test_several_hosts_are_refused_without_both_shared_secrets(
+    tmp_path: Path, shared_env: str | None, problem: str
+) -> None:
+    """Each new host would otherwise make its own pepper (a different set of valid keys):
+    one line, status 2, before any host is touched. A secret in the operator's own shell
+    does not count: only what the hosts will read."""
+    env = {**os.environ, "PATH": shims(tmp_path / "bin"), "SECRET_KEY": "from-my-shell-0123456",
+           "API_KEY_PEPPER": "from-my-shell-0123456", "REMOTE_ARGS": "--no-systemd"}  # fmt: skip
+    env.pop("SHARED_ENV", None)
+    if shared_env is not None:
+        (tmp_path / "shared.env").write_text(shared_env)
+        env["SHARED_ENV"] = str(tmp_path / "shared.env")
+    touched = tmp_path / "touched"
+    # An ssh that leaves a mark: it must never run.
+    (tmp_path / "bin/ssh").write_text(f"#!/usr/bin/env bash\ntouch {touched}\nexit 1\n")
+    result = subprocess.run(
+        ["bash", str(ROOT / "deploy/ship-hosts.sh"), str(tmp_path / "bundle.tar.gz"),
+         "root@vm1", "root@vm2"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("deploy: ") and problem in result.stderr
+    assert len(result.stderr.splitlines()) == 1, result.stderr
+    assert not touched.exists()
