@@ -126,6 +126,54 @@ ensure_env_file() {
   fi
 }
 
+upgrade_env_file() {  # the old bare TRUSTED_PROXIES=N, rewritten where that keeps its meaning
+  python3 - "$ENV_FILE" <<'PY'
+import ipaddress, os, re, sys, tempfile
+path = sys.argv[1]
+with open(path, encoding="utf-8") as handle:
+    lines = handle.read().splitlines(keepends=True)
+values, at = {}, {}
+for number, raw in enumerate(lines):
+    line = raw.strip()
+    if not line or line.startswith("#") or "=" not in line:
+        continue
+    key, value = line.split("=", 1)
+    value = value.strip()
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
+        value = value[1:-1]
+    values[key.strip()], at[key.strip()] = value.strip(), number
+old = values.get("TRUSTED_PROXIES", "")
+if not re.fullmatch(r"[0-9]{1,2}", old) or not 1 <= int(old) <= 10:
+    sys.exit(0)  # networks already, 0 (nobody), or a bad value the service names itself
+host = values.get("HOST", "") or "127.0.0.1"
+try:
+    loopback = host == "localhost" or ipaddress.ip_address(host.strip("[]")).is_loopback
+except ValueError:
+    loopback = False
+if not loopback:
+    print(f"deploy: TRUSTED_PROXIES={old} (the old hop count) kept in {path}: HOST={host} is "
+          "not loopback, so the web service refuses it; list the nginx hosts' networks there "
+          "(docs/deploy.md)")
+    sys.exit(0)
+if values.get("TRUSTED_PROXY_HOPS"):
+    sys.exit(0)  # both set: the service refuses the pair, naming it
+new = "TRUSTED_PROXIES=127.0.0.1/32,::1/128\n"
+if int(old) > 1:
+    new += f"TRUSTED_PROXY_HOPS={old}\n"
+lines[at["TRUSTED_PROXIES"]] = new
+status = os.stat(path)
+folder = os.path.dirname(path)
+with tempfile.NamedTemporaryFile("w", dir=folder, delete=False, encoding="utf-8") as handle:
+    handle.write("".join(lines))
+os.chmod(handle.name, status.st_mode & 0o7777)
+if os.geteuid() == 0:
+    os.chown(handle.name, status.st_uid, status.st_gid)
+os.replace(handle.name, path)
+print(f"deploy: rewrote TRUSTED_PROXIES={old} (the old hop count) in {path} as "
+      f"{new.strip().replace(chr(10), ' ')}: HOST={host} is loopback, the nginx on this VM")
+PY
+}
+
 is_local() { [[ "$1" == *"@127.0.0.1"* || "$1" == *"@localhost"* || "$1" == *"//127.0.0.1"* || "$1" == *"//localhost"* ]]; }
 
 ensure_backing_services() {
@@ -335,6 +383,7 @@ case "$ACTION" in
   install)
     ensure_user
     ensure_env_file
+    upgrade_env_file
     ensure_backing_services
     install_release
     previous=$(basename "$(readlink "$ROOT/current" 2>/dev/null || true)" 2>/dev/null || true)

@@ -497,3 +497,42 @@ def test_several_hosts_are_refused_without_both_shared_secrets(
     assert result.stderr.startswith("deploy: ") and problem in result.stderr
     assert len(result.stderr.splitlines()) == 1, result.stderr
     assert not touched.exists()
+
+
+def test_the_old_hop_count_is_refused_beyond_loopback_and_rewritten_on_it(
+    vm: Vm, bundle: Path, tmp_path: Path
+) -> None:
+    """An env file from before issue 46 says TRUSTED_PROXIES=N. With gunicorn on a non-loopback
+    HOST (several hosts, nginx maybe elsewhere) it is kept and the release refuses it: the
+    deploy stops at the migration, nothing switched, the line naming the variable. On a
+    loopback HOST the deploy rewrites that line to the loopback networks (the hops kept) and
+    the release goes live."""
+    env_file = vm.prefix / "etc/probboard/probboard.env"
+    env_file.parent.mkdir(parents=True)
+    kept = vm.defaults.read_text() + (
+        "SECRET_KEY=secret-of-this-vm-0123456789\nAPI_KEY_PEPPER=pepper-of-this-vm-0123456789\n"
+        "# written before issue 46\n"
+    )
+    env_file.write_text(kept.replace("HOST=127.0.0.1", "HOST=0.0.0.0") + "TRUSTED_PROXIES=1\n")
+    before = env_file.read_text()
+
+    result = vm.install(renamed(bundle, tmp_path, "20260101000000-aaaaaaa"))
+    assert result.returncode == 1, result.stdout + result.stderr
+    output = result.stdout + result.stderr
+    assert "TRUSTED_PROXIES=1 (the old hop count) kept" in output
+    assert "TRUSTED_PROXIES: the old hop count '1' trusts loopback only" in output
+    assert "migrations of 20260101000000-aaaaaaa failed; still on nothing" in output
+    assert env_file.read_text() == before
+    assert not (vm.prefix / "opt/probboard/current").exists()
+
+    env_file.write_text(kept + "TRUSTED_PROXIES=2\nLOG_FORMAT=json\n")
+    result = vm.install(renamed(bundle, tmp_path, "20260102000000-bbbbbbb"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "deploy: rewrote TRUSTED_PROXIES=2 (the old hop count)" in result.stdout
+    assert env_file.read_text() == kept + (
+        "TRUSTED_PROXIES=127.0.0.1/32,::1/128\nTRUSTED_PROXY_HOPS=2\nLOG_FORMAT=json\n"
+    )
+    assert vm.current == "20260102000000-bbbbbbb"
+    assert vm.board()["items"]
+    log = (vm.prefix / "var/log/probboard/probboard-web.log").read_text()
+    assert "old hop count" not in log  # the networks now: no warning
