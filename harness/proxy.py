@@ -15,7 +15,8 @@ to the target (PostgreSQL, a test redis-server). Its modes:
 - ``stop()``: ``close()``, stop listening, and join the proxy's thread.
 
 One daemon thread runs a ``selectors`` loop; the control methods hand it a command and wait
-until it is done, so when ``pause()`` returns nothing more is forwarded.
+until it is done, so when ``pause()`` returns nothing more is forwarded. The proxied pairs and
+the bytes between them are ``harness.proxy_pairs``'s.
 """
 
 from __future__ import annotations
@@ -25,51 +26,10 @@ import errno
 import queue
 import selectors
 import socket
-import struct
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-BUFFER_LIMIT = 1 << 20  # stop reading from a side while this much waits for its peer
-RECV_SIZE = 65536
-CONNECT_TIMEOUT_S = 5.0
-
-
-def _reset(sock: socket.socket | None) -> None:
-    """Close ``sock`` with an RST (SO_LINGER 0), ignoring errors."""
-    if sock is None:
-        return
-    with contextlib.suppress(OSError):
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
-    with contextlib.suppress(OSError):
-        sock.close()
-
-
-@dataclass(eq=False)
-class _Side:
-    """One socket of a proxied pair and the bytes waiting to be written to it."""
-
-    sock: socket.socket
-    outbox: bytearray = field(default_factory=bytearray)
-    eof: bool = False  # it sent EOF: nothing more is read from it
-    shut: bool = False  # we sent it EOF (after its outbox drained)
-    mask: int = 0  # what the selector watches it for
-
-
-@dataclass(eq=False)
-class _Pair:
-    """A client connection and its connection to the target (None until connected)."""
-
-    client: _Side
-    upstream: _Side | None = None
-
-    def sides(self) -> list[_Side]:
-        """The sockets of this pair that exist."""
-        return [self.client] if self.upstream is None else [self.client, self.upstream]
-
-    def peer(self, side: _Side) -> _Side | None:
-        """The other side of ``side``."""
-        return self.upstream if side is self.client else self.client
+from harness.proxy_pairs import Forwarder, Pair, Side
 
 
 class TcpProxy:
@@ -82,8 +42,8 @@ class TcpProxy:
         self._listener: socket.socket | None = self._listen(0)
         self.port: int = self._listener.getsockname()[1]
         self._paused = False
-        self._pairs: set[_Pair] = set()
         self._selector = selectors.DefaultSelector()
+        self._forwarder = Forwarder(self._selector, self.target)
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_r.setblocking(False)
         self._selector.register(self._wake_r, selectors.EVENT_READ, None)
@@ -110,7 +70,7 @@ class TcpProxy:
     @property
     def connections(self) -> int:
         """Client connections open right now."""
-        return len(self._pairs)
+        return len(self._forwarder.pairs)
 
     def pause(self) -> None:
         """Keep accepting and keep connections open, but forward nothing (a hung server)."""
@@ -172,9 +132,9 @@ class TcpProxy:
     def _do_resume(self) -> None:
         """Forward again; connect the clients accepted during the pause."""
         self._paused = False
-        for pair in list(self._pairs):
+        for pair in list(self._forwarder.pairs):
             if pair.upstream is None:
-                self._connect_upstream(pair)
+                self._forwarder.connect_upstream(pair)
 
     def _do_refuse(self) -> None:
         """Close the listening socket."""
@@ -191,8 +151,8 @@ class TcpProxy:
 
     def _do_close(self) -> None:
         """Reset every pair."""
-        for pair in list(self._pairs):
-            self._drop(pair, reset=True)
+        for pair in list(self._forwarder.pairs):
+            self._forwarder.drop(pair, reset=True)
 
     def _do_stop(self) -> None:
         """Reset every pair, stop listening, end the loop."""
@@ -209,12 +169,12 @@ class TcpProxy:
                 self._run_commands()
                 if self._stopping:
                     break
-                self._update_interest()
+                self._forwarder.update_interest(self._paused)
                 for key, mask in self._selector.select(timeout=0.5):
                     self._dispatch(key, mask)
         finally:
-            for pair in list(self._pairs):
-                self._drop(pair, reset=True)
+            for pair in list(self._forwarder.pairs):
+                self._forwarder.drop(pair, reset=True)
             self._selector.close()
             self._wake_r.close()
             self._wake_w.close()
@@ -244,12 +204,12 @@ class TcpProxy:
             self._accept()
             return
         pair, side = key.data
-        if pair not in self._pairs:
+        if pair not in self._forwarder.pairs:
             return
         if mask & selectors.EVENT_WRITE:
-            self._write(pair, side)
-        if pair in self._pairs and mask & selectors.EVENT_READ:
-            self._read(pair, side)
+            self._forwarder.write(pair, side)
+        if pair in self._forwarder.pairs and mask & selectors.EVENT_READ:
+            self._forwarder.read(pair, side)
 
     def _accept(self) -> None:
         """Accept every waiting client; connect it to the target unless paused."""
@@ -266,98 +226,7 @@ class TcpProxy:
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             self.accepted += 1
-            pair = _Pair(client=_Side(sock))
-            self._pairs.add(pair)
+            pair = Pair(client=Side(sock))
+            self._forwarder.pairs.add(pair)
             if not self._paused:
-                self._connect_upstream(pair)
-
-    def _connect_upstream(self, pair: _Pair) -> None:
-        """Connect to the target (loopback: a blocking connect is immediate)."""
-        try:
-            upstream = socket.create_connection(self.target, timeout=CONNECT_TIMEOUT_S)
-        except OSError:
-            self._drop(pair, reset=True)  # the target refuses: so does the proxy
-            return
-        upstream.setblocking(False)
-        upstream.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        pair.upstream = _Side(upstream)
-
-    def _update_interest(self) -> None:
-        """Watch each socket for what it may do now; nothing at all while paused."""
-        for pair in list(self._pairs):
-            for side in pair.sides():
-                peer = pair.peer(side)
-                mask = 0
-                if not self._paused and peer is not None:
-                    if not side.eof and len(peer.outbox) < BUFFER_LIMIT:
-                        mask |= selectors.EVENT_READ
-                    if side.outbox:
-                        mask |= selectors.EVENT_WRITE
-                if mask == side.mask:
-                    continue
-                if side.mask == 0:
-                    self._selector.register(side.sock, mask, (pair, side))
-                elif mask == 0:
-                    self._selector.unregister(side.sock)
-                else:
-                    self._selector.modify(side.sock, mask, (pair, side))
-                side.mask = mask
-
-    def _read(self, pair: _Pair, side: _Side) -> None:
-        """Move what ``side`` sent into its peer's outbox; pass on its EOF."""
-        peer = pair.peer(side)
-        assert peer is not None
-        try:
-            data = side.sock.recv(RECV_SIZE)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self._drop(pair, reset=True)
-            return
-        if data:
-            peer.outbox += data
-            self._write(pair, peer)
-            return
-        side.eof = True
-        self._finish_half(pair, peer)
-
-    def _write(self, pair: _Pair, side: _Side) -> None:
-        """Write what waits for ``side``; pass on its peer's EOF once drained."""
-        if not side.outbox:
-            return
-        try:
-            sent = side.sock.send(side.outbox)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError:
-            self._drop(pair, reset=True)
-            return
-        del side.outbox[:sent]
-        if not side.outbox:
-            peer = pair.peer(side)
-            if peer is not None and peer.eof:
-                self._finish_half(pair, side)
-
-    def _finish_half(self, pair: _Pair, side: _Side) -> None:
-        """Pass an EOF on to ``side`` once what it is owed is written; close a done pair."""
-        if side.outbox or side.shut:
-            return
-        with contextlib.suppress(OSError):
-            side.sock.shutdown(socket.SHUT_WR)
-        side.shut = True
-        if all(s.eof and s.shut for s in pair.sides()):
-            self._drop(pair, reset=False)
-
-    def _drop(self, pair: _Pair, reset: bool) -> None:
-        """Forget ``pair`` and close its sockets (with an RST when ``reset``)."""
-        self._pairs.discard(pair)
-        for side in pair.sides():
-            if side.mask:
-                with contextlib.suppress(KeyError, ValueError):
-                    self._selector.unregister(side.sock)
-                side.mask = 0
-            if reset:
-                _reset(side.sock)
-            else:
-                with contextlib.suppress(OSError):
-                    side.sock.close()
+                self._forwarder.connect_upstream(pair)

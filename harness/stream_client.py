@@ -5,177 +5,50 @@ HTTP/1.0 (the body runs until the server closes). A reader thread decodes the tr
 encoding, keeps every body byte, and feeds an SSE parser written from the WHATWG rules
 (``SseParser``); parsed items go to a queue, so a test reads them with a timeout and never
 blocks the server by not reading. ``naive_boards`` is the other kind of client: it splits the
-body on newlines and JSON-parses each ``data:`` line on its own.
+body on newlines and JSON-parses each ``data:`` line on its own. The items, the parser and
+``naive_boards`` live in ``harness.sse``, the chunked decoding in ``harness.chunked``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import queue
 import socket
 import struct
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable, Mapping
+
+from harness.chunked import ProtocolError, read_chunked
+from harness.sse import (
+    Closed,
+    Comment,
+    Event,
+    Item,
+    ResponseEnd,
+    Retry,
+    SseParser,
+    naive_boards,
+    summarize,
+)
 
 STREAM = "/api/probboard/stream"
 
-
-# -- parsed items -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Event:
-    """A dispatched SSE event: its type, its data (lines joined by LF) and the last event id."""
-
-    type: str
-    data: str
-    id: str
-
-
-@dataclass(frozen=True)
-class Comment:
-    """A comment line (``: text``), without the colon."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Retry:
-    """A valid ``retry:`` field."""
-
-    ms: int
-
-
-@dataclass(frozen=True)
-class ResponseEnd:
-    """The end of the response body (the last chunk; for HTTP/1.0 the server's close)."""
-
-
-@dataclass(frozen=True)
-class Closed:
-    """The server closed the connection (or reset it: ``error`` says so)."""
-
-    error: str | None = None
-
-
-Item = Event | Comment | Retry | ResponseEnd | Closed
-
-
-class SseParser:
-    """Incremental event-stream parser per the HTML standard ("Interpreting an event stream").
-
-    Lines end in CRLF, LF or CR; an empty line dispatches; ``:`` starts a comment; one space
-    after the field's colon is dropped; ``data`` lines are joined by LF; ``id`` without NUL
-    sets the last event id; ``retry`` counts only when it is all ASCII digits; an event with
-    no data is not dispatched; the event type defaults to ``message``.
-    """
-
-    def __init__(self) -> None:
-        self._decoder_buffer = b""
-        self._text = ""
-        self._started = False
-        self._data: list[str] = []
-        self._type = ""
-        self._last_id = ""
-        self.unknown_fields: list[str] = []
-
-    def feed(self, data: bytes) -> list[Item]:
-        """Parse ``data`` (any split of the body); the items completed by it."""
-        self._decoder_buffer += data
-        try:
-            text = self._decoder_buffer.decode("utf-8")
-            self._decoder_buffer = b""
-        except UnicodeDecodeError as exc:
-            if exc.reason != "unexpected end of data":
-                raise
-            text = self._decoder_buffer[: exc.start].decode("utf-8")
-            self._decoder_buffer = self._decoder_buffer[exc.start :]
-        if not self._started and text:
-            self._started = True
-            text = text.removeprefix("\ufeff")
-        self._text += text
-        items: list[Item] = []
-        while True:
-            cut = self._line_end()
-            if cut is None:
-                return items
-            line, rest_at = cut
-            self._text = self._text[rest_at:]
-            item = self._line(line)
-            if item is not None:
-                items.append(item)
-
-    def _line_end(self) -> tuple[str, int] | None:
-        text = self._text
-        for index, char in enumerate(text):
-            if char == "\n":
-                return text[:index], index + 1
-            if char == "\r":
-                if index + 1 == len(text):
-                    return None  # CR at the end: wait to see whether LF follows
-                if text[index + 1] == "\n":
-                    return text[:index], index + 2
-                return text[:index], index + 1
-        return None
-
-    def _line(self, line: str) -> Item | None:
-        if line == "":
-            return self._dispatch()
-        if line.startswith(":"):
-            return Comment(line[1:].removeprefix(" "))
-        field, colon, value = line.partition(":")
-        if colon:
-            value = value.removeprefix(" ")
-        if field == "event":
-            self._type = value
-        elif field == "data":
-            self._data.append(value)
-        elif field == "id":
-            if "\0" not in value:
-                self._last_id = value
-        elif field == "retry":
-            if value and all("0" <= c <= "9" for c in value):
-                return Retry(int(value))
-        else:
-            self.unknown_fields.append(field)
-        return None
-
-    def _dispatch(self) -> Event | None:
-        data, event_type = self._data, self._type
-        self._data, self._type = [], ""
-        if not data:
-            return None
-        return Event(event_type or "message", "\n".join(data), self._last_id)
-
-
-def naive_boards(body: bytes) -> list[tuple[str | None, dict[str, Any]]]:
-    """What a simple client gets: every ``data:`` line JSON-parsed on its own, with the
-    ``id:`` line seen before it (None if none). Only lines of boards (``event: board``)."""
-    boards: list[tuple[str | None, dict[str, Any]]] = []
-    last_id: str | None = None
-    event_type = ""
-    for line in body.decode("utf-8").split("\n"):
-        if line.startswith("id:"):
-            last_id = line[3:].strip()
-        elif line.startswith("event:"):
-            event_type = line[6:].strip()
-        elif line.startswith("data:"):
-            if event_type == "board":
-                boards.append((last_id, json.loads(line[5:])))
-        elif line.strip() == "":
-            event_type = ""
-    return boards
-
-
-# -- the connection -----------------------------------------------------------------------
-
-
-class ProtocolError(AssertionError):
-    """The server broke HTTP framing."""
+# Re-exported: the tests import the stream's items and parser from here.
+__all__ = [
+    "STREAM",
+    "Closed",
+    "Comment",
+    "Event",
+    "Item",
+    "ProtocolError",
+    "ResponseEnd",
+    "Retry",
+    "SseParser",
+    "StreamConnection",
+    "naive_boards",
+    "summarize",
+]
 
 
 class StreamConnection:
@@ -316,51 +189,7 @@ class StreamConnection:
             self._body(data)
 
     def _read_chunked(self) -> None:
-        buffer = b""
-
-        def need(size: int) -> None:
-            nonlocal buffer
-            while len(buffer) < size:
-                data = self._more()
-                if not data:
-                    raise ProtocolError(f"EOF inside a chunk (have {len(buffer)}/{size})")
-                buffer += data
-
-        def line() -> bytes:
-            nonlocal buffer
-            while b"\r\n" not in buffer:
-                data = self._more()
-                if not data:
-                    raise ProtocolError(f"EOF inside a chunk header: {buffer!r}")
-                buffer += data
-            found, _, buffer = buffer.partition(b"\r\n")
-            return found
-
-        while True:
-            size_line = line()
-            size_text = size_line.split(b";", 1)[0].strip()
-            if not size_text or any(c not in b"0123456789abcdefABCDEF" for c in size_text):
-                raise ProtocolError(f"bad chunk size line {size_line!r}")
-            size = int(size_text, 16)
-            if size == 0:
-                while line() != b"":
-                    pass  # trailers
-                self._put(ResponseEnd())
-                break
-            need(size + 2)
-            data, crlf, buffer = buffer[:size], buffer[size : size + 2], buffer[size + 2 :]
-            if crlf != b"\r\n":
-                raise ProtocolError(f"chunk of {size} bytes not followed by CRLF: {crlf!r}")
-            self._body(data)
-        # After the last chunk the server may keep the connection for another request.
-        extra = buffer
-        while True:
-            data = self._more()
-            if not data:
-                break
-            extra += data
-        if extra:
-            raise ProtocolError(f"bytes after the last chunk: {extra[:200]!r}")
+        read_chunked(self._more, self._body, lambda: self._put(ResponseEnd()))
         self._put(Closed())
 
     # -- reading ---------------------------------------------------------------------
@@ -441,14 +270,3 @@ class StreamConnection:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def summarize(items: Iterable[Item]) -> list[str]:
-    """A short description of items, for assertion messages."""
-    out = []
-    for item in items:
-        if isinstance(item, Event):
-            out.append(f"Event({item.type}, id={item.id}, {len(item.data)} chars)")
-        else:
-            out.append(repr(item))
-    return out[-30:]

@@ -32,6 +32,12 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from harness.fake_polymarket.clob_messages import (
+    PriceChange,
+    junk_levels,
+    price_change_entries,
+    resolved_message,
+)
 from harness.fake_polymarket.market import FakeMarket
 from harness.fake_polymarket.wire import now_ms, price_text
 from harness.fake_polymarket.ws_server import _Client, _WsFake
@@ -39,12 +45,18 @@ from harness.fake_polymarket.ws_server import _Client, _WsFake
 if TYPE_CHECKING:
     from harness.fake_polymarket.world import FakePolymarket
 
+# Re-exported: the fake's package and world import them from here.
+__all__ = [
+    "INVALID_OPERATION",
+    "NO_NEW_ASSETS",
+    "FakeClobWs",
+    "PriceChange",
+    "junk_levels",
+]
+
 
 INVALID_OPERATION = "INVALID OPERATION"
 NO_NEW_ASSETS = "NO NEW ASSETS"
-
-
-PriceChange = tuple[str, str, str, str]  # (asset id, side BUY/SELL, price, size)
 
 
 class FakeClobWs(_WsFake):
@@ -204,20 +216,7 @@ class FakeClobWs(_WsFake):
         for asset, _, _, _ in changes:
             if asset not in quotes:
                 quotes[asset] = self.world.quote_texts(self._top_source(asset))
-        entries = []
-        for asset, side, price, size in changes:
-            best_bid, best_ask, book_hash = quotes[asset]
-            entries.append(
-                {
-                    "asset_id": asset,
-                    "price": price,
-                    "size": size,
-                    "side": side,
-                    "hash": book_hash,
-                    "best_bid": best_bid,
-                    "best_ask": best_ask,
-                }
-            )
+        entries = price_change_entries(changes, quotes)
         # One message per market, as the real channel sends them: its ``market`` is the
         # condition of every asset in it (the source checks it, identity.py).
         by_market: dict[str, list[dict[str, str]]] = {}
@@ -272,19 +271,7 @@ class FakeClobWs(_WsFake):
     def send_market_resolved(self, market: FakeMarket, winner: str) -> None:
         """``market_resolved`` to the connections watching either token; ``winner`` is
         ``"Up"`` / ``"Down"`` (any case) or the winning token id."""
-        labels = {"up": "Up", "down": "Down", market.up_token: "Up", market.down_token: "Down"}
-        outcome = labels.get(winner.lower()) or labels.get(winner)
-        if outcome is None:
-            raise ValueError(f"winner must be Up, Down or one of the tokens, not {winner!r}")
-        message = {
-            "event_type": "market_resolved",
-            "market": market.condition,
-            "assets_ids": [market.up_token, market.down_token],
-            "winning_asset_id": market.up_token if outcome == "Up" else market.down_token,
-            "winning_outcome": outcome,
-            "timestamp": str(now_ms()),
-        }
-        text = json.dumps(message)
+        text = json.dumps(resolved_message(market, winner))
         with self._send_lock:
             for client in self.clients:
                 if client.assets & set(market.tokens) and self.deliverable(client):
@@ -299,16 +286,3 @@ class FakeClobWs(_WsFake):
                 self.send_best_bid_ask()
 
         self.every(period_s, beat)
-
-
-def junk_levels() -> list[dict[str, Any]]:
-    """Book levels none of which can be read: prices that are not numbers or out of [0, 1],
-    sizes that are not numbers."""
-    return [
-        {"price": "abc", "size": "10"},
-        {"price": "1.5", "size": "10"},
-        {"price": "-0.25", "size": "10"},
-        {"price": "NaN", "size": "10"},
-        {"price": "0.5", "size": "lots"},
-        {"price": None, "size": None},
-    ]

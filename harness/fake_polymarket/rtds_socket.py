@@ -16,6 +16,8 @@ subscriptions, what it records, what it sends.
   plain decimal string with ``plain_full_accuracy``, the announced successor) and
   ``window_s``. ``paused = True`` keeps recording pushes into the history without
   delivering them (a gap to repair from the snapshot); ``send_error`` sends an error frame.
+
+The messages' shapes and what a subscription entry asks for are ``rtds_messages``'s.
 """
 
 from __future__ import annotations
@@ -26,6 +28,13 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from harness.fake_polymarket.rtds_messages import (
+    first_message,
+    misfiltered,
+    served,
+    symbol_of,
+    update,
+)
 from harness.fake_polymarket.wire import (
     CHAINLINK_OF_PAIR,
     CHAINLINK_SYMBOLS,
@@ -33,13 +42,9 @@ from harness.fake_polymarket.wire import (
     EXCHANGE_BASIS,
     EXCHANGE_TOPIC,
     RTDS_TOPICS,
-    SERVED_FILTERS,
     SPOT_HISTORY_TOPIC,
     SPOT_TOPIC,
     WINDOW_S_OF_TOPIC,
-    now_ms,
-    plain,
-    scaled,
 )
 from harness.fake_polymarket.ws_server import _Client, _WsFake
 from harness.paths import SeededPath
@@ -52,6 +57,12 @@ class _RtdsSocket(_WsFake):
     plays are ``FakeRtds``'s (``harness.fake_polymarket.rtds``)."""
 
     path = ""
+    # The message shapes and the subscription rules, kept reachable where tests and tapes
+    # have always found them (``FakeRtds.update``, ``FakeRtds.first_message``).
+    first_message = staticmethod(first_message)
+    update = staticmethod(update)
+    served = staticmethod(served)
+    symbol_of = staticmethod(symbol_of)
 
     def __init__(self) -> None:
         super().__init__()
@@ -118,23 +129,6 @@ class _RtdsSocket(_WsFake):
         """Whether the updates of ``symbol`` are held back (``paused``, ``paused_symbols``)."""
         return self.paused or symbol in self.paused_symbols
 
-    @staticmethod
-    def served(subscription: Any) -> bool:
-        """Whether one entry of ``subscriptions`` is served: a known topic and exactly the
-        compact filter string of a known stream."""
-        return _RtdsSocket.symbol_of(subscription) is not None
-
-    @staticmethod
-    def symbol_of(subscription: Any) -> str | None:
-        """The Chainlink symbol a served entry of ``subscriptions`` asks for; None when the
-        entry is not served."""
-        if not isinstance(subscription, dict):
-            return None
-        if subscription.get("topic") not in RTDS_TOPICS:
-            return None
-        filters = subscription.get("filters")
-        return SERVED_FILTERS.get(filters) if isinstance(filters, str) else None
-
     def subscribed_topics(self, symbol: str | None = None) -> set[str]:
         """Topics of every valid (served) subscription entry received (of ``symbol`` only
         when given)."""
@@ -181,7 +175,7 @@ class _RtdsSocket(_WsFake):
             return
         self.subscriptions.append(message)
         invalid: list[str] = []
-        misfiltered = False
+        wrong_filter = False
         streams: list[tuple[str, str]] = []
         for sub in subscriptions:
             topic = sub.get("topic")
@@ -199,8 +193,8 @@ class _RtdsSocket(_WsFake):
                 if (topic, symbol) not in streams:
                     streams.append((topic, symbol))
             else:
-                misfiltered |= self._misfiltered(sub["filters"])
-        if misfiltered:
+                wrong_filter |= misfiltered(sub["filters"])
+        if wrong_filter:
             self.bad_subscriptions.append(message)
         for topic in invalid:
             self._error(client, 400, f"Invalid topic: {topic}")
@@ -208,17 +202,6 @@ class _RtdsSocket(_WsFake):
         for topic, symbol in streams:
             if topic == SPOT_TOPIC or (self.twap_history and topic in RTDS_TOPICS):
                 self._history_to(client, topic, symbol)
-
-    @staticmethod
-    def _misfiltered(filters: str) -> bool:
-        """A filter that is not JSON, or that means a served stream (``btc/usd``...) but is
-        not its compact string (the server compares strings: it matches nothing). Another
-        symbol is not an error."""
-        try:
-            parsed = json.loads(filters) if filters else None
-        except ValueError:
-            return True
-        return any(parsed == {"symbol": symbol} for symbol in CHAINLINK_SYMBOLS)
 
     def _history_to(self, client: _Client, topic: str, symbol: str = DEFAULT_CHAINLINK) -> None:
         """The history snapshot of ``symbol`` on ``topic`` (the spot's under
@@ -239,50 +222,6 @@ class _RtdsSocket(_WsFake):
             self.later(self.history_delay_s, send)
         else:
             send()
-
-    @staticmethod
-    def first_message(
-        topic: str,
-        points: list[tuple[int, Decimal]],
-        wire_topic: str | None = None,
-        *,
-        symbol: str = DEFAULT_CHAINLINK,
-    ) -> dict[str, Any]:
-        """The history snapshot of ``symbol``: the recent points as ``payload.data``, under
-        ``wire_topic`` (``crypto_prices`` for the spot, as the server sends it) or else
-        ``topic``."""
-        return {
-            "topic": wire_topic or topic,
-            "type": "subscribe",
-            "timestamp": now_ms(),
-            "payload": {
-                "symbol": symbol,
-                "data": [{"timestamp": ts, "value": float(v)} for ts, v in points],
-            },
-        }
-
-    @staticmethod
-    def update(
-        topic: str,
-        ts_ms: int,
-        value: Decimal,
-        *,
-        plain_full_accuracy: bool = False,
-        symbol: str = DEFAULT_CHAINLINK,
-    ) -> dict[str, Any]:
-        """An ``update`` message of ``symbol``; the TWAP topics add ``full_accuracy_value``
-        (scaled by 1e18, or a plain decimal string with ``plain_full_accuracy``) and
-        ``window_s``.
-
-        ``value`` is rounded to cents there, so a reader that ignores the exact value is seen.
-        """
-        payload: dict[str, Any] = {"symbol": symbol, "timestamp": ts_ms, "value": float(value)}
-        window_s = WINDOW_S_OF_TOPIC.get(topic)
-        if window_s is not None:
-            payload["value"] = float(round(value, 2))
-            payload["full_accuracy_value"] = plain(value) if plain_full_accuracy else scaled(value)
-            payload["window_s"] = window_s
-        return {"topic": topic, "type": "update", "timestamp": now_ms(), "payload": payload}
 
     def seed(
         self,

@@ -1,6 +1,6 @@
 """The vip_pro stream for real: gunicorn with two gevent workers, a refresher, a redis-server.
 
-Streams are read with a raw-socket client (``tests/support/stream_client.py``) that checks
+Streams are read with a raw-socket client (``harness/stream_client.py``) that checks
 the HTTP framing (chunked for HTTP/1.1, until-close for HTTP/1.0) and parses the events twice:
 by the SSE rules of the HTML standard and by a naive line splitter. Every board is validated
 against the BoardResponse schema and every error against ErrorResponse. Accounts and keys are
@@ -58,7 +58,7 @@ UNKNOWN_KEY = "pbk_" + "Q" * 43
 SLOTS = "probboard:streams:"
 BOARD_CHANNEL = "probboard:board"
 HISTORY = "probboard:board:history"
-RENEW_S = 10.0  # app/stream/broker.py: leases are renewed this often
+RENEW_S = 10.0  # app/stream/ticker.py: leases are renewed this often
 
 
 # -- accounts ---------------------------------------------------------------------------------

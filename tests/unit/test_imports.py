@@ -1,13 +1,17 @@
-"""The package's shape: no import cycles, and each program imports only what it needs.
+"""The package's shape: no import cycles, each program imports only what it needs, and no
+module or class past its size.
 
-Imports are read from the source (every ``import``/``from`` of an ``app`` module, at module
-level or inside a function, except under ``if TYPE_CHECKING:``), so a cycle hidden in a
-function body counts: it is still a knot a reader has to untie.
+The whole house is checked: the service (``app``) and the test harness (``harness``: the fake
+upstream, the proxies, the clients). Imports are read from the source (every
+``import``/``from`` of an ``app`` or ``harness`` module, at module level or inside a function,
+except under ``if TYPE_CHECKING:``), so a cycle hidden in a function body counts: it is still
+a knot a reader has to untie.
 
 The same rule holds one level up, between folders, so that the folders say who depends on
-whom: a folder is a top-level package under ``app/`` (``app.refresher`` with everything below
-it); a top-level module (``app.config``, ``app.web``) and the package root ``app`` are nodes
-of their own, as folders of one module.
+whom: a folder is a top-level package under ``app/`` or ``harness/`` (``app.refresher`` with
+everything below it, ``harness.fake_polymarket``); a top-level module (``app.web``,
+``harness.proxy``) and the package roots ``app`` and ``harness`` are nodes of their own, as
+folders of one module.
 
 And one rule of wiring: only the views (``app.api``), the operator commands
 (``app.commands``) and the app factory (``app.web``) read the app's service container; every
@@ -21,11 +25,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[2] / "app"
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGE = ROOT / "app"
+HARNESS = ROOT / "harness"
+# Every package the structure checks cover (imports between them count, as within each).
+PACKAGES = (PACKAGE, HARNESS)
+TOP_LEVEL = frozenset(package.name for package in PACKAGES)
 
 
 def _module_name(path: Path) -> str:
-    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    parts = path.relative_to(ROOT).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
@@ -48,7 +57,8 @@ def imported_from(node: ast.ImportFrom, this: str, is_package: bool) -> str:
 
 
 def _imports(path: Path, modules: set[str]) -> set[str]:
-    """The ``app`` modules that ``path`` imports (a package import counts as its ``__init__``)."""
+    """The modules of ``PACKAGES`` that ``path`` imports (a package import counts as its
+    ``__init__``)."""
     tree = ast.parse(path.read_text(), str(path))
     this = _module_name(path)
     is_package = path.name == "__init__.py"
@@ -67,11 +77,11 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
             return
         if isinstance(node, ast.Import):
             for alias in node.names:
-                if alias.name.split(".")[0] == "app":
+                if alias.name.split(".")[0] in TOP_LEVEL:
                     add(alias.name)
         elif isinstance(node, ast.ImportFrom):
             base = imported_from(node, this, is_package)
-            if base.split(".")[0] == "app":
+            if base.split(".")[0] in TOP_LEVEL:
                 for alias in node.names:
                     full = f"{base}.{alias.name}"
                     add(full if full in modules else base)
@@ -83,8 +93,8 @@ def _imports(path: Path, modules: set[str]) -> set[str]:
 
 
 def import_graph() -> dict[str, set[str]]:
-    """Every module of the package and the package modules it imports."""
-    paths = sorted(PACKAGE.rglob("*.py"))
+    """Every module of ``PACKAGES`` and the modules of ``PACKAGES`` it imports."""
+    paths = sorted(path for package in PACKAGES for path in package.rglob("*.py"))
     modules = {_module_name(p) for p in paths}
     return {_module_name(p): _imports(p, modules) for p in paths}
 
@@ -130,14 +140,16 @@ def test_the_cycle_finder_finds_a_cycle() -> None:
 
 
 def test_the_package_has_no_import_cycles() -> None:
-    """No module of ``app`` reaches itself through its imports."""
+    """No module of ``app`` or ``harness`` reaches itself through its imports."""
     graph = import_graph()
     assert graph.get("app.web"), "the graph was not read"
+    assert graph.get("harness.fake_polymarket.world"), "the harness was not read"
     assert cycles(graph) == []
 
 
 def folder_of(module: str) -> str:
-    """The folder ``module`` lives in: its top-level package under ``app``, or itself."""
+    """The folder ``module`` lives in: its top-level package under ``app`` or ``harness``, or
+    itself."""
     return ".".join(module.split(".")[:2])
 
 
@@ -170,11 +182,12 @@ def test_the_folder_cycle_finder_finds_a_cycle_between_folders() -> None:
 
 
 def test_the_folders_have_no_import_cycles() -> None:
-    """No folder of ``app`` reaches itself through its imports: each knot is named, with the
-    module imports that tie it."""
+    """No folder of ``app`` or ``harness`` reaches itself through its imports: each knot is
+    named, with the module imports that tie it."""
     graph = import_graph()
     folders = folder_graph(graph)
     assert folders.get("app.web"), "the graph was not read"
+    assert "app.markets" in folders.get("harness.fake_polymarket", set()), "no harness edges"
     knots = [f"{', '.join(members)}:\n{_knot(graph, members)}" for members in cycles(folders)]
     assert not knots, "import cycles between folders:\n" + "\n".join(knots)
 
@@ -266,9 +279,8 @@ def test_only_the_views_commands_and_factory_read_the_service_container() -> Non
     assert not outside, f"modules that read the service container: {outside}"
 
 
-# -- sizes: the live source is a house of rooms, not one room (issue 38) ----------------------
+# -- sizes: every module a room, not a house (issue 38 for the live source, issue 47 for all) --
 
-LIVE_SOURCE = PACKAGE / "refresher" / "sources" / "polymarket"
 MAX_MODULE_LINES = 350
 MAX_CLASS_LINES = 250
 
@@ -298,13 +310,15 @@ def test_the_size_check_finds_a_long_module_and_a_long_class() -> None:
     assert oversized("x = 1\n" * (MAX_MODULE_LINES + 1), "m") == ["m: 351 lines"]
 
 
-def test_no_room_of_the_live_source_is_over_its_size() -> None:
-    """No module of the live source over 350 lines, no class over 250 (docs/code.md)."""
-    modules = sorted(LIVE_SOURCE.rglob("*.py"))
-    assert len(modules) > 10, "the live source was not found"
+def test_no_module_of_the_package_or_the_harness_is_over_its_size() -> None:
+    """No module of ``app`` or ``harness`` over 350 lines, no class over 250 (docs/code.md)."""
+    modules = sorted(path for package in PACKAGES for path in package.rglob("*.py"))
+    live_source = PACKAGE / "refresher" / "sources" / "polymarket" / "source.py"
+    assert live_source in modules, "the package was not found"
+    assert HARNESS / "fake_polymarket" / "world.py" in modules, "the harness was not found"
     found = [
         problem
         for path in modules
-        for problem in oversized(path.read_text(), str(path.relative_to(PACKAGE.parent)))
+        for problem in oversized(path.read_text(), str(path.relative_to(ROOT)))
     ]
     assert not found, f"too big: {found}"

@@ -14,6 +14,7 @@ from app.markets import WINDOW_S
 from app.refresher import volatility
 from app.refresher.model import SPOT, TWAP
 from app.refresher.sources.polymarket.price_series import PriceSeries
+from app.refresher.volatility import settlement
 from harness.settlement_feed import FEED_SIGMA, SettlementFeedPath
 
 SIGMA = 1.2e-4
@@ -227,7 +228,7 @@ def test_a_long_horizons_factor_is_the_misses_mean_square_a_single_one_capped() 
     pseudo-window (a jump in it) counts at most ``U_CAP``."""
     misses = [1.2, -0.8, 0.5, -1.1] * 25
     square = sum(z * z for z in misses) / len(misses)
-    assert volatility._variance_factor(misses, []) == pytest.approx(square)
-    jumped = volatility._variance_factor([*misses[:-1], 50.0], [])
+    assert settlement._variance_factor(misses, []) == pytest.approx(square)
+    jumped = settlement._variance_factor([*misses[:-1], 50.0], [])
     assert jumped == pytest.approx((square * 100 - 1.1**2 + volatility.U_CAP) / 100)
-    assert volatility._variance_factor([0.01] * 10, []) == volatility.FACTOR_RANGE[0]
+    assert settlement._variance_factor([0.01] * 10, []) == volatility.FACTOR_RANGE[0]

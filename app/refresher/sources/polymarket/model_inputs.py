@@ -50,7 +50,7 @@ def answer(
             if not spot.covered(start_ms, ts_ms, MAX_GAP_MS):
                 return nothing  # a hole in what is averaged
             known_mean = spot.mean(start_ms, ts_ms) or price
-    # The spread measured on this settlement's own rule and horizon (volatility.py).
+    # The spread measured on this settlement's own rule and horizon (volatility/settlement.py).
     spread, jump_var = vol.spread(market.rule, market.lookback_s, tau, market.span.seconds)
     p_up = probability_up(
         price,
