@@ -105,6 +105,7 @@ class Settings:
     refresher_metrics_host: str = "127.0.0.1"
     refresher_metrics_port: int = 9101  # the refresher's own /metrics (0: off)
     cors_origins: tuple[str, ...] = ("*",)  # origins whose pages may read /api/* (app.cors)
+    limits_redis_timeout_ms: int = 500  # a limit's Redis call; past it, counted in memory
     trusted_proxies_legacy: bool = False  # TRUSTED_PROXIES was the old bare hop count
     verify_rate_limit: str = "30 per minute"  # valid-key checks on /api/keys/verify, per account
     stream_replay_max: int = 10  # a reconnect missing more boards gets the newest only
@@ -473,6 +474,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "REFRESHER_METRICS_PORT", "9101", lambda v, n: _int(v, n, 0, 65535)
         ),
         cors_origins=get("CORS_ORIGINS", "*", _origins),
+        limits_redis_timeout_ms=get(
+            "LIMITS_REDIS_TIMEOUT_MS", "500", lambda v, n: _int(v, n, 50, 10_000)
+        ),
         verify_rate_limit=get("VERIFY_RATE_LIMIT", "30 per minute", _rate_limit),
         stream_replay_max=get("STREAM_REPLAY_MAX", "10", lambda v, n: _int(v, n, 0, 10_000)),
     )

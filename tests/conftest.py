@@ -21,6 +21,10 @@ BASE_CONFIG = {
     "EMBEDDED_REFRESHER": "false",
     "SIMULATION_SEED": "7",
 }
+# For tests whose subject is the counting on a shared Redis (two workers, one window): a
+# limit's Redis call may take 10 s, so a slow moment on a loaded machine cannot move the
+# counts to a worker's memory (the fallback for an outage, docs/limits.md) and split them.
+COUNTED_ON_REDIS = {"LIMITS_REDIS_TIMEOUT_MS": "10000"}
 
 
 @pytest.fixture

@@ -107,9 +107,10 @@ def _storage_uri(settings: Settings) -> str:
     # probboard+redis://, probboard+rediss:// or probboard+redis+sentinel://
     uri = "probboard+" + settings.redis_url
     # Short timeouts, so a hung Redis cannot hold requests long (redis-py reads them
-    # from the URL as floats).
+    # from the URL as floats): LIMITS_REDIS_TIMEOUT_MS for a call, half of it to connect.
     separator = "&" if "?" in uri else "?"
-    return uri + f"{separator}socket_connect_timeout=0.25&socket_timeout=0.5"
+    call_s = settings.limits_redis_timeout_ms / 1000
+    return uri + f"{separator}socket_connect_timeout={call_s / 2}&socket_timeout={call_s}"
 
 
 class GuestLimit:

@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 from app.extensions import db
 from app.web import create_app
 from harness.processes import RedisServer
-from tests.conftest import BASE_CONFIG
+from tests.conftest import BASE_CONFIG, COUNTED_ON_REDIS
 from tests.support.contract import validated
 
 VERIFY = "/api/keys/verify"
@@ -29,6 +29,7 @@ def workers(fresh_redis: RedisServer, database_url: str) -> Iterator[list[Flask]
         **BASE_CONFIG,
         "DATABASE_URL": database_url,
         "REDIS_URL": fresh_redis.url,
+        **COUNTED_ON_REDIS,
         "AUTH_FAILURE_LIMIT": "4 per minute",
     }
     apps = [create_app(config), create_app(config)]
@@ -98,6 +99,8 @@ def strict_worker(fresh_redis: RedisServer, database_url: str) -> Iterator[Flask
             **BASE_CONFIG,
             "DATABASE_URL": database_url,
             "REDIS_URL": fresh_redis.url,
+            **COUNTED_ON_REDIS,
+            **COUNTED_ON_REDIS,
             "AUTH_FAILURE_LIMIT": "1/day",
         }
     )
