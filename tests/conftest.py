@@ -13,6 +13,7 @@ from app.web import create_app
 from harness.accounts import TEST_PEPPER as TEST_PEPPER  # re-exported: tests import it here
 from harness.databases import empty_tables, scratch_postgres_database
 from harness.processes import RedisServer, Service, service_env
+from tests.support import budget
 
 BASE_CONFIG = {
     "REDIS_URL": "memory://",
@@ -21,6 +22,20 @@ BASE_CONFIG = {
     "EMBEDDED_REFRESHER": "false",
     "SIMULATION_SEED": "7",
 }
+# For tests whose subject is the counting on a shared Redis (two workers, one window): a
+# limit's Redis call may take 10 s, so a slow moment on a loaded machine cannot move the
+# counts to a worker's memory (the fallback for an outage, docs/limits.md) and split them.
+COUNTED_ON_REDIS = {"LIMITS_REDIS_TIMEOUT_MS": "10000"}
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    """The suite's options: ``--budget`` (tests/support/budget.py)."""
+    budget.add_option(parser)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Install the time budget (tests/support/budget.py)."""
+    budget.register(config)
 
 
 @pytest.fixture

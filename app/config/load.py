@@ -146,6 +146,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "REFRESHER_METRICS_PORT", "9101", lambda v, n: integer(v, n, 0, 65535)
         ),
         cors_origins=get("CORS_ORIGINS", "*", origins),
+        limits_redis_timeout_ms=get(
+            "LIMITS_REDIS_TIMEOUT_MS", "500", lambda v, n: integer(v, n, 50, 10_000)
+        ),
         verify_rate_limit=get("VERIFY_RATE_LIMIT", "30 per minute", rate_limit),
         stream_replay_max=get("STREAM_REPLAY_MAX", "10", lambda v, n: integer(v, n, 0, 10_000)),
     )

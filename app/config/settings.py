@@ -70,6 +70,7 @@ class Settings:
     refresher_metrics_host: str = "127.0.0.1"
     refresher_metrics_port: int = 9101  # the refresher's own /metrics (0: off)
     cors_origins: tuple[str, ...] = ("*",)  # origins whose pages may read /api/* (app.cors)
+    limits_redis_timeout_ms: int = 500  # a limit's Redis call; past it, counted in memory
     trusted_proxies_legacy: bool = False  # TRUSTED_PROXIES was the old bare hop count
     verify_rate_limit: str = "30 per minute"  # valid-key checks on /api/keys/verify, per account
     stream_replay_max: int = 10  # a reconnect missing more boards gets the newest only

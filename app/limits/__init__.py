@@ -63,6 +63,7 @@ from app.limits import fallback_storage as fallback_storage  # registers its sto
 from app.limits.addresses import counted_address
 from app.limits.failures import FailureThrottle
 from app.limits.per_account import AccountLimits, Quota
+from app.limits.sliding import SlidingWindowCounter
 from app.limits.verify import VerifyLimit
 from app.logs import limit_repeats
 from app.plans import USER, VIP_PRO
@@ -106,9 +107,10 @@ def _storage_uri(settings: Settings) -> str:
     # probboard+redis://, probboard+rediss:// or probboard+redis+sentinel://
     uri = "probboard+" + settings.redis_url
     # Short timeouts, so a hung Redis cannot hold requests long (redis-py reads them
-    # from the URL as floats).
+    # from the URL as floats): LIMITS_REDIS_TIMEOUT_MS for a call, half of it to connect.
     separator = "&" if "?" in uri else "?"
-    return uri + f"{separator}socket_connect_timeout=0.25&socket_timeout=0.5"
+    call_s = settings.limits_redis_timeout_ms / 1000
+    return uri + f"{separator}socket_connect_timeout={call_s / 2}&socket_timeout={call_s}"
 
 
 class GuestLimit:
@@ -120,8 +122,9 @@ class GuestLimit:
     caller is known to be a guest, so accounts are never counted here.
     """
 
-    def __init__(self, limiter: Limiter, limit: str) -> None:
+    def __init__(self, limiter: Limiter, limit: str, storage: Storage) -> None:
         self._limiter = limiter
+        self._stats = SlidingWindowCounter(storage)  # the windows' reset times (sliding.py)
 
         def guest_read() -> None:
             """One guest read of the board: flask-limiter counts each call."""
@@ -152,7 +155,8 @@ class GuestLimit:
             return None
         try:
             # After a hit on Redis this is the window the hit reported: no second round trip.
-            reset_at, remaining = shown.window
+            # Read through our strategy, not flask-limiter's, for the mended reset time.
+            reset_at, remaining = self._stats.get_window_stats(shown.limit, *shown.request_args)
         except Exception:  # storage trouble: the answer matters more than its headers
             return None
         return Quota(shown.limit.amount, remaining, reset_at)
@@ -244,7 +248,7 @@ def init_app(app: Flask, settings: Settings) -> Limits:
     storage = limiter.storage
     if not isinstance(storage, Storage):  # an asyncio storage: unusable from WSGI workers
         raise ConfigError("REDIS_URL", f"{settings.redis_url!r} names an asyncio storage")
-    guest = GuestLimit(limiter, settings.guest_rate_limit)
+    guest = GuestLimit(limiter, settings.guest_rate_limit, storage)
     plans = {USER: settings.user_rate_limit, VIP_PRO: settings.vip_pro_rate_limit}
     workers = settings.web_concurrency if settings.uses_redis else 1
     accounts = AccountLimits(

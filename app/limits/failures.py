@@ -23,9 +23,9 @@ import time
 
 from limits import RateLimitItem, parse_many
 from limits.storage import Storage
-from limits.strategies import SlidingWindowCounterRateLimiter
 
 from app.errors import ApiError, too_many_requests
+from app.limits.sliding import SlidingWindowCounter
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,7 @@ class FailureThrottle:
 
     def __init__(self, storage: Storage, limit: str, key_prefix: str) -> None:
         self._items: list[RateLimitItem] = sorted(parse_many(limit))
-        self._strategy = SlidingWindowCounterRateLimiter(storage)
+        self._strategy = SlidingWindowCounter(storage)
         self._prefix = key_prefix
         self._limit_text = limit
         self._blocked: dict[str, float] = {}  # address -> time.time() the block ends

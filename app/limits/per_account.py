@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 
 from limits import RateLimitItem
 from limits.storage import Storage
-from limits.strategies import SlidingWindowCounterRateLimiter
 from limits.util import WindowStats
 
 from app.errors import ApiError, too_many_requests
+from app.limits.sliding import SlidingWindowCounter
 
 # A caller's pace is measured over PACE_S; a reservation covers AHEAD_S of it (long next
 # to a round trip on a busy worker, short next to any window); held slots last HOLD_S.
@@ -95,7 +95,7 @@ class AccountLimits:
         workers: int,
         key_prefix: str,
     ) -> None:
-        self._strategy = SlidingWindowCounterRateLimiter(storage)
+        self._strategy = SlidingWindowCounter(storage)
         self._plan_limits = {plan: sorted(items) for plan, items in limits.items() if items}
         self._workers = max(1, workers)
         self._prefix = key_prefix

@@ -19,10 +19,10 @@ import time
 
 from limits import RateLimitItem, parse_many
 from limits.storage import Storage
-from limits.strategies import SlidingWindowCounterRateLimiter
 
 from app.errors import ApiError, too_many_requests
 from app.limits.per_account import Quota
+from app.limits.sliding import SlidingWindowCounter
 
 SCOPE = "verify"
 
@@ -40,7 +40,7 @@ class VerifyLimit:
 
     def __init__(self, storage: Storage, limit: str, key_prefix: str) -> None:
         self._items: list[RateLimitItem] = sorted(parse_many(limit))
-        self._strategy = SlidingWindowCounterRateLimiter(storage)
+        self._strategy = SlidingWindowCounter(storage)
         self._prefix = key_prefix
 
     def admit(self, account_id: int) -> Quota | None:

@@ -20,7 +20,7 @@ from app.extensions import db
 from app.services import services_of
 from app.web import create_app
 from harness.processes import RedisServer
-from tests.conftest import BASE_CONFIG
+from tests.conftest import BASE_CONFIG, COUNTED_ON_REDIS
 from tests.support.contract import validated
 from tests.unit.test_cors import key_of
 
@@ -50,6 +50,7 @@ def workers(fresh_redis: RedisServer, database_url: str) -> Iterator[list[Flask]
         **BASE_CONFIG,
         "DATABASE_URL": database_url,
         "REDIS_URL": fresh_redis.url,
+        **COUNTED_ON_REDIS,
         # A day: no window boundary falls inside the test. Two, not one: on Redis the
         # limits library reports a window of one as ending now, which blocks for no time.
         "AUTH_FAILURE_LIMIT": "2/day",

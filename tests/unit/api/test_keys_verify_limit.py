@@ -20,7 +20,7 @@ from app.schemas.keys import KeyVerificationResponseSchema
 from app.services import services_of
 from app.web import create_app
 from harness.processes import RedisServer
-from tests.conftest import BASE_CONFIG
+from tests.conftest import BASE_CONFIG, COUNTED_ON_REDIS
 from tests.support.contract import validated
 from tests.unit.api.test_key_steps import VERIFY, _close, ask
 from tests.unit.test_cors import key_of
@@ -31,8 +31,13 @@ LIMIT = 3
 @pytest.fixture
 def workers(fresh_redis: RedisServer, database_url: str) -> Iterator[list[Flask]]:
     """Two apps on one Redis, valid keys verified 3 times a day per account."""
-    config = {**BASE_CONFIG, "DATABASE_URL": database_url, "REDIS_URL": fresh_redis.url,
-              "VERIFY_RATE_LIMIT": f"{LIMIT}/day"}  # fmt: skip
+    config = {
+        **BASE_CONFIG,
+        "DATABASE_URL": database_url,
+        "REDIS_URL": fresh_redis.url,
+        **COUNTED_ON_REDIS,
+        "VERIFY_RATE_LIMIT": f"{LIMIT}/day",
+    }
     apps = [create_app(config), create_app(config)]
     yield apps
     for app in apps:

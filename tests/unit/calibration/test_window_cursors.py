@@ -22,7 +22,7 @@ from werkzeug.test import TestResponse
 
 from app.web import create_app
 from harness.processes import RedisServer
-from tests.conftest import BASE_CONFIG
+from tests.conftest import BASE_CONFIG, COUNTED_ON_REDIS
 from tests.support.contract import validated
 from tests.unit.calibration.test_windows import WINDOWS, Caller, fill
 
@@ -154,7 +154,9 @@ def test_25_forged_cursors_from_one_address_are_400s_then_429s_and_log_nothing(
 ) -> None:
     """The attack of the issue: from one address limited to 10 a minute, 25 forged cursors
     (once 25 500s and 48 KB of tracebacks). The cursor is read after the guest limit."""
-    app = make_app(filled, REDIS_URL=fresh_redis.url, GUEST_RATE_LIMIT="10 per minute")
+    app = make_app(
+        filled, REDIS_URL=fresh_redis.url, GUEST_RATE_LIMIT="10 per minute", **COUNTED_ON_REDIS
+    )
     client = app.test_client()
     cursors = [forged(payload) for payload in PAYLOADS.values()]
     caplog.set_level(logging.INFO)

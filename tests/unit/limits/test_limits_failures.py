@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 from app.extensions import db
 from app.web import create_app
 from harness.processes import RedisServer
-from tests.conftest import BASE_CONFIG
+from tests.conftest import BASE_CONFIG, COUNTED_ON_REDIS
 from tests.support.contract import validated
 
 VERIFY = "/api/keys/verify"
@@ -29,6 +29,7 @@ def workers(fresh_redis: RedisServer, database_url: str) -> Iterator[list[Flask]
         **BASE_CONFIG,
         "DATABASE_URL": database_url,
         "REDIS_URL": fresh_redis.url,
+        **COUNTED_ON_REDIS,
         "AUTH_FAILURE_LIMIT": "4 per minute",
     }
     apps = [create_app(config), create_app(config)]
@@ -88,3 +89,41 @@ def test_failed_keys_from_one_ipv6_64_are_counted_together(workers: list[Flask])
     assert status(second, UNKNOWN_KEY, next(rotating)) == (429, "rate_limited")
     # The next /64 is another client.
     assert status(first, key, "2001:db8:5:7::1") == (200, "ok")
+
+
+@pytest.fixture
+def strict_worker(fresh_redis: RedisServer, database_url: str) -> Iterator[Flask]:
+    """One worker on Redis whose first failed key from an address fills a day's window."""
+    app = create_app(
+        {
+            **BASE_CONFIG,
+            "DATABASE_URL": database_url,
+            "REDIS_URL": fresh_redis.url,
+            **COUNTED_ON_REDIS,
+            **COUNTED_ON_REDIS,
+            "AUTH_FAILURE_LIMIT": "1/day",
+        }
+    )
+    yield app
+    with app.app_context():
+        db.session.remove()
+        db.engine.dispose()
+
+
+def test_a_window_filled_by_its_first_hit_blocks_for_the_window(strict_worker: Flask) -> None:
+    """The hit that creates a window and fills it blocks the address until the window ends.
+
+    On Redis that window's counter is new, with two windows to live; the limits library's
+    reset time (its time to live modulo the window) is then *now*, which once ended the
+    block at once: a limit of one failure a day blocked nobody.
+    """
+    key = key_of(strict_worker)
+    client = strict_worker.test_client(use_cookies=False)
+    assert status(client, UNKNOWN_KEY) == (401, "invalid_key")  # fills the window
+    response = client.get(
+        VERIFY, headers={"X-API-Key": key}, environ_base={"REMOTE_ADDR": "198.51.100.9"}
+    )
+    assert response.status_code == 429, response.get_data(as_text=True)
+    body = validated("error", response.get_data())
+    assert 86_000_000 < body["retryAfterMs"] <= 86_400_000  # about a day, not none
+    assert status(client, key, "198.51.100.10") == (200, "ok")  # another address is free

@@ -31,7 +31,7 @@ from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
 from app.web import create_app
 from harness.processes import RedisServer
-from tests.conftest import BASE_CONFIG
+from tests.conftest import BASE_CONFIG, COUNTED_ON_REDIS
 from tests.support.contract import validated
 
 LATEST = "/api/probboard/latest"
@@ -467,7 +467,9 @@ def test_odd_forwarded_for_values_are_still_limited_never_5xx(
 
 def test_each_app_counts_in_its_own_storage(tmp_path: Path, fresh_redis: RedisServer) -> None:
     """create_app is a factory: building a second app must not re-point the first's limiter."""
-    on_redis = make_app(tmp_path, REDIS_URL=fresh_redis.url, GUEST_RATE_LIMIT="5 per minute")
+    on_redis = make_app(
+        tmp_path, REDIS_URL=fresh_redis.url, GUEST_RATE_LIMIT="5 per minute", **COUNTED_ON_REDIS
+    )
     make_app(tmp_path, GUEST_RATE_LIMIT="3 per minute")  # another app in the same process
     try:
         client = on_redis.test_client()
@@ -510,7 +512,13 @@ def test_flask_limiter_counts_guests_alone(database_url: str, fresh_redis: Redis
     counted by it: health, keyed reads, refused keys, OPTIONS and unknown paths leave no
     address counter in Redis."""
     app = create_app(
-        {**BASE_CONFIG, "DATABASE_URL": database_url, "REDIS_URL": fresh_redis.url, **LIMITS}
+        {
+            **BASE_CONFIG,
+            "DATABASE_URL": database_url,
+            "REDIS_URL": fresh_redis.url,
+            **LIMITS,
+            **COUNTED_ON_REDIS,
+        }
     )
     try:
         publish_board(app)
