@@ -32,6 +32,7 @@ DEFAULT_SYMBOL = "BTC"
 DEFAULT_WINDOWS = "5m"
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+MAX_CLOCK_OFFSET_MS = 86_400_000  # CLOCK_OFFSET_MS (tests and drills): a day either way
 
 
 class ConfigError(ValueError):
@@ -108,6 +109,7 @@ class Settings:
     trusted_proxies_legacy: bool = False  # TRUSTED_PROXIES was the old bare hop count
     verify_rate_limit: str = "30 per minute"  # valid-key checks on /api/keys/verify, per account
     stream_replay_max: int = 10  # a reconnect missing more boards gets the newest only
+    clock_offset_ms: int = 0  # the wall clock's shift (tests and drills only; app.board.timefmt)
 
     @property
     def embedded(self) -> bool:
@@ -475,6 +477,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         cors_origins=get("CORS_ORIGINS", "*", _origins),
         verify_rate_limit=get("VERIFY_RATE_LIMIT", "30 per minute", _rate_limit),
         stream_replay_max=get("STREAM_REPLAY_MAX", "10", lambda v, n: _int(v, n, 0, 10_000)),
+        clock_offset_ms=get(
+            "CLOCK_OFFSET_MS",
+            "0",
+            lambda v, n: _int(v, n, -MAX_CLOCK_OFFSET_MS, MAX_CLOCK_OFFSET_MS),
+        ),
     )
 
 
