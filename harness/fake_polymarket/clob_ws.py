@@ -33,7 +33,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from harness.fake_polymarket.market import FakeMarket
-from harness.fake_polymarket.wire import now_ms, price_text
+from harness.fake_polymarket.wire import price_text
 from harness.fake_polymarket.ws_server import _Client, _WsFake
 
 if TYPE_CHECKING:
@@ -223,7 +223,7 @@ class FakeClobWs(_WsFake):
         by_market: dict[str, list[dict[str, str]]] = {}
         for entry in entries:
             by_market.setdefault(self.world.condition_of(entry["asset_id"]), []).append(entry)
-        timestamp = str(now_ms())
+        timestamp = str(self.now_ms())
         with self._send_lock:
             for client in self.clients:
                 for market, market_entries in by_market.items():
@@ -259,7 +259,7 @@ class FakeClobWs(_WsFake):
                         "best_bid": best_bid,
                         "best_ask": best_ask,
                         "spread": price_text(Decimal(best_ask) - Decimal(best_bid)),
-                        "timestamp": str(now_ms()),
+                        "timestamp": str(self.now_ms()),
                     }
                     client.send(json.dumps(message))
 
@@ -282,7 +282,7 @@ class FakeClobWs(_WsFake):
             "assets_ids": [market.up_token, market.down_token],
             "winning_asset_id": market.up_token if outcome == "Up" else market.down_token,
             "winning_outcome": outcome,
-            "timestamp": str(now_ms()),
+            "timestamp": str(self.now_ms()),
         }
         text = json.dumps(message)
         with self._send_lock:

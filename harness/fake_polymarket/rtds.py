@@ -42,7 +42,6 @@ from harness.fake_polymarket.wire import (
     SPOT_TOPIC,
     TWAP30_TOPIC,
     TWAP_TOPIC,
-    now_ms,
     twap_topic,
 )
 from harness.paths import SeededPath
@@ -72,11 +71,21 @@ class FakeRtds(_RtdsSocket):
         self.history_of(symbol)  # an unknown symbol is a mistake in the test
         if isinstance(value, Decimal):
             message = self.update(
-                topic, ts_ms, value, plain_full_accuracy=self.plain_full_accuracy, symbol=symbol
+                topic,
+                ts_ms,
+                value,
+                plain_full_accuracy=self.plain_full_accuracy,
+                symbol=symbol,
+                sent_ms=self.now_ms(),
             )
         else:
             payload = {"symbol": symbol, "timestamp": ts_ms, "value": value}
-            message = {"topic": topic, "type": "update", "timestamp": now_ms(), "payload": payload}
+            message = {
+                "topic": topic,
+                "type": "update",
+                "timestamp": self.now_ms(),
+                "payload": payload,
+            }
         if self._held(symbol):
             return
         self._deliver(topic, symbol, json.dumps(message))
@@ -92,7 +101,7 @@ class FakeRtds(_RtdsSocket):
         message = {
             "topic": EXCHANGE_TOPIC,
             "type": "update",
-            "timestamp": now_ms(),
+            "timestamp": self.now_ms(),
             "payload": payload,
         }
         if not self._held(symbol):
@@ -109,7 +118,9 @@ class FakeRtds(_RtdsSocket):
         ``crypto_prices``). Not recorded."""
         self.history_of(symbol)  # an unknown symbol is a mistake in the test
         wire = SPOT_HISTORY_TOPIC if topic == SPOT_TOPIC else None
-        snapshot = self.first_message(topic, list(points), wire_topic=wire, symbol=symbol)
+        snapshot = self.first_message(
+            topic, list(points), wire_topic=wire, symbol=symbol, sent_ms=self.now_ms()
+        )
         self._deliver(topic, symbol, json.dumps(snapshot))
 
     def flood_errors(self, per_s: float) -> None:
@@ -251,7 +262,7 @@ class FakeRtds(_RtdsSocket):
             seed = rank  # 0 for btc/usd
         if s0 is None:
             s0 = 100_000.0 if symbol == DEFAULT_CHAINLINK else market.start_price
-        path = BrownianPath(seed, sigma, s0, *live_span(history_s))
+        path = BrownianPath(seed, sigma, s0, *live_span(history_s, self.clock()))
         self.live_on(path, spot, twap, period_s, history_s, twap30=twap30, symbol=symbol)
         return path
 
@@ -267,9 +278,9 @@ class FakeRtds(_RtdsSocket):
         symbol: str = DEFAULT_CHAINLINK,
     ) -> None:
         """``live`` on a path of the caller's (any ``SeededPath``, e.g. a settlement-feed
-        stand-in) that covers ``live_span(history_s)``: its values only, every ``period_s``
+        stand-in) that covers ``live_span(history_s, now)``: its values only, every ``period_s``
         (the path's arrival lags and gaps are the tapes' business)."""
-        now = int(time.time())
+        now = int(self.clock())
         series: list[tuple[str, Callable[[float], Decimal]]] = [
             (SPOT_TOPIC, spot or (lambda t: path.value(int(t)))),
             (TWAP_TOPIC, twap or (lambda t: path.twap(int(t), 60))),
@@ -280,7 +291,7 @@ class FakeRtds(_RtdsSocket):
                 self._record(topic, t * 1000, price(t), symbol)
 
         def tick() -> None:
-            t = time.time()
+            t = self.clock()
             ts = int(t * 1000)
             for topic, price in series:
                 glitch = self.spot_glitch if topic == SPOT_TOPIC else None

@@ -232,7 +232,9 @@ class _RtdsSocket(_WsFake):
             points = [(ts, self._on_wire(topic, ts, value)) for ts, value in points]
             if points:
                 wire = SPOT_HISTORY_TOPIC if topic == SPOT_TOPIC else None
-                snapshot = self.first_message(topic, points, wire_topic=wire, symbol=symbol)
+                snapshot = self.first_message(
+                    topic, points, wire_topic=wire, symbol=symbol, sent_ms=self.now_ms()
+                )
                 client.send(json.dumps(snapshot))
 
         if self.history_delay_s > 0:
@@ -247,14 +249,15 @@ class _RtdsSocket(_WsFake):
         wire_topic: str | None = None,
         *,
         symbol: str = DEFAULT_CHAINLINK,
+        sent_ms: int | None = None,
     ) -> dict[str, Any]:
         """The history snapshot of ``symbol``: the recent points as ``payload.data``, under
         ``wire_topic`` (``crypto_prices`` for the spot, as the server sends it) or else
-        ``topic``."""
+        ``topic``; sent at ``sent_ms`` (default: now on the real clock)."""
         return {
             "topic": wire_topic or topic,
             "type": "subscribe",
-            "timestamp": now_ms(),
+            "timestamp": now_ms() if sent_ms is None else sent_ms,
             "payload": {
                 "symbol": symbol,
                 "data": [{"timestamp": ts, "value": float(v)} for ts, v in points],
@@ -269,10 +272,11 @@ class _RtdsSocket(_WsFake):
         *,
         plain_full_accuracy: bool = False,
         symbol: str = DEFAULT_CHAINLINK,
+        sent_ms: int | None = None,
     ) -> dict[str, Any]:
-        """An ``update`` message of ``symbol``; the TWAP topics add ``full_accuracy_value``
-        (scaled by 1e18, or a plain decimal string with ``plain_full_accuracy``) and
-        ``window_s``.
+        """An ``update`` message of ``symbol``, sent at ``sent_ms`` (default: now on the real
+        clock); the TWAP topics add ``full_accuracy_value`` (scaled by 1e18, or a plain
+        decimal string with ``plain_full_accuracy``) and ``window_s``.
 
         ``value`` is rounded to cents there, so a reader that ignores the exact value is seen.
         """
@@ -282,7 +286,8 @@ class _RtdsSocket(_WsFake):
             payload["value"] = float(round(value, 2))
             payload["full_accuracy_value"] = plain(value) if plain_full_accuracy else scaled(value)
             payload["window_s"] = window_s
-        return {"topic": topic, "type": "update", "timestamp": now_ms(), "payload": payload}
+        sent = now_ms() if sent_ms is None else sent_ms
+        return {"topic": topic, "type": "update", "timestamp": sent, "payload": payload}
 
     def seed(
         self,
@@ -320,7 +325,12 @@ class _RtdsSocket(_WsFake):
             return
         sent = self._on_wire(topic, ts_ms, amount)
         message = self.update(
-            topic, ts_ms, sent, plain_full_accuracy=self.plain_full_accuracy, symbol=symbol
+            topic,
+            ts_ms,
+            sent,
+            plain_full_accuracy=self.plain_full_accuracy,
+            symbol=symbol,
+            sent_ms=self.now_ms(),
         )
         self._deliver(topic, symbol, json.dumps(message))
 
