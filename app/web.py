@@ -26,7 +26,7 @@ from app import (
     stream,
 )
 from app.board.render import BoardRenderer
-from app.board.timefmt import now_ms
+from app.board.timefmt import now_ms, set_offset_ms
 from app.board.trail import WindowTrail
 from app.bus import create_bus
 from app.calibration.cursor import WindowCursors
@@ -46,6 +46,7 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     """
     environ = dict(os.environ) if config is None else {k: str(v) for k, v in config.items()}
     settings = load_web_settings(environ)  # outside the embedded shape: its secrets too
+    set_offset_ms(settings.clock_offset_ms)  # CLOCK_OFFSET_MS, before anything reads the time
 
     app = Flask(__name__, instance_relative_config=True)
     # "//" in a path must not become an HTML redirect: every answer is an API answer.

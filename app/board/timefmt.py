@@ -1,4 +1,6 @@
-"""The two time formats of the interface, both UTC with milliseconds."""
+"""The two time formats of the interface, both UTC with milliseconds, and the service's wall
+clock: the system's, shifted by ``CLOCK_OFFSET_MS`` (0 but in tests and drills), which every
+process sets once at start-up (``set_offset_ms``) before it reads the time."""
 
 from __future__ import annotations
 
@@ -24,6 +26,22 @@ def _second(seconds: int) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(seconds))
 
 
+_offset_ms = 0  # CLOCK_OFFSET_MS, set once at start-up
+_offset_s = 0.0
+
+
+def set_offset_ms(offset_ms: int) -> None:
+    """Shift this process's wall clock (``now_ms``, ``now``) by ``offset_ms``: at start-up,
+    from ``CLOCK_OFFSET_MS``, and by every process of one service alike."""
+    global _offset_ms, _offset_s
+    _offset_ms, _offset_s = offset_ms, offset_ms / 1000
+
+
 def now_ms() -> int:
-    """Wall-clock time in whole epoch milliseconds."""
-    return time.time_ns() // 1_000_000
+    """The service's wall-clock time in whole epoch milliseconds."""
+    return time.time_ns() // 1_000_000 + _offset_ms
+
+
+def now() -> float:
+    """The service's wall-clock time in epoch seconds (the boards' and windows' clock)."""
+    return time.time() + _offset_s

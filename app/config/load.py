@@ -32,6 +32,7 @@ from app.config.settings import (
     DEFAULT_WINDOWS,
     LOG_FORMATS,
     LOG_LEVELS,
+    MAX_CLOCK_OFFSET_MS,
     MIN_REFRESH_MS,
     Settings,
 )
@@ -146,6 +147,11 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
             "REFRESHER_METRICS_PORT", "9101", lambda v, n: integer(v, n, 0, 65535)
         ),
         cors_origins=get("CORS_ORIGINS", "*", origins),
+        clock_offset_ms=get(
+            "CLOCK_OFFSET_MS",
+            "0",
+            lambda v, n: integer(v, n, -MAX_CLOCK_OFFSET_MS, MAX_CLOCK_OFFSET_MS),
+        ),
         limits_redis_timeout_ms=get(
             "LIMITS_REDIS_TIMEOUT_MS", "500", lambda v, n: integer(v, n, 50, 10_000)
         ),

@@ -16,6 +16,7 @@ DEFAULT_SYMBOL = "BTC"
 DEFAULT_WINDOWS = "5m"
 LOG_FORMATS = ("text", "json")
 LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
+MAX_CLOCK_OFFSET_MS = 86_400_000  # CLOCK_OFFSET_MS (tests and drills): a day either way
 
 
 @dataclass(frozen=True)
@@ -71,6 +72,7 @@ class Settings:
     refresher_metrics_port: int = 9101  # the refresher's own /metrics (0: off)
     cors_origins: tuple[str, ...] = ("*",)  # origins whose pages may read /api/* (app.cors)
     limits_redis_timeout_ms: int = 500  # a limit's Redis call; past it, counted in memory
+    clock_offset_ms: int = 0  # the wall clock's shift (tests and drills only; app.board.timefmt)
     trusted_proxies_legacy: bool = False  # TRUSTED_PROXIES was the old bare hop count
     verify_rate_limit: str = "30 per minute"  # valid-key checks on /api/keys/verify, per account
     stream_replay_max: int = 10  # a reconnect missing more boards gets the newest only

@@ -2,14 +2,16 @@
 
 The feeds call ``notify`` (a new top of book on either side, a new price point, a new market
 or price to beat); the refresher waits on it to publish at once instead of at the next tick
-(``app.refresher.loop``). ``newest_ms`` is when the newest such input arrived (wall clock,
-epoch ms): every board carries it, so a client can measure the service's own delay.
+(``app.refresher.loop``). ``newest_ms`` is when the newest such input arrived (the service's
+wall clock, ``app.board.timefmt.now_ms``, epoch ms): every board carries it, so a client can
+measure the service's own delay.
 """
 
 from __future__ import annotations
 
 import threading
-import time
+
+from app.board.timefmt import now_ms
 
 
 class Changes:
@@ -21,7 +23,7 @@ class Changes:
 
     def notify(self) -> None:
         """An input that changes the board has just arrived."""
-        self.newest_ms = time.time_ns() // 1_000_000
+        self.newest_ms = now_ms()
         self._event.set()
 
     def wait(self, timeout: float) -> bool:

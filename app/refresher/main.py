@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from app.board import timefmt
 from app.bus import BoardBus, create_bus
 from app.config import ConfigError, Settings, load_settings, report_bad_setting
 from app.logs import configure_logging
@@ -54,6 +55,7 @@ def recording_refresher(
         source,
         bus,
         settings.refresh_tick_ms,
+        clock=timefmt.now,
         observer=recorder,
         min_interval_ms=settings.publish_min_interval_ms,
     )
@@ -62,7 +64,8 @@ def recording_refresher(
 
 def print_once(settings: Settings) -> None:
     """Build one board from a fresh source and print it as JSON (publishes nothing)."""
-    refresher = Refresher(create_source(settings), create_bus(settings), settings.refresh_tick_ms)
+    source, bus = create_source(settings), create_bus(settings)
+    refresher = Refresher(source, bus, settings.refresh_tick_ms, clock=timefmt.now)
     warm_up = getattr(refresher.source, "warm_up", None)
     if warm_up is not None:
         warm_up(ONCE_WARM_UP_S)  # live sources need a moment for their sockets
@@ -158,6 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = with_tape(load_settings(), args.record)
     except ConfigError as exc:
         return report_bad_setting(exc)
+    timefmt.set_offset_ms(settings.clock_offset_ms)  # CLOCK_OFFSET_MS, before any reading
     configure_logging(settings)
     if args.who_leads:
         return print_leader(settings)

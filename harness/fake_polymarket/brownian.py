@@ -20,10 +20,12 @@ from harness.paths import SeededPath
 LIVE_S = 30 * 86400  # how long live() can run on its path: generated lazily, so it costs nothing
 
 
-def live_span(history_s: int) -> tuple[int, int]:
-    """(start_s, seconds) of a path for ``live``: early enough for a full TWAP at the
-    oldest history point, and a month ahead."""
-    return int(time.time()) - history_s - max(TWAP_TOPICS), history_s + LIVE_S
+def live_span(history_s: int, now_s: float | None = None) -> tuple[int, int]:
+    """(start_s, seconds) of a path for ``live`` starting at ``now_s`` (default: now on the
+    real clock): early enough for a full TWAP at the oldest history point, and a month
+    ahead."""
+    now = time.time() if now_s is None else now_s
+    return int(now) - history_s - max(TWAP_TOPICS), history_s + LIVE_S
 
 
 def wave_price(base: Decimal, amplitude: Decimal, period_s: float) -> Callable[[float], Decimal]:

@@ -12,7 +12,6 @@ The CLOB's WebSocket market channel is ``harness.fake_polymarket.clob_ws``.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from harness.fake_polymarket.http_server import _HttpFake
@@ -52,5 +51,5 @@ class FakeClobRest(_HttpFake):
             market = self.world.market_by_condition(path.removeprefix("/markets/"))
             return (200, market.clob_market()) if market else (404, {"error": "market not found"})
         if method == "GET" and path == "/time":
-            return 200, int(time.time())
+            return 200, int(self.clock())
         return 404, {"error": "not found"}

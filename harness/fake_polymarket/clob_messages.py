@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import Any
 
 from harness.fake_polymarket.market import FakeMarket
-from harness.fake_polymarket.wire import now_ms
 
 PriceChange = tuple[str, str, str, str]  # (asset id, side BUY/SELL, price, size)
 
@@ -35,9 +34,9 @@ def price_change_entries(
     return entries
 
 
-def resolved_message(market: FakeMarket, winner: str) -> dict[str, Any]:
-    """``market``'s ``market_resolved`` message; ``winner`` is ``"Up"`` / ``"Down"`` (any
-    case) or the winning token id."""
+def resolved_message(market: FakeMarket, winner: str, sent_ms: int) -> dict[str, Any]:
+    """``market``'s ``market_resolved`` message, sent at ``sent_ms``; ``winner`` is
+    ``"Up"`` / ``"Down"`` (any case) or the winning token id."""
     labels = {"up": "Up", "down": "Down", market.up_token: "Up", market.down_token: "Down"}
     outcome = labels.get(winner.lower()) or labels.get(winner)
     if outcome is None:
@@ -48,7 +47,7 @@ def resolved_message(market: FakeMarket, winner: str) -> dict[str, Any]:
         "assets_ids": [market.up_token, market.down_token],
         "winning_asset_id": market.up_token if outcome == "Up" else market.down_token,
         "winning_outcome": outcome,
-        "timestamp": str(now_ms()),
+        "timestamp": str(sent_ms),
     }
 
 

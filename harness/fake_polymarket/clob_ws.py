@@ -39,7 +39,7 @@ from harness.fake_polymarket.clob_messages import (
     resolved_message,
 )
 from harness.fake_polymarket.market import FakeMarket
-from harness.fake_polymarket.wire import now_ms, price_text
+from harness.fake_polymarket.wire import price_text
 from harness.fake_polymarket.ws_server import _Client, _WsFake
 
 if TYPE_CHECKING:
@@ -222,7 +222,7 @@ class FakeClobWs(_WsFake):
         by_market: dict[str, list[dict[str, str]]] = {}
         for entry in entries:
             by_market.setdefault(self.world.condition_of(entry["asset_id"]), []).append(entry)
-        timestamp = str(now_ms())
+        timestamp = str(self.now_ms())
         with self._send_lock:
             for client in self.clients:
                 for market, market_entries in by_market.items():
@@ -258,7 +258,7 @@ class FakeClobWs(_WsFake):
                         "best_bid": best_bid,
                         "best_ask": best_ask,
                         "spread": price_text(Decimal(best_ask) - Decimal(best_bid)),
-                        "timestamp": str(now_ms()),
+                        "timestamp": str(self.now_ms()),
                     }
                     client.send(json.dumps(message))
 
@@ -271,7 +271,7 @@ class FakeClobWs(_WsFake):
     def send_market_resolved(self, market: FakeMarket, winner: str) -> None:
         """``market_resolved`` to the connections watching either token; ``winner`` is
         ``"Up"`` / ``"Down"`` (any case) or the winning token id."""
-        text = json.dumps(resolved_message(market, winner))
+        text = json.dumps(resolved_message(market, winner, self.now_ms()))
         with self._send_lock:
             for client in self.clients:
                 if client.assets & set(market.tokens) and self.deliverable(client):

@@ -17,6 +17,7 @@ import select
 import socket
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -74,6 +75,8 @@ class _HttpFake:
     """A ThreadingHTTPServer; ``mode`` is ``ok``, ``error`` (500) or ``hang``."""
 
     def __init__(self) -> None:
+        # The wall clock the fake stamps its answers with (the world's: ``running(clock=...)``).
+        self.clock: Callable[[], float] = time.time
         self.mode = "ok"
         self.trickle_bps = 0.0  # > 0: answers written at this many bytes a second
         self.trickles: list[Trickle] = []
@@ -87,6 +90,10 @@ class _HttpFake:
         """``http://127.0.0.1:PORT``."""
         assert self._server is not None, "not started"
         return f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def now_ms(self) -> int:
+        """Epoch milliseconds on the fake's wall clock."""
+        return int(self.clock() * 1000)
 
     def start(self) -> None:
         """Listen on a free port."""

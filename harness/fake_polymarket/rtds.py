@@ -24,15 +24,13 @@ from __future__ import annotations
 
 import bisect
 import json
-import math
-import time
 from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import Any
 
 from app.markets import MARKETS
 from harness.fake_polymarket.brownian import BrownianPath, live_span
-from harness.fake_polymarket.rtds_socket import _RtdsSocket
+from harness.fake_polymarket.rtds_faults import _RtdsConnectionFaults
 from harness.fake_polymarket.wire import (
     CHAINLINK_SYMBOLS,
     DEFAULT_CHAINLINK,
@@ -42,13 +40,12 @@ from harness.fake_polymarket.wire import (
     SPOT_TOPIC,
     TWAP30_TOPIC,
     TWAP_TOPIC,
-    now_ms,
     twap_topic,
 )
 from harness.paths import SeededPath
 
 
-class FakeRtds(_RtdsSocket):
+class FakeRtds(_RtdsConnectionFaults):
     """The real-time data socket: ``crypto_prices_chainlink`` (spot) and the TWAP topics
     ``crypto_prices_twap_sixty`` / ``crypto_prices_twap_thirty``.
 
@@ -72,11 +69,21 @@ class FakeRtds(_RtdsSocket):
         self.history_of(symbol)  # an unknown symbol is a mistake in the test
         if isinstance(value, Decimal):
             message = self.update(
-                topic, ts_ms, value, plain_full_accuracy=self.plain_full_accuracy, symbol=symbol
+                topic,
+                ts_ms,
+                value,
+                plain_full_accuracy=self.plain_full_accuracy,
+                symbol=symbol,
+                sent_ms=self.now_ms(),
             )
         else:
             payload = {"symbol": symbol, "timestamp": ts_ms, "value": value}
-            message = {"topic": topic, "type": "update", "timestamp": now_ms(), "payload": payload}
+            message = {
+                "topic": topic,
+                "type": "update",
+                "timestamp": self.now_ms(),
+                "payload": payload,
+            }
         if self._held(symbol):
             return
         self._deliver(topic, symbol, json.dumps(message))
@@ -92,7 +99,7 @@ class FakeRtds(_RtdsSocket):
         message = {
             "topic": EXCHANGE_TOPIC,
             "type": "update",
-            "timestamp": now_ms(),
+            "timestamp": self.now_ms(),
             "payload": payload,
         }
         if not self._held(symbol):
@@ -109,51 +116,10 @@ class FakeRtds(_RtdsSocket):
         ``crypto_prices``). Not recorded."""
         self.history_of(symbol)  # an unknown symbol is a mistake in the test
         wire = SPOT_HISTORY_TOPIC if topic == SPOT_TOPIC else None
-        snapshot = self.first_message(topic, list(points), wire_topic=wire, symbol=symbol)
+        snapshot = self.first_message(
+            topic, list(points), wire_topic=wire, symbol=symbol, sent_ms=self.now_ms()
+        )
         self._deliver(topic, symbol, json.dumps(snapshot))
-
-    def flood_errors(self, per_s: float) -> None:
-        """Send about ``per_s`` error frames a second to every connection, each with a
-        message of its own (and three status codes in turn); 0 stops the flood."""
-        self._flood_per_s = per_s
-        with self._lock:
-            if self._flooding or per_s <= 0:
-                return
-            self._flooding = True
-        self._spawn(self._flood)
-
-    def _flood(self) -> None:
-        count = 0
-        step_s = 0.01
-        while not self._stopping.wait(step_s):
-            rate = self._flood_per_s
-            for _ in range(max(0, round(rate * step_s))):
-                count += 1
-                status = (400, 429, 500)[count % 3]
-                for client in self.clients:
-                    self._error(client, status, f"upstream trouble #{count} (request {count:x})")
-
-    def drop_after(self, healthy_s: float, times: int) -> None:
-        """In a thread, ``times`` times over: once a connection has been up ``healthy_s``,
-        drop every connection (its time goes to ``drops``)."""
-
-        def run() -> None:
-            dropped_at = -math.inf
-            for _ in range(times):
-                while not self._stopping.is_set():
-                    # Only connections opened since the last drop (a dropped one may linger
-                    # in the list for a moment).
-                    opened = [c.opened_at for c in self.clients if c.opened_at > dropped_at]
-                    if opened and time.monotonic() - min(opened) >= healthy_s:
-                        break
-                    self._stopping.wait(0.02)
-                if self._stopping.is_set():
-                    return
-                dropped_at = time.monotonic()
-                self.drops.append(dropped_at)
-                self.drop()
-
-        self._spawn(run)
 
     def hole(
         self,
@@ -251,7 +217,7 @@ class FakeRtds(_RtdsSocket):
             seed = rank  # 0 for btc/usd
         if s0 is None:
             s0 = 100_000.0 if symbol == DEFAULT_CHAINLINK else market.start_price
-        path = BrownianPath(seed, sigma, s0, *live_span(history_s))
+        path = BrownianPath(seed, sigma, s0, *live_span(history_s, self.clock()))
         self.live_on(path, spot, twap, period_s, history_s, twap30=twap30, symbol=symbol)
         return path
 
@@ -267,9 +233,9 @@ class FakeRtds(_RtdsSocket):
         symbol: str = DEFAULT_CHAINLINK,
     ) -> None:
         """``live`` on a path of the caller's (any ``SeededPath``, e.g. a settlement-feed
-        stand-in) that covers ``live_span(history_s)``: its values only, every ``period_s``
+        stand-in) that covers ``live_span(history_s, now)``: its values only, every ``period_s``
         (the path's arrival lags and gaps are the tapes' business)."""
-        now = int(time.time())
+        now = int(self.clock())
         series: list[tuple[str, Callable[[float], Decimal]]] = [
             (SPOT_TOPIC, spot or (lambda t: path.value(int(t)))),
             (TWAP_TOPIC, twap or (lambda t: path.twap(int(t), 60))),
@@ -280,7 +246,7 @@ class FakeRtds(_RtdsSocket):
                 self._record(topic, t * 1000, price(t), symbol)
 
         def tick() -> None:
-            t = time.time()
+            t = self.clock()
             ts = int(t * 1000)
             for topic, price in series:
                 glitch = self.spot_glitch if topic == SPOT_TOPIC else None

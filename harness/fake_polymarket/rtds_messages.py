@@ -54,14 +54,15 @@ def first_message(
     wire_topic: str | None = None,
     *,
     symbol: str = DEFAULT_CHAINLINK,
+    sent_ms: int | None = None,
 ) -> dict[str, Any]:
     """The history snapshot of ``symbol``: the recent points as ``payload.data``, under
     ``wire_topic`` (``crypto_prices`` for the spot, as the server sends it) or else
-    ``topic``."""
+    ``topic``; sent at ``sent_ms`` (default: now on the real clock)."""
     return {
         "topic": wire_topic or topic,
         "type": "subscribe",
-        "timestamp": now_ms(),
+        "timestamp": now_ms() if sent_ms is None else sent_ms,
         "payload": {
             "symbol": symbol,
             "data": [{"timestamp": ts, "value": float(v)} for ts, v in points],
@@ -76,10 +77,11 @@ def update(
     *,
     plain_full_accuracy: bool = False,
     symbol: str = DEFAULT_CHAINLINK,
+    sent_ms: int | None = None,
 ) -> dict[str, Any]:
-    """An ``update`` message of ``symbol``; the TWAP topics add ``full_accuracy_value``
-    (scaled by 1e18, or a plain decimal string with ``plain_full_accuracy``) and
-    ``window_s``.
+    """An ``update`` message of ``symbol``, sent at ``sent_ms`` (default: now on the real
+    clock); the TWAP topics add ``full_accuracy_value`` (scaled by 1e18, or a plain
+    decimal string with ``plain_full_accuracy``) and ``window_s``.
 
     ``value`` is rounded to cents there, so a reader that ignores the exact value is seen.
     """
@@ -89,4 +91,5 @@ def update(
         payload["value"] = float(round(value, 2))
         payload["full_accuracy_value"] = plain(value) if plain_full_accuracy else scaled(value)
         payload["window_s"] = window_s
-    return {"topic": topic, "type": "update", "timestamp": now_ms(), "payload": payload}
+    sent = now_ms() if sent_ms is None else sent_ms
+    return {"topic": topic, "type": "update", "timestamp": sent, "payload": payload}

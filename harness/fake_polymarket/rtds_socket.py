@@ -215,7 +215,9 @@ class _RtdsSocket(_WsFake):
             points = [(ts, self._on_wire(topic, ts, value)) for ts, value in points]
             if points:
                 wire = SPOT_HISTORY_TOPIC if topic == SPOT_TOPIC else None
-                snapshot = self.first_message(topic, points, wire_topic=wire, symbol=symbol)
+                snapshot = self.first_message(
+                    topic, points, wire_topic=wire, symbol=symbol, sent_ms=self.now_ms()
+                )
                 client.send(json.dumps(snapshot))
 
         if self.history_delay_s > 0:
@@ -259,7 +261,12 @@ class _RtdsSocket(_WsFake):
             return
         sent = self._on_wire(topic, ts_ms, amount)
         message = self.update(
-            topic, ts_ms, sent, plain_full_accuracy=self.plain_full_accuracy, symbol=symbol
+            topic,
+            ts_ms,
+            sent,
+            plain_full_accuracy=self.plain_full_accuracy,
+            symbol=symbol,
+            sent_ms=self.now_ms(),
         )
         self._deliver(topic, symbol, json.dumps(message))
 

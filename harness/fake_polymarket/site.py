@@ -14,7 +14,7 @@ from typing import Any
 
 from app.markets import MARKETS
 from harness.fake_polymarket.http_server import _HttpFake
-from harness.fake_polymarket.wire import DEFAULT_SYMBOL, chainlink_of, from_iso, now_ms
+from harness.fake_polymarket.wire import DEFAULT_SYMBOL, chainlink_of, from_iso
 
 
 class FakeSite(_HttpFake):
@@ -81,7 +81,7 @@ class FakeSite(_HttpFake):
         return 200, {
             "openPrice": open_price,
             "closePrice": None,
-            "timestamp": now_ms(),
+            "timestamp": self.now_ms(),
             "completed": False,
             "incomplete": True,
             "cached": False,

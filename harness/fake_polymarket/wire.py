@@ -126,7 +126,7 @@ def price_text(price: Decimal | str | float) -> str:
 
 
 def now_ms() -> int:
-    """Wall-clock epoch milliseconds."""
+    """Epoch milliseconds on the real wall clock (a fake's own, its world's: ``now_ms()``)."""
     return int(time.time() * 1000)
 
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator, Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
@@ -20,7 +21,7 @@ from harness.fake_polymarket.http_server import _HttpFake
 from harness.fake_polymarket.market import FakeBook, FakeMarket, default_books
 from harness.fake_polymarket.rtds import FakeRtds
 from harness.fake_polymarket.site import FakeSite
-from harness.fake_polymarket.wire import DEFAULT_SYMBOL, SPOT, chainlink_of, now_ms
+from harness.fake_polymarket.wire import DEFAULT_SYMBOL, SPOT, chainlink_of
 from harness.fake_polymarket.ws_server import _WsFake
 
 
@@ -40,6 +41,9 @@ class FakePolymarket:
     auto_rule: str = SPOT  # the settlement rule of markets made up on demand
     markets: dict[int, FakeMarket] = field(default_factory=dict)  # BTC's, by window start
     books: dict[str, FakeBook] = field(default_factory=dict)
+    # The one wall clock of every stand-in (a ``harness.clocks.OffsetClock`` puts "now"
+    # anywhere in a window); ages, delays and timeouts stay on the real monotonic clock.
+    clock: Callable[[], float] = time.time
 
     def __post_init__(self) -> None:
         self._lock = threading.RLock()
@@ -57,6 +61,8 @@ class FakePolymarket:
         self.clob_ws = FakeClobWs(self)
         self.rtds = FakeRtds()
         self._started: list[_HttpFake | _WsFake] = []
+        for server in (self.gamma, self.clob, self.site, self.clob_ws, self.rtds):
+            server.clock = self.clock
 
     # lifecycle
     def start(self) -> FakePolymarket:
@@ -185,7 +191,7 @@ class FakePolymarket:
             book = self.books.get(asset)
             if book is None:
                 return None
-            return book.as_json(asset, self.condition_of(asset), now_ms())
+            return book.as_json(asset, self.condition_of(asset), int(self.clock() * 1000))
 
     def best(self, asset: str) -> tuple[float | None, float | None]:
         """(best bid, best ask) of a token as the fake holds it."""
@@ -219,8 +225,10 @@ class FakePolymarket:
 
 
 @contextlib.contextmanager
-def running(auto_markets: bool = False, auto_rule: str = SPOT) -> Iterator[FakePolymarket]:
-    """All fakes, started and always stopped."""
-    world = FakePolymarket(auto_markets=auto_markets, auto_rule=auto_rule)
+def running(
+    auto_markets: bool = False, auto_rule: str = SPOT, clock: Callable[[], float] = time.time
+) -> Iterator[FakePolymarket]:
+    """All fakes on the wall clock ``clock``, started and always stopped."""
+    world = FakePolymarket(auto_markets=auto_markets, auto_rule=auto_rule, clock=clock)
     with world:
         yield world

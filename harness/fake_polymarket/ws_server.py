@@ -63,6 +63,8 @@ class _WsFake:
     path = "/"
 
     def __init__(self) -> None:
+        # The wall clock the fake stamps its answers with (the world's: ``running(clock=...)``).
+        self.clock: Callable[[], float] = time.time
         self.refuse = False
         self.silent = False
         self.connections = 0  # accepted so far
@@ -81,6 +83,10 @@ class _WsFake:
         """``ws://127.0.0.1:PORT/path``."""
         assert self._server is not None, "not started"
         return f"ws://127.0.0.1:{self._server.socket.getsockname()[1]}{self.path}"
+
+    def now_ms(self) -> int:
+        """Epoch milliseconds on the fake's wall clock."""
+        return int(self.clock() * 1000)
 
     def start(self) -> None:
         """Listen on a free port."""

@@ -69,6 +69,7 @@ from harness.accounts import (  # noqa: E402
     issue_key,
     scratch_accounts,
 )
+from harness.clocks import REAL, OffsetClock  # noqa: E402
 from harness.processes import (  # noqa: E402
     ROOT,
     RedisServer,
@@ -917,14 +918,16 @@ def test_every_served_row_has_its_own_card(
 SUSPECT = "price: the spot 101234.5 is +50.0 bp from the exchange price (btcusdt)"
 
 
-def publish_board(redis_url: str, symbols: str, left_behind: str | None = None) -> None:
-    """Publish a simulated board of ``symbols`` built now; the row of ``left_behind`` is
-    as its silent feed left it: two minutes old, of the previous window, with a reason in
-    its ``suspect`` (as the live source gives one)."""
+def publish_board(
+    redis_url: str, symbols: str, left_behind: str | None = None, clock: OffsetClock = REAL
+) -> None:
+    """Publish a simulated board of ``symbols`` built now on ``clock`` (the service's); the
+    row of ``left_behind`` is as its silent feed left it: two minutes old, of the previous
+    window, with a reason in its ``suspect`` (as the live source gives one)."""
     bus = RedisBoardBus(redis_url)
     try:
         source = SimulatedSource(seed=1, markets=parse_symbols(symbols))
-        board = Refresher(source, bus, 500).build()
+        board = Refresher(source, bus, 500, clock=clock).build()
         for item in board["items"]:
             if item["symbol"] == left_behind:
                 item["ts"] -= LEFT_BEHIND_MS
@@ -941,11 +944,13 @@ def test_cards_follow_the_served_rows_each_with_its_own_staleness(
     service: Service, accounts: Accounts, fresh_redis: RedisServer, browser: WebDriver
 ) -> None:
     """Cards are keyed by symbol: added, moved and removed as the served rows change; a row
-    left behind by its feed is marked stale on its own card, with its own countdown."""
-    if WINDOW_S - time.time() % WINDOW_S < 10:
-        time.sleep(WINDOW_S - time.time() % WINDOW_S)  # the fresh rows' window is not ending
-    publish_board(fresh_redis.url, FOUR, left_behind="ETH")
+    left behind by its feed is marked stale on its own card, with its own countdown. The
+    service and the boards share a clock set mid-window: the fresh rows' window is not
+    ending (the page counts down from the served ``rem_secs``, never its own clock)."""
+    clock = OffsetClock.into_window(WINDOW_S / 2)
+    publish_board(fresh_redis.url, FOUR, left_behind="ETH", clock=clock)
     service.env.update(
+        clock.env(),
         REDIS_URL=fresh_redis.url,
         DATABASE_URL=accounts.env["DATABASE_URL"],
         API_KEY_PEPPER=TEST_PEPPER,
@@ -980,7 +985,7 @@ def test_cards_follow_the_served_rows_each_with_its_own_staleness(
         "for (const c of document.querySelectorAll('#markets > .market'))"
         " c.kept = c.dataset.symbol;"
     )
-    publish_board(fresh_redis.url, "XRP,BTC")
+    publish_board(fresh_redis.url, "XRP,BTC", clock=clock)
     page = wait_shown(browser, lambda p: symbols_of(p) == ["XRP", "BTC"], "XRP then BTC")
     kept = browser.execute_script(
         "return Array.from(document.querySelectorAll('#markets > .market'), (c) => c.kept);"
@@ -990,7 +995,7 @@ def test_cards_follow_the_served_rows_each_with_its_own_staleness(
     assert all(c["row-badge.hidden"] is True for c in page["cards"]), page["cards"]
     assert "danger" not in page["badge.class"].split(), page
 
-    publish_board(fresh_redis.url, "SOL")
+    publish_board(fresh_redis.url, "SOL", clock=clock)
     page = wait_shown(browser, lambda p: symbols_of(p) == ["SOL"], "SOL alone")
     assert page["markets.class"].split() == ["markets", "single"], page
     assert not card(browser, "SOL", '[data-field="symbol"]').is_displayed()

@@ -4,10 +4,16 @@ reading the local fakes, sampled through ``GET /api/probboard/latest`` twice a s
 While an attack lasts every served item is STALE (``isStale``) or RIGHT: its price one the
 spot really had in the last seconds, its tokens this window's, its books the CLOB's. Within
 ``RECOVERY_S`` of the input turning honest the item is fresh and right again, with no
-restart. The spot's and the books' attacks are played one after the other on one running
-service; Gamma's (they bite at a window's first lookup) each on a service started with the
-fault on. The price to beat's two rows need a TWAP window's T0 or a hole at T0, which the
-in-process fault suite stages (``tests/integration/faults/test_price_to_beat_witness.py``).
+restart. The spot's and the books' attacks are one test each on one service of the module,
+each starting from a fresh and right row; Gamma's (they bite at a window's first lookup)
+each on a service started with the fault on. The price to beat's two rows need a TWAP
+window's T0 or a hole at T0, which the in-process fault suite stages
+(``tests/integration/faults/test_price_to_beat_witness.py``).
+
+Time: the fakes and the service's processes share one ``OffsetClock`` (``CLOCK_OFFSET_MS``)
+that puts "now" a few seconds into a window of an hour ago, with room for every attack in
+it, so no test waits for a real window boundary; the attacks' seconds (9 s late, 12 s held,
+5 s to recover) stay real.
 """
 
 from __future__ import annotations
@@ -15,15 +21,18 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from app.markets import WINDOW_S, window_start
+from harness.clocks import OffsetClock
 from harness.fake_polymarket import BrownianPath, FakeBook, FakePolymarket, running
-from harness.processes import RedisServer, Service
+from harness.processes import RedisServer, Service, service_env
 from tests.support.contract import validated
 
 LATEST = "/api/probboard/latest"
@@ -36,18 +45,71 @@ READY_S = 60.0  # generous: the service's start on a loaded machine
 
 @dataclass
 class World:
-    """The fakes and the true path of the spot they stream."""
+    """The fakes, the true path of the spot they stream, and the wall clock they share with
+    the service."""
 
     fakes: FakePolymarket
     path: BrownianPath
+    clock: OffsetClock
+
+
+AGO_S = 3600  # the module's "now" is an hour back: a window the real clock is not in
+INTO_WINDOW_S = 5.0  # ... and this far into it: every attack fits before its end
+ROOM_S = ATTACK_S + RECOVERY_S + 10.0  # what an attack needs left in the window
+
+
+def _clock() -> OffsetClock:
+    """A wall clock that reads ``INTO_WINDOW_S`` into a window ``AGO_S`` ago."""
+    real = time.time()
+    return OffsetClock.reading(window_start(real - AGO_S) + INTO_WINDOW_S)
+
+
+@contextmanager
+def _world(clock: OffsetClock) -> Iterator[World]:
+    with running(auto_markets=True, clock=clock) as fakes:
+        path = fakes.rtds.live(period_s=0.2)
+        fakes.clob_ws.keep_alive(0.1)
+        yield World(fakes, path, clock)
 
 
 @pytest.fixture
 def world() -> Iterator[World]:
-    with running(auto_markets=True) as fakes:
-        path = fakes.rtds.live(period_s=0.2)
-        fakes.clob_ws.keep_alive(0.1)
-        yield World(fakes, path)
+    """The fakes of one test, a few seconds into a window on their clock."""
+    with _world(_clock()) as world:
+        yield world
+
+
+@dataclass
+class Served:
+    """The module's service (a refresher and one gunicorn worker on a Redis of its own) and
+    the fakes it reads."""
+
+    world: World
+    service: Service
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory, postgres_database: str) -> Iterator[Served]:
+    """One service for the spot's and the books' attacks (its own Redis: other tests of the
+    session empty the shared one)."""
+    workdir: Path = tmp_path_factory.mktemp("witnesses")
+    redis = RedisServer(workdir)
+    redis.start()
+    service = Service(workdir, service_env())
+    try:
+        with _world(_clock()) as world:
+            service.env.update(
+                {**world.fakes.env(), **world.clock.env()},
+                REDIS_URL=redis.url,
+                DATABASE_URL=postgres_database,
+            )
+            service.start_refresher()
+            service.start_web(workers=1)
+            _fresh_and_right(service, world, READY_S, "start")
+            yield Served(world, service)
+    finally:
+        service.stop()
+        redis.stop()
 
 
 NO_ROW: dict[str, Any] = {"isStale": True, "suspect": [], "p_up_pct": None}  # nothing yet
@@ -86,7 +148,7 @@ def _wrong(item: dict[str, Any], world: World, at: float) -> list[str]:
 def _fresh_and_right(service: Service, world: World, within_s: float, what: str) -> None:
     deadline = time.monotonic() + within_s
     while True:
-        at = time.time()
+        at = world.clock()
         item = _item(service)
         wrong = _wrong(item, world, at)
         assert item["isStale"] or not wrong, f"{what}: fresh and wrong: {wrong}; {item}"
@@ -103,7 +165,7 @@ def _held(
     items = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        at = time.time()
+        at = world.clock()
         item = _item(service)
         wrong = _wrong(item, world, at)
         assert item["isStale"] or not wrong, f"{what}: fresh and wrong: {wrong}; {item}"
@@ -123,13 +185,13 @@ def _spot(glitch: Callable[[Decimal], Decimal] | None) -> Callable[[World], None
 
 
 def _frozen(world: World) -> None:
-    value = world.path.value(int(time.time()))
+    value = world.path.value(int(world.clock()))
     world.fakes.rtds.spot_glitch = lambda _: value
 
 
 def _drifting(world: World) -> None:
-    began = time.time()
-    world.fakes.rtds.spot_glitch = lambda v: v * Decimal(1 + 0.0003 * (time.time() - began))
+    began = world.clock()
+    world.fakes.rtds.spot_glitch = lambda v: v * Decimal(1 + 0.0003 * (world.clock() - began))
 
 
 def _late(seconds: float) -> Callable[[World], None]:
@@ -145,7 +207,7 @@ def _top_offset(offset: int) -> Callable[[World], None]:
     alike otherwise, and the fault would change nothing)."""
 
     def switch(world: World) -> None:
-        next_market = world.fakes.market_of("BTC", window_start(time.time()) + WINDOW_S)
+        next_market = world.fakes.market_of("BTC", window_start(world.clock()) + WINDOW_S)
         assert next_market is not None
         books = world.fakes.books
         books[next_market.up_token] = FakeBook(bids={"0.90": "100"}, asks={"0.92": "100"})
@@ -165,29 +227,48 @@ ATTACKS: list[Attack] = [
 ]
 
 
-def test_the_spot_and_book_attacks_never_put_a_fresh_wrong_row_on_the_served_board(
-    world: World, fresh_redis: RedisServer, service: Service, postgres_database: str
+SAID = {"a walk 0.5 % off", "the spot drifting 0.03 %/s"}  # a witness contradicts the input
+
+
+@pytest.mark.parametrize("attack", ATTACKS, ids=[what for what, _, _ in ATTACKS])
+def test_a_spot_or_book_attack_never_puts_a_fresh_wrong_row_on_the_served_board(
+    attack: Attack, served: Served
 ) -> None:
-    service.env.update(world.fakes.env(), REDIS_URL=fresh_redis.url, DATABASE_URL=postgres_database)
-    # The attacks take about 100 s: played inside one window, so that no price to beat is
-    # latched while the spot is refused (what a roll then does is the price to beat's story).
-    left = WINDOW_S - time.time() % WINDOW_S
-    if left < 150:
-        time.sleep(left + 5)
-    service.start_refresher()
-    service.start_web(workers=1)
-    _fresh_and_right(service, world, READY_S, "start")
-    said: dict[str, bool] = {}
-    for what, attack, honest in ATTACKS:
-        attack(world)
+    """From a fresh and right row, the attack for ``ATTACK_S``: never fresh and wrong, stale
+    at some point (where a witness contradicts the input, the row says why in ``suspect``);
+    fresh and right within ``RECOVERY_S`` of the input turning honest."""
+    what, switch_on, honest = attack
+    world, service = served.world, served.service
+    # Played inside the module's window: no price to beat is latched while the spot is
+    # refused (what a roll then does is the price to beat's story).
+    left = window_start(world.clock()) + WINDOW_S - world.clock()
+    assert left >= ROOM_S, f"the module's window has {left:.0f} s left, {ROOM_S:.0f} s needed"
+    _fresh_and_right(service, world, RECOVERY_S, f"before {what}")
+    switch_on(world)
+    try:
         items = _held(service, world, what)
-        assert any(item["isStale"] for item in items), f"{what}: never stale: {items[-1]}"
-        said[what] = any(item["suspect"] for item in items)
+    finally:
         honest(world)
-        _fresh_and_right(service, world, RECOVERY_S, f"after {what}")
-    # Where a witness contradicted an input, the served row said so.
-    for what in ("a walk 0.5 % off", "the spot drifting 0.03 %/s"):
-        assert said[what], f"{what}: no reason in the row's suspect"
+    assert any(item["isStale"] for item in items), f"{what}: never stale: {items[-1]}"
+    if what in SAID:
+        assert any(item["suspect"] for item in items), f"{what}: no reason in the row's suspect"
+    _fresh_and_right(service, world, RECOVERY_S, f"after {what}")
+
+
+def test_a_service_started_with_an_offset_serves_the_window_of_its_clock(served: Served) -> None:
+    """CLOCK_OFFSET_MS moves the service's wall clock: the served row's window is the one of
+    the offset time (an hour back), not the real clock's, and the row is fresh by it."""
+    world, service = served.world, served.service
+    _fresh_and_right(service, world, RECOVERY_S, "the served row")
+    status, _, body = service.get(LATEST)
+    assert status == 200, body
+    board = validated("board", body)
+    item = board["items"][0]
+    shifted = world.clock()
+    assert item["windowStart"] == window_start(shifted), (item, shifted)
+    assert item["windowStart"] != window_start(time.time()), item
+    assert item["windowEnd"] == item["windowStart"] + WINDOW_S, item
+    assert abs(item["ts"] / 1000 - shifted) < STALE_MS / 1000 + 2, (item["ts"], shifted)
 
 
 @pytest.mark.parametrize(
@@ -201,17 +282,19 @@ def test_gammas_wrong_identities_never_reach_the_served_board_fresh(
     """Gamma names the next window's token ids (and its conditionId), or reverses the
     outcomes beside the token ids, from the service's start: the CLOB's own market
     contradicts it, so the served row is stale (never fresh with another window's or the
-    other outcome's tokens); fresh and right within 5 s of Gamma answering right again."""
-    left = WINDOW_S - time.time() % WINDOW_S
-    if left < 60:  # the lookups of one window: no roll during the test
-        time.sleep(left + 5)
+    other outcome's tokens); fresh and right within 5 s of Gamma answering right again. The
+    lookups of one window (no roll): the clock starts a few seconds into one."""
     gamma = world.fakes.gamma
     if fault == "swapped_outcomes":
         gamma.swapped_outcomes = True
     else:
         gamma.tokens_offset = 1
         gamma.condition_offset = 1 if fault == "condition_offset" else 0
-    service.env.update(world.fakes.env(), REDIS_URL=fresh_redis.url, DATABASE_URL=postgres_database)
+    service.env.update(
+        {**world.fakes.env(), **world.clock.env()},
+        REDIS_URL=fresh_redis.url,
+        DATABASE_URL=postgres_database,
+    )
     service.start_refresher()
     service.start_web(workers=1)
     items = _held(service, world, f"Gamma's {fault}", seconds=15.0)

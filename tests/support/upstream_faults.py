@@ -1,6 +1,8 @@
 """The live source against faulty fakes, judged at every sample against the truth they hold.
 
-A ``Stage`` is one fault test's world on the REAL clock: the fakes of
+A ``Stage`` is one fault test's world on the real clock's rate, shifted (an
+``harness.clocks.OffsetClock``) so that "now" is where the test needs it in its window, with
+no wait for a real window boundary: the fakes of
 ``harness.fake_polymarket``, a seeded Brownian spot streamed live by the RTDS fake (20 minutes
 of history, then a point every 0.2 s), the windows before, of and after the test's window
 listed on Gamma with books of their own (so another window's books can never pass for this
@@ -54,6 +56,7 @@ import pytest
 from app.markets import WINDOW_S, window_start
 from app.refresher.model import SPOT, TWAP, probability_up
 from app.refresher.sources.polymarket.source import PolymarketSource
+from harness.clocks import OffsetClock
 from harness.fake_polymarket import BrownianPath, FakeBook, FakeMarket, FakePolymarket, running
 from tests.support.live_source import sources_on
 
@@ -94,16 +97,12 @@ def budget(*phases_s: float) -> float:
     return WARM_S + sum(phases_s) + RECOVERY_S
 
 
-def settle_window(budget_s: float, min_elapsed_s: float = MIN_ELAPSED_S) -> int:
-    """The start of a window with at least ``min_elapsed_s`` behind and ``budget_s`` (plus a
-    margin) ahead, sleeping until one begins if needed: a test never crosses a roll."""
-    now = time.time()
-    t0 = window_start(now)
-    if now - t0 >= min_elapsed_s and t0 + WINDOW_S - now >= budget_s + ROLL_MARGIN_S:
-        return t0
-    start = t0 if now - t0 < min_elapsed_s else t0 + WINDOW_S
-    time.sleep(max(0.0, start + min_elapsed_s - time.time()))
-    return start
+def settle_window(budget_s: float, min_elapsed_s: float = MIN_ELAPSED_S) -> OffsetClock:
+    """A clock that reads ``min_elapsed_s`` into a window now, so that ``budget_s`` (plus a
+    margin) is ahead: a test never crosses a roll, and never waits for a boundary."""
+    if min_elapsed_s + budget_s + ROLL_MARGIN_S > WINDOW_S:
+        raise ValueError(f"a budget of {budget_s} s after {min_elapsed_s} s is over a window")
+    return OffsetClock.into_window(min_elapsed_s)
 
 
 @dataclass(frozen=True)
@@ -178,16 +177,20 @@ class Stage:
     t0: int
     source: PolymarketSource
     prices_to_beat: dict[int, float]  # windows whose price to beat no history holds
-    began: float = field(default_factory=time.time)
+    clock: Callable[[], float] = time.time  # the wall clock of the fakes and the source
     # A fresh row may say nothing of P(up) when it has no price to beat (never a wrong one);
     # ``recovers`` demands the whole row back.
     allow_no_opinion: bool = True
     rule: str = SPOT  # the settlement rule of the stage's markets (TWAP: ``LOOKBACK_S``)
+    began: float = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.began = self.clock()
 
     # -- the truth ------------------------------------------------------------------------
     def spot_now(self) -> Decimal:
         """The true spot now (a Decimal, as the fake sends it)."""
-        return self.path.value(int(time.time()))
+        return self.path.value(int(self.clock()))
 
     def true_spots(self, now: float) -> dict[float, int]:
         """True spot value -> its second, for every second a fresh row's price may be from."""
@@ -275,7 +278,7 @@ class Stage:
     # -- sampling -------------------------------------------------------------------------
     def sample(self) -> Sample:
         """The source's row now, judged."""
-        now = time.time()
+        now = self.clock()
         try:
             rows = self.source.rows(now)
         except Exception as exc:  # a failed tick: nothing published
@@ -349,7 +352,7 @@ class Stage:
     def recovers(self, what: str, within_s: float = RECOVERY_S) -> Sample:
         """The fault has just stopped: the row must be fresh and right within ``within_s``,
         and never fresh and wrong meanwhile."""
-        stopped = time.time()
+        stopped = self.clock()
         while True:
             sample = self.sample()
             if sample.fresh_and_wrong:
@@ -405,8 +408,9 @@ def staged(
     starts at least ``HOLE_MARGIN_S`` after the hole ends (all of it history)."""
     twap = rule == TWAP
     min_elapsed_s = max(MIN_ELAPSED_S, hole_ms / 1000 + HOLE_MARGIN_S)
-    t0 = settle_window(budget_s + (LOOKBACK_S if twap else 0), min_elapsed_s)
-    with running() as world:
+    clock = settle_window(budget_s + (LOOKBACK_S if twap else 0), min_elapsed_s)
+    t0 = window_start(clock())
+    with running(clock=clock) as world:
         for start, books in (
             (t0 - WINDOW_S, _books(("0.98", "0.99"), ("0.01", "0.02"))),
             (t0, _books(("0.53", "0.55"), ("0.45", "0.47"))),
@@ -428,4 +432,4 @@ def staged(
         else:
             world.site.open_prices[t0] = k
         with sources_on(world, stale_after_ms=STALE_AFTER_MS) as make:
-            yield Stage(world, path, t0, make(time.time), fixed, rule=rule)
+            yield Stage(world, path, t0, make(clock), fixed, clock=clock, rule=rule)

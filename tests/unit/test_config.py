@@ -591,3 +591,21 @@ def test_the_whole_ipv4_mapped_range_is_every_address() -> None:
     assert caught.value.variable == "TRUSTED_PROXIES" and "trusts every address" in str(
         caught.value
     )
+
+
+def test_clock_offset_ms_is_a_whole_number_of_milliseconds_within_a_day() -> None:
+    assert load_settings({}).clock_offset_ms == 0
+    assert load_settings({"CLOCK_OFFSET_MS": " -3600000 "}).clock_offset_ms == -3_600_000
+    assert load_settings({"CLOCK_OFFSET_MS": "86400000"}).clock_offset_ms == 86_400_000
+    assert load_settings({"CLOCK_OFFSET_MS": "-86400000"}).clock_offset_ms == -86_400_000
+
+
+@pytest.mark.parametrize("bad", ["86400001", "-86400001", "1.5", "1e3", "an hour", "0x10", "5 s"])
+def test_a_bad_clock_offset_ms_stops_start_up_in_one_line_naming_it(bad: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings({"CLOCK_OFFSET_MS": bad})
+    assert caught.value.variable == "CLOCK_OFFSET_MS"
+    message = str(caught.value)
+    assert message.startswith("CLOCK_OFFSET_MS: ") and "\n" not in message, message
+    with pytest.raises(ConfigError, match=r"^CLOCK_OFFSET_MS: "):
+        create_app({**BASE_CONFIG, "CLOCK_OFFSET_MS": bad})

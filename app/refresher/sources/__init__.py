@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from app.board import timefmt
 from app.config import Settings
 from app.refresher.sources.base import Source
 
@@ -20,7 +21,8 @@ def create_source(settings: Settings) -> Source:
         from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
         from app.refresher.tape import Tape
 
-        tape = Tape(settings.refresher_tape_dir) if settings.refresher_tape_dir else None
+        directory = settings.refresher_tape_dir
+        tape = Tape(directory, clock=timefmt.now) if directory else None
         return PolymarketSource(
             Upstreams(
                 gamma=settings.polymarket_gamma_url,
@@ -30,6 +32,7 @@ def create_source(settings: Settings) -> Source:
                 site=settings.polymarket_site_url,
             ),
             settings.markets,
+            clock=timefmt.now,  # CLOCK_OFFSET_MS's shift
             stale_after_ms=settings.stale_threshold_ms,
             tape=tape,
             spans=settings.windows,

@@ -151,7 +151,7 @@ def test_huge_history_frames_keep_the_series_under_its_cap() -> None:
         rtds, path = stage.world.rtds, stage.path
         step_ms = SPAN_S * 1000 // POINTS_PER_FRAME
         for frame in range(BIG_FRAMES):
-            first_ms = int((time.time() - SPAN_S) * 1000) + frame  # each frame its own stamps
+            first_ms = int((stage.clock() - SPAN_S) * 1000) + frame  # each frame its own stamps
             points: list[tuple[int, Decimal]] = [
                 (ts, path.value(ts // 1000))
                 for ts in range(first_ms, first_ms + POINTS_PER_FRAME * step_ms, step_ms)

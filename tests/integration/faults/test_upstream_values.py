@@ -2,7 +2,8 @@
 (issue 27, the table of "what the upstream sent"; point 7).
 
 Each test plays one row of the table on the fakes (``harness/fake_polymarket/``), on the
-real clock, against a live ``PolymarketSource``: a fault switched on, left on for a few
+real clock's seconds (shifted: "now" is put into a window, ``settle_window``), against a
+live ``PolymarketSource``: a fault switched on, left on for a few
 seconds, switched off. While it lasts, every sample of the row (four a second) is STALE or
 RIGHT; within ``RECOVERY_S`` (5 s) after it stops the row is fresh and right again, with no
 restart. What stale and right mean, the truth each field is held to, the sigma and the
@@ -19,18 +20,19 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
 import pytest
 
+from app.refresher.sources.polymarket.price_series import RELEARN_S
 from harness.fake_polymarket import SPOT_TOPIC
 from tests.support.upstream_faults import GAMMA, SITE, Stage, budget, staged
 
 FAULT_S = 3.0  # how long a fault lasts once the row was right
 FIRST_LOOKUP_FAULT_S = 4.0  # from the source's start: its lookups, the history, the books
+DRIFT_S = 36.0  # past RELEARN_S with a margin: persistence must buy no belief
 
 
 # -- RTDS: stamps ---------------------------------------------------------------------------
@@ -44,7 +46,7 @@ def test_a_spot_point_stamped_600_s_ahead_never_freezes_a_fresh_price() -> None:
     with staged(budget(FAULT_S, 4.5)) as stage:
         stage.warm_up()
         rtds = stage.world.rtds
-        rtds.send_point(SPOT_TOPIC, int((time.time() + 600) * 1000), stage.spot_now())
+        rtds.send_point(SPOT_TOPIC, int((stage.clock() + 600) * 1000), stage.spot_now())
         stage.hold(FAULT_S, "after a spot point stamped 600 s ahead")
         rtds.paused = True  # the spot goes silent: the row must go stale, not stay fresh
         stage.hold(4.5, "with RTDS silent after a point stamped 600 s ahead")
@@ -61,7 +63,7 @@ def test_a_spot_point_stamped_a_day_ahead_wipes_nothing() -> None:
     with staged(budget(FAULT_S + 1.0)) as stage:
         stage.warm_up()
         rtds = stage.world.rtds
-        rtds.send_point(SPOT_TOPIC, int((time.time() + 86_400) * 1000), stage.spot_now())
+        rtds.send_point(SPOT_TOPIC, int((stage.clock() + 86_400) * 1000), stage.spot_now())
         stage.hold(FAULT_S + 1.0, "after a spot point stamped a day ahead")
         rtds.drop()
         stage.recovers("RTDS good again (and reconnected)")
@@ -126,23 +128,27 @@ def test_a_real_looking_walk_half_a_percent_off() -> None:
 
 def test_another_coins_price_under_btc_usd_for_40_s() -> None:
     """btc/usd carries a walk near 3,000 (another coin's level, -97 %) for 40 s: longer
-    than the 30 s after which a steady run used to be believed (issue 35, fourth row).
+    than the 30 s after which a steady run used to be believed (issue 35, fourth row;
+    ``RELEARN_S``: the length is the subject, on real seconds).
 
     The issue saw it believed after 30 s: P(up) 0.1 % against 38 %, for good."""
     _spot_glitch(40.0, "at another coin's level", lambda _: lambda value: value * Decimal("0.03"))
 
 
 def test_a_spot_drifting_away_at_3_bp_a_second() -> None:
-    """The spot drifts away from the world at 0.03 % a second for 60 s (1.8 % in all), each
-    point a tiny step from the last (issue 35, fifth row).
+    """The spot drifts away from the world at 0.03 % a second for 36 s (1.1 % in all), each
+    point a tiny step from the last (issue 35, fifth row): longer than ``RELEARN_S`` (30 s of
+    a self-consistent run, the only persistence the source ever believes without a witness),
+    so the drift's length is the subject and runs on real seconds.
 
     The issue saw each point judged only against its neighbour: the price 5.5 % off, fresh."""
 
-    def drift(_: Stage) -> Glitch:
-        began = time.time()
-        return lambda value: value * Decimal(1 + 0.0003 * (time.time() - began))
+    def drift(stage: Stage) -> Glitch:
+        began = stage.clock()
+        return lambda value: value * Decimal(1 + 0.0003 * (stage.clock() - began))
 
-    _spot_glitch(60.0, "drifting 0.03 %/s", drift)
+    assert DRIFT_S > RELEARN_S + 5
+    _spot_glitch(DRIFT_S, "drifting 0.03 %/s", drift)
 
 
 def test_the_exchange_price_silent_leaves_the_spot_judged_alone() -> None:

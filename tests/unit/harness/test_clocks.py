@@ -1,0 +1,65 @@
+"""``harness.clocks.OffsetClock`` and the fakes' one wall clock (``running(clock=...)``)."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+
+import pytest
+
+from app.markets import WINDOW_S, window_start
+from harness.clocks import REAL, OffsetClock
+from harness.fake_polymarket import FakeMarket, running
+
+HOUR_S = 3600
+
+
+def test_an_offset_clock_is_the_real_one_plus_its_offset() -> None:
+    clock = OffsetClock(-HOUR_S * 1000)
+    assert abs(clock() - (time.time() - HOUR_S)) < 0.05
+    assert abs(clock.now_ms() - (time.time() - HOUR_S) * 1000) < 50
+    assert abs(REAL() - time.time()) < 0.05 and REAL.offset_ms == 0
+    assert clock.env() == {"CLOCK_OFFSET_MS": str(-HOUR_S * 1000)}
+
+
+def test_an_offset_clock_ticks_at_the_real_rate() -> None:
+    clock = OffsetClock(123_456)
+    first, real = clock(), time.monotonic()
+    time.sleep(0.2)
+    assert abs((clock() - first) - (time.monotonic() - real)) < 0.02
+
+
+def test_reading_puts_now_at_the_given_time() -> None:
+    when = 1_700_000_000.25
+    clock = OffsetClock.reading(when)
+    assert abs(clock() - when) < 0.05
+    assert isinstance(clock.offset_ms, int)
+
+
+@pytest.mark.parametrize("elapsed_s", [0.0, 6.0, 150.0, WINDOW_S - 1.0])
+def test_into_window_puts_now_that_far_into_a_window(elapsed_s: float) -> None:
+    clock = OffsetClock.into_window(elapsed_s)
+    now = clock()
+    assert abs(now - window_start(now) - elapsed_s) < 0.05 or elapsed_s == 0.0
+    assert abs(clock.offset_ms) < WINDOW_S * 1000
+
+
+def test_every_fake_stamps_with_its_worlds_clock() -> None:
+    """An hour back: the CLOB's /time, a book's timestamp, the RTDS messages and the live
+    path's seconds all read the world's clock, not the real one."""
+    clock = OffsetClock(-HOUR_S * 1000)
+    with running(clock=clock) as world:
+        t0 = window_start(clock())
+        market = world.list_market(FakeMarket(t0))
+        with urllib.request.urlopen(world.clob.url + "/time", timeout=5) as answer:
+            assert abs(json.load(answer) - clock()) <= 1
+        book = world.book_json(market.up_token)
+        assert book is not None and abs(int(book["timestamp"]) - clock.now_ms()) < 1000
+        path = world.rtds.live(period_s=0.2, history_s=60)
+        assert path.start_s <= clock() - 60 and path.start_s > clock() - 3 * 60
+        # Its history is the minute before the world's now, not the real clock's.
+        assert world.rtds.value_at(int((clock() - 59) * 1000)) is not None
+        assert world.rtds.value_at(int((clock() - 62) * 1000)) is None
+        for fake in (world.gamma, world.clob, world.site, world.clob_ws, world.rtds):
+            assert abs(fake.now_ms() - clock.now_ms()) < 1000, fake
