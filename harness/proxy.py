@@ -30,6 +30,8 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from harness.ports import free_port
+
 BUFFER_LIMIT = 1 << 20  # stop reading from a side while this much waits for its peer
 RECV_SIZE = 65536
 CONNECT_TIMEOUT_S = 5.0
@@ -79,7 +81,9 @@ class TcpProxy:
         """Listen at once on a free loopback port and start forwarding."""
         self.target = (target_host, target_port)
         self.host = "127.0.0.1"
-        self._listener: socket.socket | None = self._listen(0)
+        # A port of this worker's block (harness/ports.py), not the kernel's ephemeral range:
+        # accept_again() listens on it again, after outbound connections may have taken others.
+        self._listener: socket.socket | None = self._listen(free_port())
         self.port: int = self._listener.getsockname()[1]
         self._paused = False
         self._pairs: set[_Pair] = set()
