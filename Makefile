@@ -52,8 +52,13 @@ lint: $(BIN)/activate
 typecheck: $(BIN)/activate
 	$(BIN)/mypy
 
+# In parallel: PYTEST_WORKERS pytest-xdist workers, each test file on one worker (setup.cfg's
+# --dist loadfile), so a module's servers start once. The tests mostly wait on servers and
+# clocks, so more workers than cores pay (measured: docs/tests.md). PYTEST_ARGS comes last and
+# wins: PYTEST_ARGS="-n 0 tests/unit" runs one folder serially.
+PYTEST_WORKERS ?= 4
 pytest: $(BIN)/activate
-	$(BIN)/pytest $(PYTEST_ARGS)
+	$(BIN)/pytest -n $(PYTEST_WORKERS) $(PYTEST_ARGS)
 
 .PHONY: audit lock
 ## audit: requirements.lock against the advisory data PyPI serves (pip-audit); says SKIPPED

@@ -15,20 +15,14 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from harness.ports import free_port as free_port  # re-exported: callers import it here
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 
 
 # The API-key pepper of every service the tests start (the CLI's and gunicorn's alike).
 TEST_PEPPER = "test-pepper-0123456789abcdef"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that nothing listens on right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 def wait_until(predicate: object, timeout: float = 15.0, interval: float = 0.05) -> bool:

@@ -29,6 +29,7 @@ import socket
 import threading
 from collections.abc import Callable
 
+from harness.ports import free_port
 from harness.proxy_pairs import Forwarder, Pair, Side
 
 
@@ -39,7 +40,9 @@ class TcpProxy:
         """Listen at once on a free loopback port and start forwarding."""
         self.target = (target_host, target_port)
         self.host = "127.0.0.1"
-        self._listener: socket.socket | None = self._listen(0)
+        # A port of this worker's block (harness/ports.py), not the kernel's ephemeral range:
+        # accept_again() listens on it again, after outbound connections may have taken others.
+        self._listener: socket.socket | None = self._listen(free_port())
         self.port: int = self._listener.getsockname()[1]
         self._paused = False
         self._selector = selectors.DefaultSelector()

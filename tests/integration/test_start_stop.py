@@ -32,6 +32,9 @@ from tests.support.process_group import process_group
 
 BAD = "BTC,DOGE"
 LINE = "probboard: SYMBOLS: unknown symbol 'DOGE' in 'BTC,DOGE' (known: BTC, ETH, SOL, XRP)"
+# -o: make never rebuilds the venv here, even when setup.cfg is newer than it: a test must not
+# install packages, nor pull the venv from under the tests running beside it (pytest-xdist).
+MAKE_RUN = ["make", "--no-print-directory", "-o", ".venv/bin/activate", "run"]
 CTRL_C_BOUND_S = 15.0  # gunicorn's quick stop and make's: generous, the point is "all gone"
 
 
@@ -78,7 +81,7 @@ def test_make_run_with_a_bad_setting_prints_one_line(redis_url: str, tmp_path: P
     env = operator_env(tmp_path, SYMBOLS=BAD, REDIS_URL=redis_url)
 
     done = subprocess.run(
-        ["make", "--no-print-directory", "run"],
+        MAKE_RUN,
         env=env,
         cwd=ROOT,
         capture_output=True,
@@ -117,7 +120,7 @@ def test_the_production_shape_without_a_secret_is_one_line_and_status_2(
     pepper of its own in ``instance/``, no key per process)."""
     env = operator_env(tmp_path, REDIS_URL="redis://127.0.0.1:1/0")
     del env[missing]
-    argv = ["make", "--no-print-directory", "run"] if entry == "make run" else ENTRY_POINTS[entry]
+    argv = MAKE_RUN if entry == "make run" else ENTRY_POINTS[entry]
 
     done = subprocess.run(argv, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
 
@@ -169,7 +172,7 @@ def test_ctrl_c_of_make_run_ends_every_process_without_a_traceback(
     env = operator_env(tmp_path, REDIS_URL=redis_url)
     base = f"http://127.0.0.1:{env['PORT']}"
 
-    with process_group(["make", "run"], env, tmp_path / "make-run.log") as group:
+    with process_group(MAKE_RUN, env, tmp_path / "make-run.log") as group:
         # A board with rows: the refresher runs (embedded: started by this first request).
         assert wait_until(lambda: _serving(base), timeout=90), group.output()
         running = len(group.members())
