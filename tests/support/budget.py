@@ -8,9 +8,10 @@ once, a module's gunicorn), which the tests between them use for free. A test ov
 budget is an offender unless it is named in ``EXCEPTIONS`` with its reason.
 
 At the end of the run the summary prints the run's wall time, the 15 slowest phases and the
-offenders. With ``CI=true`` (``.ci/run``) or ``--budget=enforce`` an offender fails the run;
-``--budget=report`` only reports them (the default on a developer's machine, where a
-loaded laptop should not fail a change that is fine).
+offenders (``make test`` and ``.ci/run`` included). ``--budget=enforce`` (or
+``PYTEST_BUDGET=enforce``) makes an offender fail the run; the default only reports them,
+because the suite does not yet keep its budget (docs/tests.md lists what is over it). Once it
+does, CI enforces it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import pytest
 UNIT_S = 2.0
 INTEGRATION_S = 30.0
 SLOWEST_SHOWN = 15
+MODES = ("enforce", "report", "off")
 # nodeid (or the start of one) -> why it may take longer than its budget. Keep it short.
 EXCEPTIONS: dict[str, str] = {}
 
@@ -127,10 +129,10 @@ class Budget:
 
 
 def add_option(parser: pytest.Parser) -> None:
-    """``--budget=enforce|report|off`` (default: enforce under CI=true, else report)."""
+    """``--budget=enforce|report|off`` (default: ``PYTEST_BUDGET``, else report)."""
     parser.addoption(
         "--budget",
-        choices=("enforce", "report", "off"),
+        choices=MODES,
         default=None,
         help="the per-test time budget (tests/support/budget.py): enforce, report or off",
     )
@@ -140,8 +142,8 @@ def register(config: pytest.Config) -> None:
     """Install the budget on the process that reports (the xdist controller, or the only one)."""
     if hasattr(config, "workerinput"):
         return  # an xdist worker: its reports reach the controller, which checks them
-    mode = config.getoption("--budget") or (
-        "enforce" if os.environ.get("CI", "").lower() == "true" else "report"
-    )
+    mode = config.getoption("--budget") or os.environ.get("PYTEST_BUDGET") or "report"
+    if mode not in MODES:
+        raise pytest.UsageError(f"PYTEST_BUDGET: expected one of {', '.join(MODES)}, got {mode!r}")
     if mode != "off":
         config.pluginmanager.register(Budget(mode), "probboard-budget")
