@@ -15,33 +15,49 @@ from harness.fake_polymarket import FakeMarket, running
 HOUR_S = 3600
 
 
-def test_an_offset_clock_is_the_real_one_plus_its_offset() -> None:
-    clock = OffsetClock(-HOUR_S * 1000)
-    assert abs(clock() - (time.time() - HOUR_S)) < 0.05
-    assert abs(clock.now_ms() - (time.time() - HOUR_S) * 1000) < 50
-    assert abs(REAL() - time.time()) < 0.05 and REAL.offset_ms == 0
+class DrivenNs:
+    """A wall clock in epoch nanoseconds that moves only when the test moves it."""
+
+    def __init__(self, now_ns: int) -> None:
+        self.now_ns = now_ns
+
+    def __call__(self) -> int:
+        return self.now_ns
+
+
+T_NS = 1_800_000_123_456_000_000  # a reading of the base clock, 123.456 s into a window
+
+
+def test_an_offset_clock_is_its_base_plus_its_offset() -> None:
+    base = DrivenNs(T_NS)
+    clock = OffsetClock(-HOUR_S * 1000, base)
+    assert clock() == T_NS / 1e9 - HOUR_S
+    assert clock.now_ms() == T_NS // 1_000_000 - HOUR_S * 1000
+    assert REAL.offset_ms == 0 and REAL.base is time.time_ns
     assert clock.env() == {"CLOCK_OFFSET_MS": str(-HOUR_S * 1000)}
 
 
-def test_an_offset_clock_ticks_at_the_real_rate() -> None:
-    clock = OffsetClock(123_456)
-    first, real = clock(), time.monotonic()
-    time.sleep(0.2)
-    assert abs((clock() - first) - (time.monotonic() - real)) < 0.02
+def test_an_offset_clock_ticks_at_its_bases_rate() -> None:
+    base = DrivenNs(T_NS)
+    clock = OffsetClock(123_456, base)
+    first, first_ms = clock(), clock.now_ms()
+    base.now_ns += 200_000_000  # 0.2 s
+    assert clock() - first == pytest.approx(0.2, abs=1e-6)
+    assert clock.now_ms() - first_ms == 200
 
 
 def test_reading_puts_now_at_the_given_time() -> None:
     when = 1_700_000_000.25
-    clock = OffsetClock.reading(when)
-    assert abs(clock() - when) < 0.05
+    clock = OffsetClock.reading(when, DrivenNs(T_NS))
+    assert clock() == pytest.approx(when, abs=0.001)  # to the millisecond
     assert isinstance(clock.offset_ms, int)
 
 
 @pytest.mark.parametrize("elapsed_s", [0.0, 6.0, 150.0, WINDOW_S - 1.0])
 def test_into_window_puts_now_that_far_into_a_window(elapsed_s: float) -> None:
-    clock = OffsetClock.into_window(elapsed_s)
+    clock = OffsetClock.into_window(elapsed_s, base=DrivenNs(T_NS))
     now = clock()
-    assert abs(now - window_start(now) - elapsed_s) < 0.05 or elapsed_s == 0.0
+    assert now - window_start(now) == pytest.approx(elapsed_s, abs=0.001)
     assert abs(clock.offset_ms) < WINDOW_S * 1000
 
 
