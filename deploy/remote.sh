@@ -51,6 +51,8 @@ die() { echo "deploy: $*" >&2; exit 1; }
 random_secret() { python3 -c 'import secrets; print(secrets.token_urlsafe(48))'; }
 
 env_file_value() {  # env_file_value FILE NAME: NAME's value in FILE, read as with-env.py reads it
+  # (with-env.py's own reading, inline: remote.sh is shipped alone and runs this before any
+  # release, with its with-env.py, is unpacked on the host)
   python3 - "$1" "$2" <<'PY'
 import sys
 path, name = sys.argv[1:]

@@ -20,8 +20,7 @@ if (($# > 1)); then
   python=$(command -v python3)
   for name in SECRET_KEY API_KEY_PEPPER; do
     # Read as the hosts read it (with-env.py, nothing from this shell's environment).
-    value=$(env -i "$python" "$(dirname "$0")/with-env.py" "$SHARED_ENV" \
-      "$python" -c 'import os, sys; print(os.environ.get(sys.argv[1], "").strip())' "$name")
+    value=$("$python" "$(dirname "$0")/with-env.py" "$SHARED_ENV" --value "$name")
     if [[ -z "$value" ]]; then
       echo "deploy: SHARED_ENV=$SHARED_ENV does not define $name: $# hosts must share it (docs/deploy.md)" >&2
       exit 2

@@ -4,6 +4,7 @@ The file's values may contain spaces (``GUEST_RATE_LIMIT=24 per minute``), which
 ``source`` would split; this reads them the way systemd does and execs the command.
 
     python3 with-env.py /etc/probboard/probboard.env COMMAND [ARG ...]
+    python3 with-env.py /etc/probboard/probboard.env --value NAME   # NAME's value, or ""
 """
 
 import os
@@ -28,7 +29,10 @@ def read_env_file(path: str) -> dict[str, str]:
 
 if __name__ == "__main__":
     if len(sys.argv) < 3:
-        sys.exit("usage: with-env.py ENV_FILE COMMAND [ARG ...]")
+        sys.exit("usage: with-env.py ENV_FILE COMMAND [ARG ...] | ENV_FILE --value NAME")
+    if sys.argv[2] == "--value" and len(sys.argv) == 4:
+        print(read_env_file(sys.argv[1]).get(sys.argv[3], "").strip())
+        sys.exit(0)
     environment = dict(os.environ)
     environment.update(read_env_file(sys.argv[1]))
     os.execvpe(sys.argv[2], sys.argv[2:], environment)  # noqa: S606 - the operator's command
