@@ -30,8 +30,6 @@ Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 # The socket peer's address, normalised (or as the server gave it when it is not an IP).
 PEER_KEY = "probboard.peer"
-# What the old form ``TRUSTED_PROXIES=N`` (a bare hop count) trusts: nginx on the same host.
-LOOPBACK = ("127.0.0.1/32", "::1/128")
 SCHEMES = ("http", "https")
 
 
@@ -77,17 +75,6 @@ class TrustedProxies:
         """True when ``address`` is one of the proxies."""
         return any(address in network for network in self.networks)
 
-    def client(self, peer: Address, forwarded_for: str) -> Address:
-        """The client of a request from ``peer`` carrying ``forwarded_for`` (may be empty).
-
-        An untrusted peer is the client. From a trusted one, each entry from the right (at
-        most ``hops``) replaces the client, until one is not a trusted proxy; an entry that
-        is not an address stops the walk at the last good hop.
-        """
-        if not forwarded_for or not self.trusts(peer):
-            return peer
-        return self.walk(peer, forwarded_for)
-
     def walk(self, proxy: Address, forwarded_for: str) -> Address:
         """The client that ``proxy``, already known to be trusted, forwarded for."""
         client = proxy
@@ -99,13 +86,6 @@ class TrustedProxies:
             if not self.trusts(address):
                 break
         return client
-
-    def scheme(self, peer: Address, forwarded_proto: str) -> str | None:
-        """The scheme a trusted ``peer`` says the client used (its right-most
-        ``X-Forwarded-Proto``); None from any other peer or for any other value."""
-        if not forwarded_proto or not self.trusts(peer):
-            return None
-        return said_scheme(forwarded_proto)
 
 
 def said_scheme(forwarded_proto: str) -> str | None:
