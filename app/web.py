@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 
 from flask import Flask
 
@@ -38,11 +39,16 @@ from app.services import SERVICES_KEY, Lifecycle, Services
 log = logging.getLogger(__name__)
 
 
-def create_app(config: Mapping[str, object] | None = None) -> Flask:
+def create_app(
+    config: Mapping[str, object] | None = None,
+    *,
+    monotonic: Callable[[], float] = time.monotonic,
+) -> Flask:
     """Build the app from ``config`` (variable names as in the environment) or the environment.
 
     A test passes its whole configuration; the process environment is then not consulted,
-    so a developer's own ``REDIS_URL`` cannot leak into a test.
+    so a developer's own ``REDIS_URL`` cannot leak into a test. ``monotonic`` is the clock
+    the credential cache ages on (``AUTH_CACHE_MS``); a test passes one it drives.
     """
     environ = dict(os.environ) if config is None else {k: str(v) for k, v in config.items()}
     settings = load_web_settings(environ)  # outside the embedded shape: its secrets too
@@ -70,7 +76,7 @@ def create_app(config: Mapping[str, object] | None = None) -> Flask:
     trail = WindowTrail(settings.stale_threshold_ms)
     bus.add_listener(trail.add)  # one point a second per market, for the page's chart
     pepper = pepper_loader(settings, app.instance_path)
-    authenticator = auth.init_app(app, settings, db_guard, pepper, lifecycle)
+    authenticator = auth.init_app(app, settings, db_guard, pepper, lifecycle, monotonic)
     broker = stream.create_broker(app, settings, bus, renderer, authenticator, lifecycle)
     embedded_refresher.init_app(app, settings, bus, lifecycle)  # on memory:// only
     commands.init_app(app)  # operator CLI: users, keys, sessions, refresher, backtest

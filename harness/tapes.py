@@ -46,6 +46,10 @@ from harness.settlement_feed import SettlementFeedPath
 POINT_DELAY_S = 0.05  # a second's price arrives this long after the second
 QUOTE_DELAY_S = 0.06  # the market's quote of that second, just after the price
 HISTORY_S = 1200  # the spot history the RTDS snapshot carries at the tape's start
+# The recording starts this long before the first window: its Gamma lookup (T0 - 120 s) and
+# its books (T0 - 59.5 s) are on the tape, and the history snapshot above gives the model its
+# past (the replay costs about 1 ms per tape second: a longer lead is time, not information).
+LEAD_S = 150
 HALF_SPREAD = 0.005
 PATHS: dict[str, type[SeededPath]] = {
     "brownian": BrownianPath,
@@ -177,7 +181,7 @@ def _points(path: SeededPath, second: int, t: float) -> list[dict[str, Any]]:
 def lines(spec: TapeSpec) -> list[dict[str, Any]]:
     """Every line of the tape, in ``t`` order."""
     path, first = spec.path, spec.first_window
-    start = first - 2 * WINDOW_S  # the recording starts ten minutes before the first window
+    start = first - LEAD_S
     length = spec.windows * spec.spans[0].seconds
     end = first + length + 180  # and ends after the last outcome
     # Per span: its windows over the tape's length, and the one after the last (its Gamma

@@ -32,7 +32,11 @@ LOCK = ROOT / "requirements.lock"
 # pip-audit asks pypi.org itself; the probe's address can be changed for tests only.
 SERVICE = os.environ.get("AUDIT_PROBE_URL", "https://pypi.org/pypi") + "/{name}/{version}/json"
 PROBE_TIMEOUT_S = 5.0
-RETRY_PAUSES_S = (1.0, 3.0)
+# The pauses before the second and third tries; a test shortens them (their length is not
+# what it checks), as it moves the probe.
+RETRY_PAUSES_S = tuple(
+    float(pause) for pause in os.environ.get("AUDIT_RETRY_PAUSES_S", "1,3").split(",")
+)
 AUDIT_TIMEOUT_S = 600
 PIN = re.compile(r"^([A-Za-z0-9][A-Za-z0-9._-]*)==([^\s\\]+)", re.MULTILINE)
 
@@ -71,7 +75,7 @@ def probe(url: str) -> None:
 
 def check_service() -> None:
     """Probe the service for the lock's first release; a failing service gets two more
-    tries, 1 s and 3 s later, before it counts as failing."""
+    tries, 1 s and 3 s later (``RETRY_PAUSES_S``), before it counts as failing."""
     name, version = first_pin()
     url = SERVICE.format(name=name, version=version)
     for pause in RETRY_PAUSES_S:

@@ -9,6 +9,7 @@ which nothing here reads.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -52,7 +53,11 @@ class Authenticator:
     """Resolves credentials for one app; holds the per-worker caches."""
 
     def __init__(
-        self, settings: Settings, guard: DatabaseGuard, pepper: Callable[[], bytes]
+        self,
+        settings: Settings,
+        guard: DatabaseGuard,
+        pepper: Callable[[], bytes],
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.directory = Directory(
             session=db_session,
@@ -60,6 +65,7 @@ class Authenticator:
             ttl_ms=settings.auth_cache_ms,
             guard=guard,
             wait_s=guard.timeout_s,
+            monotonic=monotonic,
         )
         self.usage = UsageRecorder(
             session=db_session, flush_s=settings.last_used_flush_s, guard=guard
@@ -124,9 +130,11 @@ def init_app(
     guard: DatabaseGuard,
     pepper: Callable[[], bytes],
     lifecycle: Lifecycle,
+    monotonic: Callable[[], float] = time.monotonic,
 ) -> Authenticator:
-    """The app's authenticator; pending key uses are written when the worker exits."""
-    auth = Authenticator(settings, guard, pepper)
+    """The app's authenticator (its cache aging on ``monotonic``); pending key uses are
+    written when the worker exits."""
+    auth = Authenticator(settings, guard, pepper, monotonic)
     app.session_interface = NoFlaskSessions()
     lifecycle.on_exit(auth.usage.flush_now)
     return auth

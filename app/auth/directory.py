@@ -86,15 +86,16 @@ class _Expiring(Generic[R]):
     then the oldest.
     """
 
-    def __init__(self, size: int, ttl_s: float) -> None:
+    def __init__(self, size: int, ttl_s: float, monotonic: Callable[[], float]) -> None:
         self._size = size
         self._ttl_s = ttl_s
+        self._monotonic = monotonic
         self._items: dict[str, tuple[float, R | None]] = {}
 
     def get(self, digest: str) -> R | object | None:
         """The cached record (None: known not to exist), or ``_MISSING``."""
         found = self._items.get(digest)
-        if found is None or found[0] <= time.monotonic():
+        if found is None or found[0] <= self._monotonic():
             return _MISSING
         return found[1]
 
@@ -103,12 +104,12 @@ class _Expiring(Generic[R]):
         items = self._items
         items.pop(digest, None)
         if len(items) >= self._size:
-            now = time.monotonic()
+            now = self._monotonic()
             for stale in [k for k, (until, _) in items.items() if until <= now]:
                 del items[stale]
             while len(items) >= self._size:
                 del items[next(iter(items))]
-        items[digest] = (time.monotonic() + self._ttl_s, record)
+        items[digest] = (self._monotonic() + self._ttl_s, record)
 
     def clear(self) -> None:
         """Forget everything."""
@@ -139,14 +140,16 @@ class Directory:
         ttl_ms: int,
         guard: Guard,
         wait_s: float,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self._session = session
         self._pepper = pepper
         self._guard = guard
         self._wait_s = wait_s
         ttl = max(ttl_ms, 1) / 1000.0
-        self._keys: _Expiring[KeyRecord] = _Expiring(CACHE_SIZE, ttl)
-        self._sessions: _Expiring[SessionRecord] = _Expiring(CACHE_SIZE, ttl)
+        # The entries' ages run on ``monotonic`` (a test passes a clock it drives).
+        self._keys: _Expiring[KeyRecord] = _Expiring(CACHE_SIZE, ttl, monotonic)
+        self._sessions: _Expiring[SessionRecord] = _Expiring(CACHE_SIZE, ttl, monotonic)
         self._lock = threading.Lock()
         self._loading: dict[str, _Load[Any]] = {}
         self._enabled = ttl_ms > 0

@@ -33,6 +33,7 @@ SEQ_KEY = "probboard:board:seq"  # the last seq published
 
 PING_AFTER_S = 3.0  # ping when nothing arrived for this long
 DEAD_AFTER_S = 8.0  # no message and no pong for this long: the connection is dead
+LISTEN_WAIT_S = 1.0  # longest wait for a message: how late the subscriber sees close()
 BACKOFF_FIRST_S = 0.1
 BACKOFF_MAX_S = 2.0
 HEALTH_CACHE_S = 1.0
@@ -268,7 +269,7 @@ class RedisBoardBus:
             last_heard = time.monotonic()
             pinged = False
             while not self._stop.is_set():
-                message = pubsub.get_message(timeout=1.0)
+                message = pubsub.get_message(timeout=LISTEN_WAIT_S)
                 now = time.monotonic()
                 if message is not None:
                     last_heard = now

@@ -146,15 +146,27 @@ class Recorder:
                 item = self._queue.get(timeout=RETRY_S if self._pending else None)
             except queue.Empty:
                 item = ("retry", "", {})
-            if item is None:
-                self._queue.task_done()
-                self._write_pending()
-                return
-            if item[0] != "retry":
-                self._pending.append(item)
+            taken = [] if item is None or item[0] == "retry" else [item]
+            # What else is queued by now goes into the same transaction: one commit per
+            # batch, never one per checkpoint, so the writer keeps up with a busy board. A
+            # batch fills what the kept writes leave of PENDING_MAX and no more: the rest
+            # waits in the queue (a backlog is written whole; only a store that refuses
+            # writes for long loses its oldest, one per pass).
+            room = max(1, PENDING_MAX - len(self._pending))
+            while item is not None and len(taken) < room:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:
+                    break
+                if item is not None:
+                    taken.append(item)
+            self._pending.extend(taken)
             self._write_pending()
-            if item[0] != "retry":
+            for _ in taken:
                 self._queue.task_done()
+            if item is None:  # close(): what was queued before it is written
+                self._queue.task_done()
+                return
 
     def _write_pending(self) -> None:
         if not self._pending:

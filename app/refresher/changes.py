@@ -26,6 +26,11 @@ class Changes:
         self.newest_ms = now_ms()
         self._event.set()
 
+    @property
+    def pending(self) -> bool:
+        """Whether a change has arrived since the last ``clear``."""
+        return self._event.is_set()
+
     def wait(self, timeout: float) -> bool:
         """True as soon as a change is pending (at most ``timeout`` seconds)."""
         return self._event.wait(max(0.0, timeout))

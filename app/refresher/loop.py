@@ -6,6 +6,10 @@ at once, further changes within ``PUBLISH_MIN_INTERVAL_MS`` together at its end 
 dropped), and a board that would say nothing new is not sent. At least one board goes out
 every ``REFRESH_TICK_MS`` anyway (ages and the countdown move on). A source without the
 signal (the simulated one) is published every tick, on multiples of it.
+
+The intervals are measured on ``monotonic`` (injected; the real monotonic clock by default),
+and one pass of the on-change loop is ``step(now)``: a test drives the schedule with a clock
+of its own instead of the loop's thread and real seconds.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from types import ModuleType
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from app.board.row import BoardRow
 from app.board.snapshot import dumps
@@ -56,6 +60,14 @@ class Observer(Protocol):
         seen."""
 
 
+class Pause(NamedTuple):
+    """What the on-change loop waits for after a pass: ``seconds`` at most, cut short by a
+    change when ``until_change`` (else a plain wait: changes are being coalesced)."""
+
+    seconds: float
+    until_change: bool
+
+
 class Refresher:
     """Publishes ``source``'s board on ``bus``: on change, and at least every ``tick_ms``."""
 
@@ -68,6 +80,7 @@ class Refresher:
         observer: Observer | None = None,
         min_interval_ms: int = 50,
         lease: Lease | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.source = source
         # With several refreshers on one bus, only the lease holder publishes (fenced).
@@ -77,7 +90,9 @@ class Refresher:
         # The live source's change signal; a source without one is published on the tick.
         self._changes: Changes | None = getattr(source, "changes", None)
         self._last_content: list[BoardRow] | None = None
+        self._monotonic = monotonic  # the intervals between boards are measured on it
         self._sent_at = -math.inf  # when the last board went out (monotonic)
+        self._due = -math.inf  # a board goes out by then, change or not (monotonic)
         self.bus = bus
         self.tick_ms = tick_ms
         self._clock = clock
@@ -130,7 +145,7 @@ class Refresher:
                 return True
             self._observe(board["ts"])
             self._last_content = content
-            self._sent_at = time.monotonic()
+            self._sent_at = self._monotonic()
             _measure(board, self._rows)
         except Exception as exc:
             _metrics().PUBLISH_FAILURES.inc()
@@ -202,37 +217,47 @@ class Refresher:
                 now = self._clock()
                 stop.wait(period - (now % period) or period)
         else:
-            self._run_on_change(stop, changes, period)
+            self._run_on_change(stop, changes)
         log.info("refresher stopped after %d boards", self.published)
 
-    def _run_on_change(self, stop: threading.Event, changes: Changes, period: float) -> None:
-        gap = self.min_interval_ms / 1000.0
-        due = time.monotonic()  # the tick: a board goes out by then, change or not
+    def _run_on_change(self, stop: threading.Event, changes: Changes) -> None:
+        self._due = self._monotonic()
         while not stop.is_set():
-            if not self.leading:  # a standby: publish the moment the lease is won
-                stop.wait(STANDBY_CHECK_S)
-                due = time.monotonic()
-                continue
-            # In slices, so that a stop is noticed within one even with no change coming.
-            changed = changes.wait(min(STOP_CHECK_S, due - time.monotonic()))
-            if stop.is_set():
-                break
-            if not changed and time.monotonic() < due:
-                continue
-            if changed and time.monotonic() < due:
-                # Coalesce: what arrives until the interval since the last board is over
-                # goes out in the same board.
-                rest = self._sent_at + gap - time.monotonic()
-                if rest > 0 and stop.wait(rest):
-                    break
-                changes.clear()
-                self.tick(only_if_changed=True)
-                due = self._sent_at + period
+            pause = self.step(self._monotonic())
+            if pause.until_change:
+                # In slices, so that a stop is noticed within one even with no change coming.
+                changes.wait(min(STOP_CHECK_S, pause.seconds))
             else:
-                changes.clear()
-                self.tick()
-                # After a failed tick the next try waits a period too (no busy loop).
-                due = max(self._sent_at, time.monotonic()) + period
+                stop.wait(pause.seconds)
+
+    def step(self, now: float) -> Pause:
+        """One pass of the on-change loop at monotonic time ``now``: publish what is due
+        (the first change after a quiet spell at once, changes within ``min_interval_ms`` of
+        the last board at the interval's end, a board every ``tick_ms`` anyway); then how
+        long to wait, and whether a change ends the wait."""
+        changes = self._changes
+        assert changes is not None, "a source without a change signal is published on the tick"
+        if not self.leading:  # a standby: publish the moment the lease is won
+            self._due = now
+            return Pause(STANDBY_CHECK_S, until_change=False)
+        changed = changes.pending
+        if not changed and now < self._due:
+            return Pause(self._due - now, until_change=True)
+        if changed and now < self._due:
+            # Coalesce: what arrives until the interval since the last board is over goes
+            # out in the same board.
+            rest = self._sent_at + self.min_interval_ms / 1000.0 - now
+            if rest > 0:
+                return Pause(rest, until_change=False)
+            changes.clear()
+            self.tick(only_if_changed=True)
+            self._due = self._sent_at + self.tick_ms / 1000.0
+        else:
+            changes.clear()
+            self.tick()
+            # After a failed tick the next try waits a period too (no busy loop).
+            self._due = max(self._sent_at, now) + self.tick_ms / 1000.0
+        return Pause(0.0, until_change=True)
 
     def start_background(self) -> threading.Event:
         """Run in a daemon thread (the embedded mode); set the returned event to stop it."""

@@ -4,6 +4,7 @@ clients the broker writes to itself, and every waiting client woken at once."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 
 from app.board.render import BoardRenderer
 from app.board.snapshot import Snapshot
@@ -20,8 +21,14 @@ class FanOut:
     loops read ``frame``, ``changed`` and ``closing`` here directly (one attribute each, as
     when they were the broker's)."""
 
-    def __init__(self, renderer: BoardRenderer, lock: threading.Lock) -> None:
+    def __init__(
+        self,
+        renderer: BoardRenderer,
+        lock: threading.Lock,
+        wall_ms: Callable[[], int] = now_ms,
+    ) -> None:
         self._renderer = renderer
+        self._wall_ms = wall_ms  # injected: a test renders at the time it drives
         self.lock = lock  # the broker's: guards ``direct`` (and the broker's own client sets)
         self.frame: Frame | None = None
         self.snapshot: Snapshot | None = None
@@ -31,7 +38,7 @@ class FanOut:
 
     def publish(self, snapshot: Snapshot) -> None:
         """Render ``snapshot`` once per plan, offer it to the direct clients, wake the rest."""
-        now = now_ms()
+        now = self._wall_ms()
         by_view = {
             plan: events.board_event(snapshot.seq, self._renderer.render(snapshot, plan, now))
             for plan in STREAM_PLANS

@@ -39,6 +39,8 @@ class Ticker:
         lock: threading.Lock,
         stale_ms: int,
         run_in_context: Callable[[Callable[[], None]], None],
+        clock: Callable[[], float] = time.monotonic,
+        wall_ms: Callable[[], int] = now_ms,
     ) -> None:
         self._fan = fan
         self._slots = slots
@@ -51,6 +53,11 @@ class Ticker:
         self.fresh: list[Client] = []  # new streams, whose short first lease is renewed next
         self.alive: Callable[[], bool] = lambda: True
         self.key_check: KeyCheck | None = None
+        # Injected so a test drives the schedule (``step``) instead of sleeping through it.
+        self._clock = clock
+        self._wall_ms = wall_ms
+        self._last_recheck = self._last_renew = self._last_restale = clock()
+        self._renew_every = RENEW_S
 
     def ensure_started(self) -> None:
         """Start the ticker's thread unless it runs already."""
@@ -64,32 +71,37 @@ class Ticker:
                 self._thread.start()
 
     def _tick_forever(self) -> None:
-        last_recheck = last_renew = last_restale = time.monotonic()
-        renew_every = RENEW_S
         while not self._fan.closing:
             time.sleep(TICK_S)
-            if not self.alive():
-                log.info("worker stopping: ending %d streams", len(self._clients))
-                self._fan.close()
+            if not self.step(self._clock()):
                 return
-            now = time.monotonic()
-            try:
-                if now - last_restale >= STALE_REFRESH_S:
-                    last_restale = now
-                    self._refresh_if_stale()
-                if now - last_renew >= renew_every and self._clients:
-                    last_renew = now
-                    # After a failed renewal (Redis away or hung) try every second, so
-                    # leases are back in Redis within a second of it answering again.
-                    renewed = self._renew_leases(list(self._clients))
-                    renew_every = RENEW_S if renewed else RENEW_RETRY_S
-                elif self.fresh:
-                    self._renew_leases(self.fresh)
-                if now - last_recheck >= RECHECK_S and self._clients:
-                    last_recheck = now
-                    self._start_recheck()
-            except Exception:
-                log.exception("stream ticker step failed")
+
+    def step(self, now: float) -> bool:
+        """One tick at monotonic time ``now``: end every stream if the worker is stopping
+        (then False), else do whatever is due (a stale board's re-render, lease renewals,
+        a key re-check) and return True. A failing step is logged; the next one runs."""
+        if not self.alive():
+            log.info("worker stopping: ending %d streams", len(self._clients))
+            self._fan.close()
+            return False
+        try:
+            if now - self._last_restale >= STALE_REFRESH_S:
+                self._last_restale = now
+                self._refresh_if_stale()
+            if now - self._last_renew >= self._renew_every and self._clients:
+                self._last_renew = now
+                # After a failed renewal (Redis away or hung) try every second, so
+                # leases are back in Redis within a second of it answering again.
+                renewed = self._renew_leases(list(self._clients))
+                self._renew_every = RENEW_S if renewed else RENEW_RETRY_S
+            elif self.fresh:
+                self._renew_leases(self.fresh)
+            if now - self._last_recheck >= RECHECK_S and self._clients:
+                self._last_recheck = now
+                self._start_recheck()
+        except Exception:
+            log.exception("stream ticker step failed")
+        return True
 
     def _renew_leases(self, live: list[Client]) -> bool:
         with self._lock:
@@ -104,7 +116,7 @@ class Ticker:
 
     def _refresh_if_stale(self) -> None:
         snapshot = self._fan.snapshot
-        if snapshot is not None and now_ms() - snapshot.ts_ms > self._stale_ms:
+        if snapshot is not None and self._wall_ms() - snapshot.ts_ms > self._stale_ms:
             self._fan.publish(snapshot)  # same board and id, its age and latencyLevel updated
 
     def _start_recheck(self) -> None:

@@ -10,6 +10,8 @@
   nothing. ``refuse_operations = True`` answers every operation ``INVALID OPERATION``.
 - ``snapshot_delay_s > 0`` sends every snapshot reply that late, from a thread (a slow
   snapshot); the assets join the connection only then, so nothing about them comes first.
+  ``hold_snapshots()`` holds every snapshot reply until ``release_snapshots()`` (a snapshot
+  as late as the test says, not a number of real seconds); ``held_assets()`` says which.
 - Then ``price_change`` messages driven by the test (``FakePolymarket.set_level`` /
   ``set_levels``; ``send=False`` loses the message on purpose), each entry carrying its
   asset's new ``best_bid`` / ``best_ask`` (``"0"`` / ``"1"`` for an empty side) as decimal
@@ -28,7 +30,7 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +76,7 @@ class FakeClobWs(_WsFake):
         self.refused: list[Any] = []  # every frame answered ``INVALID OPERATION``
         self.refuse_operations = False  # answer every operation ``INVALID OPERATION``
         self.snapshot_delay_s = 0.0  # > 0: slow snapshots, sent that late from a thread
+        self._held: list[Callable[[], None]] | None = None  # held snapshot replies, when held
         self.junk_books = False  # a fault: every book snapshot's levels are unreadable
         # A fault: the raw (best_bid, best_ask) strings of every best_bid_ask ("-0", "1e-400").
         self.top_override: tuple[str, str] | None = None
@@ -142,20 +145,41 @@ class FakeClobWs(_WsFake):
         else:
             self.reply(client, NO_NEW_ASSETS)
 
+    def hold_snapshots(self) -> None:
+        """Hold every snapshot reply from now until ``release_snapshots()``."""
+        with self._send_lock:
+            if self._held is None:
+                self._held = []
+
+    def held_assets(self) -> set[str]:
+        """The assets whose snapshot replies are held or delayed, on every connection."""
+        with self._send_lock:
+            return set().union(*(client.pending for client in self.clients))
+
+    def release_snapshots(self) -> None:
+        """Send the held snapshot replies now, and the later ones at once."""
+        with self._send_lock:
+            held, self._held = self._held or [], None
+            for reply in held:
+                reply()
+
     def _subscribe(self, client: _Client, assets: list[str]) -> None:
         assets = list(dict.fromkeys(assets))
-        if self.snapshot_delay_s <= 0:
-            self._snapshot(client, assets)
-            return
         with self._send_lock:
+            if self.snapshot_delay_s <= 0 and self._held is None:
+                self._snapshot(client, assets)
+                return
             client.pending.update(assets)
 
-        def slow() -> None:
-            with self._send_lock:
-                due = [a for a in assets if a in client.pending]  # not unsubscribed since
-                client.pending.difference_update(due)
-                self._snapshot(client, due)
+            def slow() -> None:
+                with self._send_lock:
+                    due = [a for a in assets if a in client.pending]  # not unsubscribed since
+                    client.pending.difference_update(due)
+                    self._snapshot(client, due)
 
+            if self._held is not None:
+                self._held.append(slow)
+                return
         self.later(self.snapshot_delay_s, slow)
 
     def _snapshot(self, client: _Client, assets: list[str]) -> None:

@@ -105,6 +105,20 @@ class FakeRtds(_RtdsConnectionFaults):
         if not self._held(symbol):
             self._deliver(EXCHANGE_TOPIC, symbol, json.dumps(message))
 
+    def hold_history(self) -> None:
+        """A fault of timing: hold every history snapshot from now until ``release_history()``."""
+        with self._lock:
+            if self._held_history is None:
+                self._held_history = []
+
+    def release_history(self) -> None:
+        """Send the held history snapshots now (each with the points of now), and the later
+        ones as before."""
+        with self._lock:
+            held, self._held_history = self._held_history or [], None
+        for send in held:
+            send()
+
     def send_history(
         self,
         points: Sequence[tuple[int, Decimal]],

@@ -11,7 +11,8 @@ subscriptions, what it records, what it sends.
   whose ``payload.symbol`` is its own; the methods take ``symbol`` (btc/usd).
 - After subscribing to the spot topic, the symbol's history snapshot arrives under the topic
   ``crypto_prices`` (``type: "subscribe"``, ``payload.data``), ``history_delay_s`` late if
-  set (live updates may come first). The TWAP topics have none unless ``twap_history``.
+  set (live updates may come first), or held from ``hold_history()`` until
+  ``release_history()``. The TWAP topics have none unless ``twap_history``.
 - ``update`` messages; the TWAP topics add ``full_accuracy_value`` (scaled by 1e18, or a
   plain decimal string with ``plain_full_accuracy``, the announced successor) and
   ``window_s``. ``paused = True`` keeps recording pushes into the history without
@@ -79,6 +80,7 @@ class _RtdsSocket(_WsFake):
         self.errors_sent: list[dict[str, Any]] = []  # every error frame sent
         self.twap_history = False  # the TWAP topics get a history snapshot too
         self.history_delay_s = 0.0  # > 0: the snapshot comes that long after the subscription
+        self._held_history: list[Callable[[], None]] | None = None  # held snapshots, when held
         self.plain_full_accuracy = False  # the successor format: a plain decimal string
         self.paused = False  # pushes go into the history but are not delivered (a gap)
         # A fault: live() sends what this returns instead of the true spot (kept in history).
@@ -220,6 +222,10 @@ class _RtdsSocket(_WsFake):
                 )
                 client.send(json.dumps(snapshot))
 
+        with self._lock:
+            if self._held_history is not None:
+                self._held_history.append(send)
+                return
         if self.history_delay_s > 0:
             self.later(self.history_delay_s, send)
         else:

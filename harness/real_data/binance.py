@@ -270,7 +270,14 @@ def _gamma(markets: _Markets, start: int, end: int) -> Iterator[dict[str, Any]]:
         t0 += WINDOW_S
 
 
+_STAMP_MARK = -1  # a book's stamp while its frame is a template (never a real one)
+
+
 def _books(markets: _Markets, start: int, end: int) -> Iterator[dict[str, Any]]:
+    # The same windows' books differ only in their stamps: their frame is serialised once
+    # per set of windows, with a mark where the stamps go (the same text as json.dumps).
+    mark = json.dumps({"timestamp": str(_STAMP_MARK)})[1:-1]
+    template: tuple[tuple[int, ...], list[str]] = ((), [])
     for second in range(start + 1, end + 1):
         current = math.floor(second / WINDOW_S) * WINDOW_S
         starts = [current]
@@ -280,8 +287,11 @@ def _books(markets: _Markets, start: int, end: int) -> Iterator[dict[str, Any]]:
             starts.append(current + WINDOW_S)
         t = second + BOOK_DELAY_S
         ts_ms = round(t * 1000)
-        books = [book for t0 in starts for book in markets.books(t0, ts_ms)]
-        yield line(t, "clob-ws", frame=json.dumps(books))
+        if template[0] != tuple(starts):
+            marked = [book for t0 in starts for book in markets.books(t0, _STAMP_MARK)]
+            template = (tuple(starts), json.dumps(marked).split(mark))
+        stamp = json.dumps({"timestamp": str(ts_ms)})[1:-1]
+        yield line(t, "clob-ws", frame=stamp.join(template[1]))
 
 
 def _resolutions(

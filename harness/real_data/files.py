@@ -55,16 +55,16 @@ def write_hourly(lines: Iterable[dict[str, Any]], directory: Path) -> int:
     (``docs/tapes.md``), replacing files of the same names; how many lines were written."""
     directory.mkdir(parents=True, exist_ok=True)
     handle: IO[str] | None = None
-    name = None
     count = 0
+    hour = None  # the hour (since the epoch) of the open file: each hour named once
     try:
         for item in lines:
-            wanted = hour_name(float(item["t"]))
-            if wanted != name:
+            t = float(item["t"])
+            if t // 3600 != hour:  # a new hour (gmtime's: whole seconds, floored): its file
+                hour = t // 3600
                 if handle is not None:
                     handle.close()
-                name = wanted
-                handle = (directory / name).open("w", encoding="utf-8")
+                handle = (directory / hour_name(t)).open("w", encoding="utf-8")
             assert handle is not None
             handle.write(json.dumps(item, separators=(",", ":")) + "\n")
             count += 1

@@ -111,6 +111,12 @@ class SimulatedSource:
         """None: a simulated window settles by its own path (the next price to beat)."""
         return {}
 
+    def advance(self, now: float) -> None:
+        """Walk every market up to ``now`` without building rows (as ``rows(now)`` does
+        first): a caller that skips boards keeps the path a seed gives at its instants."""
+        for walk in self._walks:
+            walk.advance(now)
+
     def rows(self, now: float) -> list[BoardRow]:
         """One row per (span, market) at ``now`` (unix seconds): span by span, markets in
         ``SYMBOLS`` order."""

@@ -4,7 +4,7 @@ uses (``estimate``, per new point; on the hot path: one pass over the last ``SIG
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
 from app.markets import WINDOW_S
@@ -121,13 +121,19 @@ def history(
     return History(scale, history_s, rate, jump_var, inflation, rho, horizons, factors)
 
 
-def estimate(times_ms: Sequence[int], values: Sequence[float], past: History) -> Volatility | None:
+def estimate(
+    times_ms: Sequence[int],
+    values: Sequence[float],
+    past: History,
+    grid: Callable[[Sequence[int], Sequence[float], int], list[float]] = second_grid,
+) -> Volatility | None:
     """The estimate from the spot's points and what ``history`` found; None while there are
-    fewer than ``MIN_RETURNS`` returns."""
+    fewer than ``MIN_RETURNS`` returns. ``grid``: ``second_grid``, or a series' own
+    ``SecondGrid`` (the same grid, only its new seconds computed)."""
     if not times_ms:
         return None
     start = times_ms[-1] // 1000 - SIGMA_WINDOW_S
-    returns = one_second_returns(second_grid(times_ms, values, start))
+    returns = one_second_returns(grid(times_ms, values, start))
     n = len(returns)
     if n < MIN_RETURNS:
         return None

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import threading
 from collections.abc import Sequence
 
 SIGMA_WINDOW_S = 900  # the last 15 minutes of 1-second returns
@@ -25,13 +26,84 @@ def second_grid(times_ms: Sequence[int], values: Sequence[float], start_s: int) 
         start_s = -(-times_ms[0] // 1000)  # the first whole second at or after the first point
         i = bisect.bisect_right(times_ms, start_s * 1000) - 1
     grid: list[float] = []
+    _extend(grid, times_ms, values, i, start_s, last_s)
+    return grid
+
+
+def _extend(
+    grid: list[float],
+    times_ms: Sequence[int],
+    values: Sequence[float],
+    i: int,
+    first_s: int,
+    last_s: int,
+) -> None:
+    """Append to ``grid`` the log prices in force at each second from ``first_s`` to
+    ``last_s``, ``i`` the index of the point in force at ``first_s``."""
     n = len(times_ms)
-    for second in range(start_s, last_s + 1):
+    for second in range(first_s, last_s + 1):
         edge = second * 1000
         while i + 1 < n and times_ms[i + 1] <= edge:
             i += 1
         grid.append(math.log(values[i]))
-    return grid
+
+
+class SecondGrid:
+    """``second_grid`` for one growing series, remembering its last grid: when the new points
+    up to the last call's newest are exactly the points the last grid rested on (from the
+    one in force at the new start), that grid's seconds are reused and only the newer
+    seconds computed. The same list of numbers as ``second_grid`` (the same logs of the same
+    points); anything else (a point inserted late, a start moved back) is computed whole."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._times: list[int] = []  # the points the grid rests on (the first in force)
+        self._values: list[float] = []
+        self._start_s = 0
+        self._grid: list[float] = []
+
+    def __call__(
+        self, times_ms: Sequence[int], values: Sequence[float], start_s: int
+    ) -> list[float]:
+        """``second_grid(times_ms, values, start_s)``."""
+        if not times_ms:
+            return []
+        i = bisect.bisect_right(times_ms, start_s * 1000) - 1
+        if i < 0:  # as second_grid: from the first whole second at or after the first point
+            start_s = -(-times_ms[0] // 1000)
+            i = bisect.bisect_right(times_ms, start_s * 1000) - 1
+        last_s = times_ms[-1] // 1000
+        with self._lock:
+            grid = self._reused(times_ms, values, i, start_s)
+            if grid is None:
+                grid = []
+                _extend(grid, times_ms, values, i, start_s, last_s)
+            else:
+                known_s = self._times[-1] // 1000  # the last second the old grid holds
+                k = bisect.bisect_right(times_ms, self._times[-1]) - 1
+                _extend(grid, times_ms, values, k, known_s + 1, last_s)
+            self._times, self._values = list(times_ms[i:]), list(values[i:])
+            self._start_s, self._grid = start_s, grid
+            return list(grid)
+
+    def _reused(
+        self, times_ms: Sequence[int], values: Sequence[float], i: int, start_s: int
+    ) -> list[float] | None:
+        """The old grid's seconds from ``start_s`` on, when they hold for the new points."""
+        old_times = self._times
+        if not old_times:
+            return None
+        newest = old_times[-1]
+        if not self._start_s <= start_s <= newest // 1000:
+            return None
+        k = bisect.bisect_right(times_ms, newest)  # the new points up to the old newest
+        j = len(old_times) - (k - i)  # where the new point in force at start_s must be
+        if k <= i or j < 0:
+            return None
+        # Points later than the old newest only reach seconds after its own.
+        if old_times[j:] != list(times_ms[i:k]) or self._values[j:] != list(values[i:k]):
+            return None
+        return self._grid[start_s - self._start_s :]
 
 
 def _mean_square(grid: Sequence[float], lag: int) -> tuple[float, int]:

@@ -54,6 +54,7 @@ class ClobFeed(Feed):
         if assets != self._assets:
             self._assets = assets
             self.books.forget(set(assets))
+            self.wake()  # a feed waiting for tokens connects now
 
     def subscription(self) -> list[str] | None:
         """The market subscription for the watched tokens (the first frame of a connection)."""

@@ -53,6 +53,7 @@ class LiveWindow:
     price_to_beat_via: str | None = None
     final: bool = False  # the settlement's own report: nothing may replace it
     site_tried_at: float = 0.0
+    site_open: float | None = None  # the site's last answer, offered until taken or refused
     fetched_at_ms: int = 0
     errors: list[str] = field(default_factory=list)
     refused: set[tuple[float, str]] = field(default_factory=set)  # prices to beat not believed

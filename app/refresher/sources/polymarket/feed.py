@@ -9,6 +9,10 @@ reconnects as fast as the first time, while one that fails at once keeps backing
 An outage is logged twice: a WARNING with its reason when it starts, an INFO with its length
 and the number of attempts when it ends, which is when data flows again (a connection that
 opens and drops at once is part of the outage, not its end).
+
+A feed measures its sessions and outages on ``clock`` and waits out its backoff with
+``pause`` (both injected; the real monotonic clock and the stop event's wait by default), so
+a test can drive the time that passes between reconnects instead of sleeping through it.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ import logging
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from websockets.sync.client import connect
@@ -92,13 +97,14 @@ class RecordedConnection:
 class Outage:
     """When a feed went down, and how many connections were tried since."""
 
-    def __init__(self) -> None:
-        self.started = time.monotonic()
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self.started = clock()
         self.attempts = 0
 
     def summary(self) -> str:
         """``back after 3.2 s (2 attempts)``."""
-        length = time.monotonic() - self.started
+        length = self._clock() - self.started
         plural = "" if self.attempts == 1 else "s"
         return f"back after {length:.1f} s ({self.attempts} attempt{plural})"
 
@@ -110,10 +116,19 @@ class Feed(threading.Thread):
     tape_src = "feed"  # the feed's name on a tape (docs/tapes.md)
     ping_every_s = 10.0
 
-    def __init__(self, url: str, stop: threading.Event) -> None:
+    def __init__(
+        self,
+        url: str,
+        stop: threading.Event,
+        clock: Callable[[], float] = time.monotonic,
+        pause: Callable[[float], object] | None = None,
+    ) -> None:
         super().__init__(name=f"probboard-{self.name_for_logs}", daemon=True)
         self.url = url
         self.stop_event = stop
+        self._now = clock  # sessions, silences, pings and outages are measured on it
+        self._pause = pause if pause is not None else stop.wait  # waits out a backoff
+        self.backoff_s = BACKOFF_FIRST_S  # the ceiling of the backoff being waited out
         self.connected = False
         self._connected_before = False  # a later connection counts as a reconnect
         self.messages = 0
@@ -122,6 +137,7 @@ class Feed(threading.Thread):
         self._outage: Outage | None = None  # down since, until data flows again
         self._data_since: float | None = None  # first data on this session (monotonic s)
         self._data_last = 0.0
+        self._wake = threading.Event()  # set when there may be something to subscribe to
 
     def subscription(self) -> list[str] | None:
         """Text frames to send after connecting; None while there is nothing to watch."""
@@ -142,6 +158,10 @@ class Feed(threading.Thread):
         """Hook: frames to send on the open connection now (called between reads)."""
         return []
 
+    def wake(self) -> None:
+        """There may be something to subscribe to now (or the feed stops): stop waiting."""
+        self._wake.set()
+
     def wants_new_connection(self) -> bool:
         """Hook: True to open a new connection (subscribed afresh) before closing this one."""
         return False
@@ -161,9 +181,10 @@ class Feed(threading.Thread):
         """Connect and reconnect until the stop event is set."""
         backoff = BACKOFF_FIRST_S
         while not self.stop_event.is_set():
+            self._wake.clear()  # before asking: a wake from now on ends the wait below
             frames = self.subscription()
             if not frames:
-                self.stop_event.wait(0.2)
+                self._wake.wait(0.2)
                 continue
             if self._outage is not None:
                 self._outage.attempts += 1
@@ -179,13 +200,14 @@ class Feed(threading.Thread):
             self.connected = False
             if self.stop_event.is_set():
                 break
-            self.stop_event.wait(random.uniform(0, backoff))  # noqa: S311 - jitter
+            self.backoff_s = backoff
+            self._pause(random.uniform(0, backoff))  # noqa: S311 - jitter
             backoff = min(BACKOFF_MAX_S, backoff * 2)
 
     def _down(self, reason: Exception) -> None:
         """A session failed: the start of an outage (logged), or one more failed attempt."""
         if self._outage is None:
-            self._outage = Outage()
+            self._outage = Outage(self._now)
             log.warning("%s: %s (%s); reconnecting", self.name_for_logs, reason, self.url)
         else:
             attempt = self._outage.attempts
@@ -197,7 +219,7 @@ class Feed(threading.Thread):
 
     def _heard(self) -> None:
         """Data arrived: the session is alive, and an outage (if any) is over."""
-        now = time.monotonic()
+        now = self._now()
         if self._data_since is None:
             self._data_since = now
         self._data_last = now
@@ -225,14 +247,14 @@ class Feed(threading.Thread):
         # In an outage the line that matters is the one when data flows again (``_heard``).
         level = logging.INFO if self._outage is None else logging.DEBUG
         log.log(level, "%s: connected to %s", self.name_for_logs, self.url)
-        last_ping = last_heard = time.monotonic()
+        last_ping = last_heard = self._now()
         while not self.stop_event.is_set():
             for frame in self.pending():
                 ws.send(frame)
             if self.wants_new_connection():
                 ws = self._replace(ws)
-                last_ping = last_heard = time.monotonic()
-            now = time.monotonic()
+                last_ping = last_heard = self._now()
+            now = self._now()
             if now - last_ping >= self.ping_every_s:
                 ws.send("PING")
                 last_ping = now
@@ -243,7 +265,7 @@ class Feed(threading.Thread):
             except TimeoutError:
                 continue
             if self.receive(raw):
-                last_heard = time.monotonic()
+                last_heard = self._now()
                 self._heard()
 
     def receive(self, raw: str | bytes) -> bool:

@@ -57,6 +57,22 @@ def allowed_move(dt_ms: int, base: float = JUMP_BASE) -> float:
     return base + JUMP_PER_ROOT_S * math.sqrt(max(1.0, abs(dt_ms) / 1000))
 
 
+def each_seconds_price(points: list[tuple[int, float]]) -> list[tuple[int, float]]:
+    """The first and the last point of each second, in time order: the price in force at
+    every whole second (the settlement, the price to beat), each second's last (the means)
+    and no gap longer than the points had (the coverage checks) are all among them. A
+    snapshot denser than the feed's 1 Hz (megabytes of points) then costs its seconds, not
+    its points: the feed's reader judges each point kept, and is held as long."""
+    kept: dict[int, list[tuple[int, float]]] = {}  # second -> [its first, its last]
+    for point in sorted(points):
+        ends = kept.setdefault(point[0] // 1000, [point, point])
+        if point[0] > ends[1][0]:  # a repeated stamp keeps its first value
+            ends[1] = point
+    return [
+        p for first, last in kept.values() for p in ((first,) if first == last else (first, last))
+    ]
+
+
 def _agrees(reference: tuple[int, float], point: tuple[int, float], base: float) -> bool:
     return abs(math.log(point[1] / reference[1])) <= allowed_move(point[0] - reference[0], base)
 
@@ -100,6 +116,7 @@ class PriceSeries(Points):
         self._vol_version = -1
         self._vol: volatility.Volatility | None = None
         self._history = volatility.History()
+        self._grid = volatility.SecondGrid()  # the estimate's grid, only new seconds computed
         self._scale_at = -math.inf
         self._scale_points = 0  # how many points the scale was measured on
         self._factors_at = -math.inf
@@ -111,9 +128,9 @@ class PriceSeries(Points):
         super()._add(ts_ms, value)
 
     def merge(self, points: list[tuple[int, float]]) -> list[str]:
-        """Merge a history snapshot, each point judged as by ``offer``; a gap it spans is
-        repaired. Returns the suspect kinds of the points not believed."""
-        verdicts = [self.offer(ts_ms, value) for ts_ms, value in sorted(points)]
+        """Merge a history snapshot, each second's price judged as by ``offer``; a gap it
+        spans is repaired. Returns the suspect kinds of the points not believed."""
+        verdicts = [self.offer(ts_ms, value) for ts_ms, value in each_seconds_price(points)]
         suspect = [kind for kind in verdicts if kind is not None]
         if points:
             self._repair(min(t for t, _ in points), max(t for t, _ in points))
@@ -257,7 +274,7 @@ class PriceSeries(Points):
             self._scale_at, self._scale_points = now, len(times)
             if again:
                 self._factors_at = now
-        estimate = volatility.estimate(times, values, self._history)
+        estimate = volatility.estimate(times, values, self._history, self._grid)
         with self._lock:
             self._vol, self._vol_version = estimate, version
         return estimate

@@ -46,6 +46,7 @@ FALLBACK_AFTER_S = 5.0  # no settlement point at T0 this long after it: try the 
 # the first report after T0 stands in for it only once T0's has had this long to come.
 T0_REPORT_WAIT_S = 8.0
 SPOT_MEAN = "mean"
+SITE_VIA = "site:crypto-price"
 PRICE_TO_BEAT = "price_to_beat"  # the kind of a window's doubt about its price to beat
 
 
@@ -227,9 +228,14 @@ class PriceToBeat:
         ):
             window.site_tried_at = clocks.monotonic()
             opened = self._site_open_price(window.coin, window.t0, window.span)
-            if opened is not None:
-                self.set(window, opened, "site:crypto-price", False)
-                return
+            if opened is not None:  # a failed retry does not forget an answer
+                window.site_open = opened
+        site = (window.site_open, SITE_VIA)
+        if window.site_open is not None and site not in window.refused:
+            # The site's answer is offered again at each upkeep until its witness can judge
+            # it: Gamma's is never taken while it waits (only once it is refused).
+            self.set(window, window.site_open, SITE_VIA, False)
+            return
         if market.price_to_beat is not None:
             self.set(window, market.price_to_beat, "gamma", False)
 

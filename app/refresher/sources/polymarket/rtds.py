@@ -129,8 +129,9 @@ class RtdsFeed(Feed):
         markets: tuple[Market, ...],
         clock: Callable[[], float] = time.time,
         windows: tuple[int, ...] = (WINDOW_S,),
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        super().__init__(url, stop)
+        super().__init__(url, stop, clock=monotonic)  # the connection's silences and pings
         self._clock = clock  # our wall clock: a point stamped ahead of it is not believed
         self.suspects = Suspects(self.name_for_logs)
         self._markets = markets

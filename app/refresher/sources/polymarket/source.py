@@ -80,6 +80,8 @@ class PolymarketSource:
         tape: Tape | None = None,
         background: bool = True,
         spans: tuple[Span, ...] = (FIVE_MINUTES,),
+        http_timeout_s: float = 3.0,
+        rtds_monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if not markets or not spans:
             raise ValueError("a source serves at least one market and one window")
@@ -94,7 +96,8 @@ class PolymarketSource:
         self._stale_after_ms = stale_after_ms
         self._asked_at: dict[str, float] = {}  # token -> when it was first watched (clock s)
         self.http = http or httpx.Client(
-            timeout=httpx.Timeout(3.0, connect=2.0),
+            # Each read's timeout (a test whose subject is not its length shortens it).
+            timeout=httpx.Timeout(http_timeout_s, connect=min(2.0, http_timeout_s)),
             headers={"User-Agent": "probboard/0.1"},
             follow_redirects=False,
             transport=self._transport(upstreams, tape),
@@ -107,7 +110,14 @@ class PolymarketSource:
         self.identity = Identities(self.http, upstreams.clob)
         self.clob.on_book = self.identity.note_book
         windows = tuple(span.seconds for span in spans)  # the settlement factors' horizons
-        self.rtds = RtdsFeed(upstreams.rtds, self.stop, markets, clock=clock, windows=windows)
+        self.rtds = RtdsFeed(
+            upstreams.rtds,
+            self.stop,
+            markets,
+            clock=clock,
+            windows=windows,
+            monotonic=rtds_monotonic,
+        )
         self.suspects = Suspects("market")  # Gamma's and the site's answers
         self.clob.tape = self.rtds.tape = tape
         self.rtds.on_change = self.changes.notify
@@ -167,6 +177,8 @@ class PolymarketSource:
     def close(self) -> None:
         """Stop the threads and close the HTTP client."""
         self.stop.set()
+        for feed in (self.clob, self.rtds):
+            feed.wake()  # one waiting for something to subscribe to stops now
         self.http.close()
         if self.tape is not None:
             # The sockets' last lines (their disconnects) come from their own threads.
@@ -202,8 +214,10 @@ class PolymarketSource:
 
     # -- upkeep: every HTTP call, off the tick ------------------------------------------
     def _upkeep_forever(self, job: Callable[[float], None]) -> None:
-        while not self.stop.wait(UPKEEP_S):
+        # The first step at once: a source's first lookups wait for no interval.
+        while not self.stop.is_set():
             self._run(job, self._clock())
+            self.stop.wait(UPKEEP_S)
 
     @staticmethod
     def _run(job: Callable[[float], None], now: float) -> None:
