@@ -132,6 +132,7 @@ def fresh_redis(redis_server: RedisServer) -> Iterator[RedisServer]:
 @pytest.fixture
 def restartable_redis(tmp_path: Path) -> Iterator[RedisServer]:
     """A Redis of this test's own, for tests that stop and restart it."""
+    # Own redis-server: the tests that ask for it stop, restart or hang it.
     server = RedisServer(tmp_path)
     server.start()
     try:
@@ -143,6 +144,7 @@ def restartable_redis(tmp_path: Path) -> Iterator[RedisServer]:
 @pytest.fixture
 def service(tmp_path: Path) -> Iterator[Service]:
     """A factory-free handle for gunicorn and the refresher; stopped after the test."""
+    # Own gunicorn/refresher: each test sets their environment, then starts them.
     handle = Service(tmp_path, service_env())
     try:
         yield handle

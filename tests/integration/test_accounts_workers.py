@@ -158,6 +158,7 @@ def test_revocation_and_downgrade_reach_every_gunicorn_worker(
     kept = flask_cli(service.env, "keys", "create", "alice").splitlines()[-1]
     assert KEY.fullmatch(revoked) and KEY.fullmatch(kept) and revoked != kept
 
+    # Own gunicorn: the test stops it to see its workers write the key uses.
     service.start_web(workers=2)
     # Both workers know (and have cached) both keys.
     for key in (revoked, kept):

@@ -22,6 +22,7 @@ def test_a_preflight_is_204_with_the_cors_headers_and_reads_are_readable(
         API_KEY_PEPPER=TEST_PEPPER,
         GUEST_RATE_LIMIT="2 per day",  # no window edge between these few requests
     )
+    # Own gunicorn: its guest limit (2 per day) is this test's to spend.
     service.start_web(workers=2)
     asked = {
         "Origin": SITE,

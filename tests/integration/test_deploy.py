@@ -125,9 +125,9 @@ class Vm:
 
 
 @pytest.fixture
-def vm(tmp_path: Path, restartable_redis: RedisServer) -> Iterator[Vm]:
+def vm(tmp_path: Path, fresh_redis: RedisServer) -> Iterator[Vm]:
     """A fresh scratch VM; whatever it runs is stopped afterwards."""
-    machine = Vm(tmp_path / "vm", restartable_redis.url)
+    machine = Vm(tmp_path / "vm", fresh_redis.url)
     machine.prefix.mkdir()
     try:
         yield machine
@@ -135,6 +135,9 @@ def vm(tmp_path: Path, restartable_redis: RedisServer) -> Iterator[Vm]:
         machine.run("stop")
 
 
+# Three real installs (a venv from the wheels each): about 100 s alone, three times that on a
+# loaded 2-core machine, where the suite's 300 s would cut a deploy in the middle.
+@pytest.mark.timeout(900)
 def test_deploy_switch_and_rollback(vm: Vm, bundle: Path, tmp_path: Path) -> None:
     """Install, switch, refuse a broken release (exit 1, previous restored) and roll back."""
     # Defaults that give one secret: the env file is made with it and only the other is made.
@@ -311,6 +314,7 @@ def test_the_tls_site_sends_hsts_on_every_answer(tmp_path: Path) -> None:
         f"pid {tmp_path / 'nginx.pid'};\nerror_log {tmp_path / 'error.log'};\n"
         f"events {{}}\nhttp {{\n access_log off;\n include {tmp_path / 'site.conf'};\n}}\n"
     )
+    # Own nginx: the production site rewritten for this test's ports and certificate.
     nginx = Process(["nginx", "-c", str(main), "-p", str(tmp_path), "-g", "daemon off;"],
                     {"PATH": "/usr/sbin:/usr/bin:/bin"}, tmp_path / "nginx.log")  # fmt: skip
     context = ssl.create_default_context(cafile=str(cert))
@@ -383,8 +387,10 @@ def shims(folder: Path) -> str:
     return f"{folder}{os.pathsep}{os.environ['PATH']}"
 
 
+# Two real installs through `make deploy` (see test_deploy_switch_and_rollback's timeout).
+@pytest.mark.timeout(900)
 def test_make_deploy_to_two_hosts_in_turn_with_one_leading_refresher(
-    tmp_path: Path, bundle: Path, restartable_redis: RedisServer
+    tmp_path: Path, bundle: Path, fresh_redis: RedisServer
 ) -> None:
     """``make deploy HOSTS="vm1 vm2"``: both hosts live on shared secrets, one refresher
     leads; a release that fails vm1's gate stops the rollout before vm2."""
@@ -392,7 +398,7 @@ def test_make_deploy_to_two_hosts_in_turn_with_one_leading_refresher(
     ports = {"vm1": free_port(), "vm2": free_port()}
     shared = (
         f"SECRET_KEY=shared-secret-key-0123\nAPI_KEY_PEPPER=shared-pepper-0123456789\n"
-        f"REDIS_URL={restartable_redis.url}\n"
+        f"REDIS_URL={fresh_redis.url}\n"
         f"DATABASE_URL=sqlite:///{tmp_path / 'shared.sqlite3'}\n"
         "HOST=127.0.0.1\nGUEST_RATE_LIMIT=100000 per minute\n"
     )
@@ -434,7 +440,7 @@ def test_make_deploy_to_two_hosts_in_turn_with_one_leading_refresher(
         who = subprocess.run(
             [sys.executable, "-m", "app.refresher", "--who-leads"],
             cwd=ROOT, capture_output=True, text=True, timeout=30,
-            env={**os.environ, "REDIS_URL": restartable_redis.url, "SECRET_KEY": "x"},
+            env={**os.environ, "REDIS_URL": fresh_redis.url, "SECRET_KEY": "x"},
         )  # fmt: skip
         assert who.returncode == 0, who.stdout + who.stderr
         leaders = [name for name, pid in refreshers.items() if f":{pid} " in who.stdout]
@@ -500,6 +506,8 @@ def test_several_hosts_are_refused_without_both_shared_secrets(
     assert not touched.exists()
 
 
+# Two real installs (see test_deploy_switch_and_rollback's timeout).
+@pytest.mark.timeout(900)
 def test_the_old_hop_count_is_refused_beyond_loopback_and_rewritten_on_it(
     vm: Vm, bundle: Path, tmp_path: Path
 ) -> None:

@@ -212,6 +212,7 @@ def start_own_gunicorn(tmp_path: Path, **settings: str) -> tuple[Service, Path]:
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     service = Service(tmp_path, base_env(TMPDIR=str(scratch), **settings))
+    # Own gunicorn: the tests stop or reload it to see its metrics folder go.
     service.start_web(workers=2)
     return service, scratch
 
@@ -284,6 +285,7 @@ def test_a_folder_given_by_the_operator_is_emptied_at_start_and_kept(
         base_env(REDIS_URL=fresh_redis.url, PROMETHEUS_MULTIPROC_DIR=str(given)),
     )
     try:
+        # Own gunicorn: on the operator's folder this test seeds before the start.
         service.start_web(workers=2)
         assert not stale.exists()
         text = scrape(service.base + "/metrics")

@@ -32,6 +32,7 @@ DEADLINE_S = 45.0  # generous: another process may be loading the machine
 @pytest.fixture
 def live_world() -> Iterator[FakePolymarket]:
     """Every window listed, prices streaming in real time, busy books."""
+    # Own fakes: one test silences RTDS; the other counts lookups from zero.
     with running(auto_markets=True) as world:
         world.rtds.live(period_s=0.2)
         world.clob_ws.keep_alive(0.1)
@@ -122,6 +123,7 @@ def test_production_shape_serves_the_fake_market_and_turns_stale_when_rtds_goes_
         STALE_THRESHOLD_MS="1000",
         SEVERE_STALE_THRESHOLD_MS="2500",
     )
+    # Own refresher and gunicorn: on this test's fakes and stale thresholds.
     service.start_refresher()
     service.start_web(workers=1)
 

@@ -35,6 +35,7 @@ def test_gunicorn_and_refresher_serve_a_live_board(
 ) -> None:
     """gunicorn's two workers and a refresher process serve a live, moving board through Redis."""
     service.env["REDIS_URL"] = fresh_redis.url
+    # Own gunicorn: the test reads its empty board before any refresher runs.
     service.start_web(workers=2)
     status, _, body = service.get("/api/health")
     health = validated("health", body)
@@ -64,6 +65,7 @@ def test_stopping_the_refresher_turns_the_board_stale_then_danger(
     service.env.update(
         REDIS_URL=fresh_redis.url, STALE_THRESHOLD_MS="1000", SEVERE_STALE_THRESHOLD_MS="2500"
     )
+    # Own gunicorn and refresher: the test stops the refresher.
     service.start_web(workers=1)
     service.start_refresher()
     assert wait_until(lambda: _board(service)["latencyLevel"] == "ok", timeout=20)
@@ -83,6 +85,7 @@ def test_worker_recovers_after_a_redis_restart(
 ) -> None:
     """A worker keeps serving through a Redis restart and fresh boards flow again after it."""
     service.env["REDIS_URL"] = restartable_redis.url
+    # Own gunicorn and refresher: they live through this test's Redis restart.
     service.start_web(workers=1)
     service.start_refresher()
     assert wait_until(lambda: _has_rows(service), timeout=20)
@@ -107,6 +110,7 @@ def test_worker_recovers_after_a_redis_restart(
 def test_refresher_refuses_the_memory_bus(service: Service) -> None:
     """The refresher process exits 2 on the memory bus, naming REDIS_URL."""
     service.env["REDIS_URL"] = "memory://"
+    # Own refresher: on the memory bus it must exit (2) at once.
     service.start_refresher()
     assert service.refresher is not None
     assert service.refresher.popen.wait(15) == 2
@@ -116,6 +120,7 @@ def test_refresher_refuses_the_memory_bus(service: Service) -> None:
 def test_gunicorn_on_the_memory_bus_runs_its_own_refresher(service: Service) -> None:
     """gunicorn on the memory bus runs its embedded refresher and serves rows."""
     service.env["REDIS_URL"] = "memory://"
+    # Own gunicorn: on the memory bus, with its embedded refresher.
     service.start_web(workers=2)
     assert wait_until(lambda: _has_rows(service), timeout=10)
     health = validated("health", service.get("/api/health")[2])

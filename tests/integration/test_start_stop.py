@@ -9,8 +9,12 @@ The refresher's own stop (SIGTERM, SIGINT, in every state) is in the fault suite
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -135,6 +139,7 @@ def test_the_refresher_runs_without_the_web_secrets(
     """The refresher hashes no key and signs nothing: it publishes without either secret."""
     env = operator_env(tmp_path, REDIS_URL=fresh_redis.url)
     del env["API_KEY_PEPPER"], env["SECRET_KEY"]
+    # Own refresher: started without the web secrets, the subject.
     refresher = Process(ENTRY_POINTS["refresher"], env, tmp_path / "refresher.log")
     try:
         published = redis.Redis.from_url(fresh_redis.url)
@@ -180,6 +185,29 @@ def test_ctrl_c_of_make_run_ends_every_process_without_a_traceback(
 
         group.interrupt()
 
+        assert group.wait_all_gone(CTRL_C_BOUND_S) is not None, (group.members(), group.output())
+        after = group.output_after_signal()
+        assert "Traceback" not in after and "Exception ignored" not in after, after
+
+
+@pytest.mark.timeout(180)
+def test_ctrl_c_pressed_again_while_it_stops_ends_it_without_a_traceback(
+    tmp_path: Path, fresh_redis: RedisServer
+) -> None:
+    """The production shape, Ctrl-C, then Ctrl-C again every 100 ms while anything is left
+    (an impatient operator): every process ends and nothing after the first signal is a
+    traceback. A gevent worker's interpreter shutdown once printed "Exception ignored in:
+    threading ... SystemExit" when a quit signal came during it (gunicorn's handler exits)."""
+    env = operator_env(tmp_path, REDIS_URL=fresh_redis.url)
+    base = f"http://127.0.0.1:{env['PORT']}"
+    with process_group(MAKE_RUN, env, tmp_path / "make-run.log") as group:
+        assert wait_until(lambda: _serving(base), timeout=90), group.output()
+        group.interrupt()
+        for _ in range(20):
+            time.sleep(0.1)
+            for pid in group.members():
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGINT)
         assert group.wait_all_gone(CTRL_C_BOUND_S) is not None, (group.members(), group.output())
         after = group.output_after_signal()
         assert "Traceback" not in after and "Exception ignored" not in after, after

@@ -20,7 +20,6 @@ import signal
 import threading
 import time
 from collections.abc import Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ import psycopg
 import pytest
 import redis
 
+from app.web import create_app
 from harness.databases import scratch_postgres_database
 from harness.processes import (
     RedisServer,
@@ -50,7 +50,7 @@ from harness.stream_client import (
     naive_boards,
     summarize,
 )
-from tests.conftest import TEST_PEPPER
+from tests.conftest import BASE_CONFIG, TEST_PEPPER
 from tests.support.contract import validated
 
 LATEST = "/api/probboard/latest"
@@ -87,19 +87,24 @@ KEYS = {
 
 @pytest.fixture(scope="module")
 def accounts() -> Iterator[Accounts]:
-    """A PostgreSQL database of this module's own with the accounts and keys of ``KEYS``."""
+    """A PostgreSQL database of this module's own with the accounts and keys of ``KEYS``, made
+    by the documented commands run in this process (Flask's CLI runner: fourteen CLI
+    processes took about 10 s of the module's setup; test_cli.py runs them as processes)."""
     with scratch_postgres_database() as url:
         env = service_env(DATABASE_URL=url, API_KEY_PEPPER=TEST_PEPPER)
-        flask_cli(env, "db", "upgrade")
-        plans = dict(KEYS.values())
-        # A few CLI processes at a time (each is one short write).
-        with ThreadPoolExecutor(max_workers=3) as pool:
-            list(
-                pool.map(lambda a: flask_cli(env, "users", "create", a, "--plan", plans[a]), plans)
-            )
-            printed = pool.map(lambda name: flask_cli(env, "keys", "create", KEYS[name][0]), KEYS)
-            keys = {name: out.splitlines()[-1] for name, out in zip(KEYS, printed, strict=True)}
-        flask_cli(env, "users", "set-plan", "ursula", "user")
+        runner = create_app({**BASE_CONFIG, "DATABASE_URL": url}).test_cli_runner()
+
+        def cli(*args: str) -> str:
+            result = runner.invoke(args=list(args))
+            assert result.exit_code == 0, (args, result.output)
+            return result.output
+
+        cli("db", "upgrade")
+        for account, plan in dict(KEYS.values()).items():
+            cli("users", "create", account, "--plan", plan)
+        keys = {name: cli("keys", "create", account).splitlines()[-1].strip()
+                for name, (account, _) in KEYS.items()}  # fmt: skip
+        cli("users", "set-plan", "ursula", "user")
         key_ids: dict[str, int] = {}
         with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
             for name, key in keys.items():
@@ -557,7 +562,7 @@ class TestLiveStream:
 
 
 def test_a_stream_open_close_loop_meets_the_plans_rate_limit(
-    service: Service, restartable_redis: RedisServer, accounts: Accounts
+    service: Service, fresh_redis: RedisServer, accounts: Accounts
 ) -> None:
     """Issue 46: one key opening and closing streams in a loop is refused (429
     ``rate_limited``, the ErrorResponse, ``Retry-After``) once its plan's limit is spent,
@@ -565,11 +570,12 @@ def test_a_stream_open_close_loop_meets_the_plans_rate_limit(
     what refuses it."""
     configure(
         service,
-        restartable_redis.url,
+        fresh_redis.url,
         accounts,
         VIP_PRO_RATE_LIMIT="6 per hour",
         STREAM_MAX_PER_KEY="10",
     )
+    # Own gunicorn: its plan's rate limit (6 per hour) is this test's to spend.
     start(service, refresher=False)  # no board needed: the answer's status is the point
     key = accounts.keys["wire"]
     for _ in range(6):
@@ -591,17 +597,18 @@ def test_a_stream_open_close_loop_meets_the_plans_rate_limit(
 
 
 def test_quiet_board_first_event_last_event_id_and_heartbeats(
-    service: Service, restartable_redis: RedisServer, accounts: Accounts
+    service: Service, fresh_redis: RedisServer, accounts: Accounts
 ) -> None:
     """A still board: sent once, Last-Event-ID skips or resends it, heartbeats flow."""
     # Staleness far away: nothing is re-sent while the board stands still.
     configure(
         service,
-        restartable_redis.url,
+        fresh_redis.url,
         accounts,
         STALE_THRESHOLD_MS="600000",
         SEVERE_STALE_THRESHOLD_MS="1200000",
     )
+    # Own gunicorn and refresher: the test stops the refresher to keep the board quiet.
     start(service)
     assert service.refresher is not None
     service.refresher.stop()
@@ -644,16 +651,17 @@ def test_quiet_board_first_event_last_event_id_and_heartbeats(
 
 
 def test_stale_board_is_resent_with_its_age_and_latency_level(
-    service: Service, restartable_redis: RedisServer, accounts: Accounts
+    service: Service, fresh_redis: RedisServer, accounts: Accounts
 ) -> None:
     """A board that stops changing is re-sent with its growing age and latency level."""
     configure(
         service,
-        restartable_redis.url,
+        fresh_redis.url,
         accounts,
         STALE_THRESHOLD_MS="1000",
         SEVERE_STALE_THRESHOLD_MS="3500",
     )
+    # Own gunicorn and refresher: its stale thresholds; the test stops the refresher.
     start(service)
     assert service.refresher is not None
     conns = [open_stream(service, accounts.keys["wire"], http10=http10) for http10 in (False, True)]
@@ -772,10 +780,11 @@ class TestRedisRestart:
 
 
 def test_sigterm_ends_every_stream_with_a_final_comment(
-    service: Service, restartable_redis: RedisServer, accounts: Accounts
+    service: Service, fresh_redis: RedisServer, accounts: Accounts
 ) -> None:
     """SIGTERM ends every stream with a final comment and a clean close, promptly."""
-    configure(service, restartable_redis.url, accounts)
+    configure(service, fresh_redis.url, accounts)
+    # Own gunicorn and refresher: the test SIGTERMs gunicorn.
     start(service)
     assert service.web is not None
     conns = [open_stream(service, accounts.keys["wire"], http10=i % 2 == 1) for i in range(4)]
@@ -840,6 +849,9 @@ def stalled(tmp_path_factory: pytest.TempPathFactory, accounts: Accounts) -> Ite
         conns.append(slow)
         normal = [open_stream(service, key, http10=i == 2) for i in range(3)]
         conns.extend(normal)
+        # All four hold a slot now: the stalled one may be dropped (its write timeout) during
+        # whichever test runs first, so this is checked here, not in the test of its drop.
+        assert slots_held(server.url, accounts.key_ids["wire"]) == 4
         yield Stalled(service, server, accounts, slow, normal, published)
     finally:
         if published is not None:
@@ -877,7 +889,6 @@ class TestSlowClient:
     def test_a_stalled_client_is_dropped_and_frees_its_slot(self, stalled: Stalled) -> None:
         """A client that stops reading is dropped after the write timeout, and its slot is freed."""
         redis_url, key_id = stalled.redis.url, stalled.accounts.key_ids["wire"]
-        assert slots_held(redis_url, key_id) == 4
         # STREAM_WRITE_TIMEOUT_S=2: once the server cannot hand the stalled client a write
         # it must let go. By the deadline the server has pushed ~250 KB of boards at it.
         dropped = wait_until(lambda: slots_held(redis_url, key_id) < 4, timeout=20, interval=0.5)
@@ -894,11 +905,12 @@ class TestSlowClient:
 
 
 def test_filtered_streams_get_only_their_rows_in_every_event(
-    service: Service, restartable_redis: RedisServer, accounts: Accounts
+    service: Service, fresh_redis: RedisServer, accounts: Accounts
 ) -> None:
     """Two markets; streams of one, of both asked in another order (HTTP/1.0), and of all:
     every board (the first, then the broker's direct writes) holds the rows asked for."""
-    configure(service, restartable_redis.url, accounts, SYMBOLS="BTC,ETH")
+    configure(service, fresh_redis.url, accounts, SYMBOLS="BTC,ETH")
+    # Own gunicorn and refresher: on this test's symbols (BTC,ETH).
     start(service)
     key = accounts.keys["wire"]
     bad = StreamConnection(service.port, {"X-API-Key": key}, path=f"{STREAM}?symbol=doge")
@@ -921,13 +933,14 @@ def test_filtered_streams_get_only_their_rows_in_every_event(
 
 
 def test_a_line_splitting_client_reads_the_default_board_of_two_windows_unchanged(
-    service: Service, restartable_redis: RedisServer, accounts: Accounts
+    service: Service, fresh_redis: RedisServer, accounts: Accounts
 ) -> None:
     """Issue 39, done when: with ``WINDOWS=5m,15m`` the stream without a parameter is the
     contract's 5-minute board, as a public client that splits the body on lines reads it
     (``slot`` the 5-minute start its slug ends with, no new field, no 15-minute row); the
     ``?window=15m`` stream never carries a 5-minute row."""
-    configure(service, restartable_redis.url, accounts, SYMBOLS="BTC,ETH", WINDOWS="5m,15m")
+    configure(service, fresh_redis.url, accounts, SYMBOLS="BTC,ETH", WINDOWS="5m,15m")
+    # Own gunicorn and refresher: on this test's symbols and windows (5m,15m).
     start(service)
     key = accounts.keys["wire"]
     default = open_stream(service, key, http10=True)

@@ -21,21 +21,23 @@ from harness.processes import BIN, Process, RedisServer, service_env, wait_until
 RECORD_S = 5.0
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def world() -> Iterator[FakePolymarket]:
+    """The fakes, live, for the module: the tests only read them (each its own refresher)."""
     with running(auto_markets=True) as fake:
         fake.rtds.live()
         fake.clob_ws.keep_alive(0.1)
         yield fake
 
 
-def test_the_program_records_and_closes_its_tape(world: FakePolymarket, tmp_path: Path) -> None:
-    redis = RedisServer(tmp_path)
-    redis.start()
+def test_the_program_records_and_closes_its_tape(
+    world: FakePolymarket, fresh_redis: RedisServer, tmp_path: Path
+) -> None:
     tapes = tmp_path / "tapes"
+    # Own refresher: it records its own tape, closed when the test stops it.
     refresher = Process(
         [str(BIN / "python"), "-m", "app.refresher", "--record", str(tapes)],
-        service_env(REDIS_URL=redis.url, **world.env()),
+        service_env(REDIS_URL=fresh_redis.url, **world.env()),
         tmp_path / "refresher.log",
     )
     try:
@@ -47,7 +49,6 @@ def test_the_program_records_and_closes_its_tape(world: FakePolymarket, tmp_path
         assert refresher.stop() == 0, refresher.output()
     finally:
         refresher.stop()
-        redis.stop()
     lines = [json.loads(line) for path in sorted(tapes.glob("*.jsonl")) for line in path.open()]
     assert [line["t"] for line in lines] == sorted(line["t"] for line in lines)
     for src in ("clob-ws", "rtds"):
@@ -57,14 +58,13 @@ def test_the_program_records_and_closes_its_tape(world: FakePolymarket, tmp_path
 
 
 def test_a_tape_of_both_window_lengths_is_backtested_per_window(
-    world: FakePolymarket, tmp_path: Path
+    world: FakePolymarket, fresh_redis: RedisServer, tmp_path: Path
 ) -> None:
     """Issue 39, point 4: the program serving ``WINDOWS=5m,15m`` records the 15-minute
     markets too, and the backtest of its tape reports them apart, at their own checkpoints."""
-    redis = RedisServer(tmp_path)
-    redis.start()
     tapes = tmp_path / "tapes"
-    env = service_env(REDIS_URL=redis.url, SYMBOLS="BTC", WINDOWS="5m,15m", **world.env())
+    env = service_env(REDIS_URL=fresh_redis.url, SYMBOLS="BTC", WINDOWS="5m,15m", **world.env())
+    # Own refresher: on this test's windows (5m,15m), its tape closed when the test stops it.
     refresher = Process(
         [str(BIN / "python"), "-m", "app.refresher", "--record", str(tapes)],
         env,
@@ -81,7 +81,6 @@ def test_a_tape_of_both_window_lengths_is_backtested_per_window(
         assert refresher.stop() == 0, refresher.output()
     finally:
         refresher.stop()
-        redis.stop()
     lines = [json.loads(line) for path in sorted(tapes.glob("*.jsonl")) for line in path.open()]
     report = backtest(lines)
     five, fifteen = document_of(report, "5m", "BTC"), document_of(report, "15m", "BTC")

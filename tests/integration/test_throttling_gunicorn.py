@@ -215,6 +215,7 @@ def test_sixth_guest_call_is_429_and_the_count_is_shared_by_both_workers(
 ) -> None:
     """The guest limit is one count in Redis for both workers; health and OPTIONS are free."""
     configure(service, fresh_redis.url, database, GUEST_RATE_LIMIT="5 per minute")
+    # Own gunicorn: this test's guest limit, spent by this address.
     service.start_web(workers=WORKERS)
     client = Client(service)
 
@@ -263,6 +264,7 @@ def test_forged_forwarded_for_changes_nothing_without_trusted_proxies(
         GUEST_RATE_LIMIT="5 per minute",
         TRUSTED_PROXIES="",
     )
+    # Own gunicorn: no trusted proxy (TRUSTED_PROXIES=""), this test's.
     service.start_web(workers=WORKERS)
     client = Client(service)
     forged = (f"203.0.113.{i % 250}, 198.51.100.{i // 250}" for i in itertools.count())
@@ -295,6 +297,7 @@ def test_one_trusted_proxy_counts_the_right_most_hop(
         GUEST_RATE_LIMIT="5 per minute",
         TRUSTED_PROXIES="127.0.0.1/32",
     )
+    # Own gunicorn: the test spends the limits of four addresses in it.
     service.start_web(workers=WORKERS)
     client = Client(service)
     # Two addresses behind the proxy are two clients, each with its own 5.
@@ -361,6 +364,7 @@ def test_odd_forwarded_for_values_are_limited_and_never_5xx(
         GUEST_RATE_LIMIT="5 per minute",
         TRUSTED_PROXIES="127.0.0.1/32",
     )
+    # Own gunicorn: the test spends the limits of its odd addresses in it.
     service.start_web(workers=WORKERS)
     for value in ODD_FORWARDED_FOR:
         replies = [raw_get(service, value) for _ in range(7)]
@@ -396,6 +400,7 @@ def test_keys_are_held_to_their_plans_limit_not_the_guests(
         USER_RATE_LIMIT="8 per minute",
         VIP_PRO_RATE_LIMIT="20 per minute",
     )
+    # Own gunicorn: this test's plan limits, spent by its keys.
     service.start_web(workers=WORKERS)
     client = Client(service)
     first_key, second_key = accounts.vip_keys
@@ -441,6 +446,7 @@ def test_redis_outage_costs_no_5xx_and_the_limiter_returns_to_redis(
     configure(
         service, restartable_redis.url, accounts.database_url, GUEST_RATE_LIMIT="1000 per minute"
     )
+    # Own gunicorn and refresher: they live through this test's Redis outage.
     service.start_web(workers=WORKERS)
     service.start_refresher()
     client = Client(service)
@@ -517,6 +523,7 @@ def test_requests_in_flight_when_redis_hangs_are_limited_and_logged_once(
         database,
         GUEST_RATE_LIMIT="10 per minute",
     )
+    # Own gunicorn: the test hangs its Redis under load.
     service.start_web(workers=WORKERS)
     web = service.web
     assert web is not None

@@ -295,6 +295,7 @@ def test_gammas_wrong_identities_never_reach_the_served_board_fresh(
         REDIS_URL=fresh_redis.url,
         DATABASE_URL=postgres_database,
     )
+    # Own refresher and gunicorn: Gamma lies from their start (the fault).
     service.start_refresher()
     service.start_web(workers=1)
     items = _held(service, world, f"Gamma's {fault}", seconds=15.0)

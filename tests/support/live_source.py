@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from app.markets import MARKETS, Market
+from app.refresher import clocks
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
 from harness.fake_polymarket import FakePolymarket
 
@@ -36,6 +37,31 @@ class Clock:
         return int(self.t * 1000)
 
 
+class Skipping:
+    """The live source's monotonic clock (``app.refresher.clocks``): the real one, plus the
+    seconds the test has skipped (its retries come due without waiting them out; every age
+    measured on it grows by as much)."""
+
+    def __init__(self) -> None:
+        self.skipped = 0.0
+
+    def __call__(self) -> float:
+        return time.monotonic() + self.skipped
+
+    def skip(self, seconds: float) -> None:
+        """Move the clock ``seconds`` ahead."""
+        self.skipped += seconds
+
+
+@contextmanager
+def skipping() -> Iterator[Skipping]:
+    """The live source's monotonic clock made skippable for the block; start and stop the
+    sources inside it, so none sees the clock go back."""
+    clock = Skipping()
+    with clocks.use(clock):
+        yield clock
+
+
 def upstreams(world: FakePolymarket) -> Upstreams:
     """The source's upstreams: the fakes of ``world``."""
     return Upstreams(
@@ -52,6 +78,12 @@ def first_row(source: PolymarketSource, clock: Callable[[], float]) -> Row:
     rows = source.rows(clock())
     assert len(rows) == 1
     return rows[0].as_json()
+
+
+def latest_ms(source: PolymarketSource) -> int | None:
+    """The stamp of the newest point of the source's Chainlink spot series (None: none)."""
+    latest = source.rtds.series["spot"].latest()
+    return latest[0] if latest else None
 
 
 def poll(

@@ -9,8 +9,9 @@ from typing import Any
 
 from app.bus.memory import MemoryBoardBus
 from app.calibration import summary
+from app.calibration.checkpoints import GRACE_S, REMS_OF_WINDOW
 from app.calibration.recorder import Recorder
-from app.markets import MARKETS, Market
+from app.markets import FIVE_MINUTES, MARKETS, Market, Span
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from tests.support.rows import live_row
@@ -22,15 +23,50 @@ def run_simulated(
     seconds: float,
     seed: int = 3,
     markets: tuple[Market, ...] = (MARKETS["BTC"],),
+    *,
+    outcomes_only: bool = False,
 ) -> None:
-    """Tick every 0.5 s of a virtual clock from ``start`` for ``seconds`` (``markets``: the
-    simulated source's)."""
+    """Tick on the 0.5 s grid of a virtual clock from ``start`` for ``seconds`` (``markets``:
+    the simulated source's), at every point of it where a board can be recorded (``recordable``)
+    and at ``start``; in the stretches between, whose boards the recorder would take nothing
+    from, the source's markets only walk (no board is built, checked, published and parsed
+    again), so that a seed walks the same path at the same instants as before.
+
+    ``outcomes_only``: tick only where the previous window's outcome settles or a window is
+    first stored (``_stored_or_settled``), for a test of windows and outcomes alone."""
+    ticks = _stored_or_settled if outcomes_only else recordable
     clock = [start]
-    source = SimulatedSource(seed=seed, markets=markets)
+    source = SimulatedSource(seed=seed, markets=markets, spans=(FIVE_MINUTES,))
     refresher = Refresher(source, MemoryBoardBus(), 500, clock=lambda: clock[0], observer=recorder)
     while clock[0] < start + seconds:
-        assert refresher.tick()
+        if clock[0] == start or ticks(clock[0], FIVE_MINUTES):
+            assert refresher.tick()
+        else:  # the source still walks at this instant: a seed gives the path it always did
+            source.advance(clock[0])
         clock[0] += 0.5
+
+
+def _settles(t: float, span: Span) -> bool:
+    """Whether a board at ``t`` can settle the previous window's outcome: within ``GRACE_S``
+    + 1 s of a start, past the ``GRACE_S`` after the end it waits for."""
+    return t % span.seconds <= GRACE_S + 1.0
+
+
+def _stored_or_settled(t: float, span: Span) -> bool:
+    """Whether a board at ``t`` settles an outcome (``_settles``) or can take the window's
+    first checkpoint, where the recorder first stores a window (an ended one is stored
+    anyway)."""
+    first = max(REMS_OF_WINDOW[span.name])
+    return _settles(t, span) or first - GRACE_S < span.seconds - t % span.seconds <= first
+
+
+def recordable(t: float, span: Span) -> bool:
+    """Whether a board at ``t`` can change the record of ``span``'s window: it may take a
+    checkpoint (``rem`` within ``GRACE_S`` of one), or the previous window's outcome settles
+    (within ``GRACE_S`` + 1 s of a start, past the ``GRACE_S`` after the end it waits for)."""
+    into = t % span.seconds
+    rem = span.seconds - into
+    return _settles(t, span) or any(c - GRACE_S < rem <= c for c in REMS_OF_WINDOW[span.name])
 
 
 def record_both_windows(recorder: Recorder, start: int, seconds: int) -> None:

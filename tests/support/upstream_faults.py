@@ -23,7 +23,8 @@ wrong.
   TWAP at T0, the mean of the spot's seconds T0 - 59 .. T0, to rounding), the volatility
   and P(up) as below. A field that is
   None on a fresh row is wrong, with one exception: while no believable price to beat is
-  known, the price to beat and P(up) may both be None on a fresh row (the board's choice,
+  known, the price to beat and P(up) may both be None on a fresh row, and the volatility
+  with them while the history has not arrived (the board's choice,
   docs/reliability.md: no opinion rather than a wrong one; the books and the price shown
   beside them must still be right). Recovery demands them back.
 - The volatility: the path's sigma is ``SIGMA`` per sqrt-second. The source estimates it from
@@ -234,10 +235,15 @@ class Stage:
         if not self._price_to_beat_right(row.get("priceToBeat"), k) and not no_opinion:
             found.append(f"priceToBeat {row.get('priceToBeat')!r} is not {k!r}")
         sigma = row.get("sigma")
+        silent = no_opinion and row.get("p_up_pct") is None and row.get("p_down_pct") is None
         low, high = SIGMA * SIGMA_BAND[0], SIGMA * SIGMA_BAND[1]
-        if not (isinstance(sigma, float) and low <= sigma <= high):
+        # A row saying nothing may not know the volatility yet either (a first tick before
+        # the history snapshot is merged); a number given must be right.
+        if not (isinstance(sigma, float) and low <= sigma <= high) and not (
+            silent and sigma is None
+        ):
             found.append(f"sigma {sigma!r} is not within [{low:.3g}, {high:.3g}]")
-        if no_opinion and row.get("p_up_pct") is None and row.get("p_down_pct") is None:
+        if silent:
             return found
         found += self._probability_problems(row, second, k, t0)
         return found
@@ -410,6 +416,7 @@ def staged(
     min_elapsed_s = max(MIN_ELAPSED_S, hole_ms / 1000 + HOLE_MARGIN_S)
     clock = settle_window(budget_s + (LOOKBACK_S if twap else 0), min_elapsed_s)
     t0 = window_start(clock())
+    # Own fakes: each stage is set on its own clock, then its fault.
     with running(clock=clock) as world:
         for start, books in (
             (t0 - WINDOW_S, _books(("0.98", "0.99"), ("0.01", "0.02"))),

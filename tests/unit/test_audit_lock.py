@@ -25,9 +25,13 @@ from tests.support.lock import locked
 SCRIPT = ROOT / "scripts" / "audit_lock.py"
 
 
-def _handler(status: int, body: bytes) -> type[BaseHTTPRequestHandler]:
+def _handler(
+    status: int, body: bytes, asked: list[str] | None = None
+) -> type[BaseHTTPRequestHandler]:
     class Answer(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
+            if asked is not None:
+                asked.append(self.path)
             self.send_response(status)
             self.send_header("Content-Length", str(len(body)))
             self.end_headers()
@@ -104,9 +108,13 @@ def test_a_garbled_answer_is_a_stated_skip_not_a_crash() -> None:
 
 
 def test_a_failing_service_is_an_error_not_a_skip() -> None:
-    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(503, b""))
+    """Asked three times (the pauses between, 1 s and 3 s, shortened: their length is not
+    the subject), then an error."""
+    asked: list[str] = []
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(503, b"", asked))
     for url in _serve(server):
-        done = run_audit(url)
+        done = run_audit(url, AUDIT_RETRY_PAUSES_S="0.01,0.01")
+    assert len(asked) == 3, asked
     assert done.returncode == 2
     assert done.stderr.startswith("audit: FAILED, the advisory service keeps failing: ")
     assert "HTTP 503" in done.stderr and "SKIPPED" not in done.stdout

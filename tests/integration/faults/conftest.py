@@ -75,6 +75,7 @@ def through(database_url: str, proxy: TcpProxy) -> str:
 def pg_proxy(pg_accounts: Accounts) -> Iterator[TcpProxy]:
     """A pausable proxy in front of the PostgreSQL server of ``pg_accounts``."""
     parts = urlsplit(pg_accounts.database_url)
+    # Own proxy: each test pauses or refuses it (the database's fault).
     proxy = TcpProxy(parts.port or 5432, parts.hostname or "127.0.0.1")
     try:
         yield proxy
@@ -85,6 +86,7 @@ def pg_proxy(pg_accounts: Accounts) -> Iterator[TcpProxy]:
 @pytest.fixture
 def own_redis(tmp_path: Path) -> Iterator[RedisServer]:
     """A redis-server of this test's own (it may be stopped, killed or restarted)."""
+    # Own redis-server: the test stops, hangs (SIGSTOP) or kills it.
     server = RedisServer(tmp_path)
     server.start()
     try:
@@ -109,6 +111,7 @@ def make_service(tmp_path: Path) -> Iterator[ServiceFactory]:
         """A Service with ``settings`` on top of the suite's environment."""
         workdir = tmp_path / f"service-{len(made)}"
         workdir.mkdir()
+        # Own gunicorn per test: each is started with its test's settings and faults.
         service = Service(workdir, service_env(API_KEY_PEPPER=TEST_PEPPER, **settings))
         made.append(service)
         return service

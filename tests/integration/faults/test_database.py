@@ -90,6 +90,7 @@ def test_a_hung_database_answers_keyed_requests_503_within_2s_and_guests_are_ser
     auth_unavailable with Retry-After within 2 s (each bounded at 2.5 s), guests' /latest
     answer 200 meanwhile, and the key verifies again (200) once the database answers.
     (The issue: no answer in 58 s, or a 503 after 30 s.)"""
+    # Own gunicorn and refresher: their database is behind this test's proxy.
     service = start_service(make_service, fresh_redis, pg_accounts, pg_proxy, refresher=True)
     warm_up(service, pg_accounts.key)
 
@@ -122,6 +123,7 @@ def test_a_refused_database_answers_keyed_requests_503_at_once(
     """Figure: with the database refusing connections (and its open connections reset), each
     of 21 simultaneous /api/keys/verify answers 503 auth_unavailable with Retry-After within
     2 s; once it accepts again the key verifies (200)."""
+    # Own gunicorn: its database is behind this test's proxy.
     service = start_service(make_service, fresh_redis, pg_accounts, pg_proxy)
     warm_up(service, pg_accounts.key)
 
@@ -158,6 +160,7 @@ def test_stream_housekeeping_never_waits_on_a_hung_database(
     are renewed, the streams keep receiving boards, and SIGTERM still ends each stream with
     its final comment (or EOF) and gunicorn within 15 s. (The issue: the ticker blocks on
     the key re-check, leases lapse after about 40 s, SIGTERM does not end streams.)"""
+    # Own gunicorn and refresher: behind this test's proxy; the test SIGTERMs it.
     service = start_service(
         make_service, fresh_redis, pg_accounts, pg_proxy, refresher=True, STREAM_MAX_PER_KEY="2"
     )

@@ -107,6 +107,7 @@ def test_a_flood_of_refused_guest_requests_writes_a_handful_of_log_lines(
     one client write the operator's log at its own pace.
     """
     configure(service, fresh_redis.url, accounts, GUEST_RATE_LIMIT="2 per minute")
+    # Own gunicorn: its guest limit (2 per minute) and its log are this test's.
     service.start_web(workers=2)
     time.sleep(0.5)  # the workers' start-up lines are written
     before = len(web_log(service))
@@ -157,6 +158,7 @@ def test_b_429s_of_a_blocked_address_carry_a_real_unique_request_id(
     is echoed.
     """
     configure(service, fresh_redis.url, accounts, AUTH_FAILURE_LIMIT="3 per minute")
+    # Own gunicorn: its failed-key limit (3 per minute) blocks this address.
     service.start_web(workers=2)
 
     statuses: list[int] = []
@@ -205,6 +207,7 @@ def test_c_the_socket_of_a_stream_ended_by_the_server_closes_within_2_s(
     it for gunicorn's keep-alive (5 s) as if another request could come.
     """
     configure(service, fresh_redis.url, accounts)
+    # Own gunicorn and refresher: the module's shared gunicorn runs no refresher.
     service.start_web(workers=2)
     service.start_refresher()
     key = accounts.keys["revoke"]
@@ -237,6 +240,7 @@ def test_c_sigterm_with_3_open_streams_closes_them_and_exits_within_8_s(
     5 s keep-alive a finished response gets, and the workers must not wait on them.
     """
     configure(service, fresh_redis.url, accounts, STREAM_MAX_PER_KEY="4")
+    # Own gunicorn and refresher: the test SIGTERMs gunicorn.
     service.start_web(workers=2)
     service.start_refresher()
     web = service.web
@@ -295,6 +299,7 @@ def test_d_dropping_a_stalled_stream_reader_logs_no_traceback(
     and client (a 32 KB send buffer, doubled by Linux) fill in ~10 s instead of ~40 s.
     """
     configure(service, fresh_redis.url, accounts, STREAM_WRITE_TIMEOUT_S="1", REFRESH_TICK_MS="100")
+    # Own gunicorn and refresher: a 1 s write timeout and 100 ms ticks.
     service.start_web(workers=2)
     service.start_refresher()
     key = accounts.keys["slow"]

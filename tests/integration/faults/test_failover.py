@@ -124,6 +124,7 @@ def running(workdir: Path, redis_url: str, accounts: Accounts) -> Iterator[Run]:
     web = Service(workdir, env)
     refreshers: list[Process] = []
     try:
+        # Own gunicorn and refreshers: the tests kill the leader or the Redis primary.
         web.start_web(workers=2)
         refreshers = [refresher(env, workdir, f"refresher-{i}") for i in range(2)]
         recorder = BusRecorder(redis_url)
@@ -140,49 +141,45 @@ def running(workdir: Path, redis_url: str, accounts: Accounts) -> Iterator[Run]:
 
 
 def test_a_standby_refresher_takes_over_when_the_leader_is_killed(
-    tmp_path: Path, accounts: Accounts
+    tmp_path: Path, accounts: Accounts, fresh_redis: RedisServer
 ) -> None:
-    server = RedisServer(tmp_path)
-    server.start()
-    try:
-        with running(tmp_path, server.url, accounts) as run:
-            recorder, refreshers = run.recorder, run.refreshers
-            leader_name = recorder.boards[-1][1]
-            assert leader_name is not None
-            (leader,) = [p for p in refreshers if leader_name.endswith(f":{p.pid}")]
-            killed_at = time.monotonic()
-            leader.signal(signal.SIGKILL)
-            taken_over = wait_until(
-                lambda: recorder.first_after(killed_at, other_than=leader_name), timeout=10
-            )
-            assert taken_over, [r.output()[-2000:] for r in refreshers]
-            first = recorder.first_after(killed_at, other_than=leader_name)
-            assert first is not None
-            time.sleep(3)
-            polled, streamed = run.poller.stop(), run.stream.stop()
-            recorder.stop()
+    with running(tmp_path, fresh_redis.url, accounts) as run:
+        recorder, refreshers = run.recorder, run.refreshers
+        leader_name = recorder.boards[-1][1]
+        assert leader_name is not None
+        (leader,) = [p for p in refreshers if leader_name.endswith(f":{p.pid}")]
+        killed_at = time.monotonic()
+        leader.signal(signal.SIGKILL)
+        taken_over = wait_until(
+            lambda: recorder.first_after(killed_at, other_than=leader_name), timeout=10
+        )
+        assert taken_over, [r.output()[-2000:] for r in refreshers]
+        first = recorder.first_after(killed_at, other_than=leader_name)
+        assert first is not None
+        time.sleep(3)
+        polled, streamed = run.poller.stop(), run.stream.stop()
+        recorder.stop()
 
-            print(  # the figures for the README (pytest -s)
-                f"\nleader killed: standby published after {first - killed_at:.2f} s; "
-                f"{len(recorder.boards)} boards; max age served {max(polled.ages_ms)} ms "
-                f"over {len(polled.statuses)} polls; stream got {len(streamed.seqs)} boards"
-            )
-            assert first - killed_at < TAKEOVER_S, f"took over after {first - killed_at:.2f} s"
-            seqs = [seq for seq, _ in recorder.boards]
-            assert strictly_increasing(seqs), seqs
-            assert interleaved([p for _, p in recorder.boards]) == []
-            assert polled.statuses and polled.server_errors == [], polled.statuses
-            (threshold,) = polled.stale_thresholds
-            assert max(polled.ages_ms) < threshold, max(polled.ages_ms)
-            assert_clients_whole(streamed, recorder, until=streamed.seqs[-1])
-            assert streamed.seqs[-1] > seqs[seqs.index(streamed.seqs[0])]  # it kept flowing
-    finally:
-        server.stop()
+        print(  # the figures for the README (pytest -s)
+            f"\nleader killed: standby published after {first - killed_at:.2f} s; "
+            f"{len(recorder.boards)} boards; max age served {max(polled.ages_ms)} ms "
+            f"over {len(polled.statuses)} polls; stream got {len(streamed.seqs)} boards"
+        )
+        assert first - killed_at < TAKEOVER_S, f"took over after {first - killed_at:.2f} s"
+        seqs = [seq for seq, _ in recorder.boards]
+        assert strictly_increasing(seqs), seqs
+        assert interleaved([p for _, p in recorder.boards]) == []
+        assert polled.statuses and polled.server_errors == [], polled.statuses
+        (threshold,) = polled.stale_thresholds
+        assert max(polled.ages_ms) < threshold, max(polled.ages_ms)
+        assert_clients_whole(streamed, recorder, until=streamed.seqs[-1])
+        assert streamed.seqs[-1] > seqs[seqs.index(streamed.seqs[0])]  # it kept flowing
 
 
 def test_the_redis_primary_killed_under_polling_and_streams(
     tmp_path: Path, accounts: Accounts
 ) -> None:
+    # Own sentinel group: the test kills its primary.
     group = SentinelGroup(tmp_path)
     group.start()
     try:
@@ -227,12 +224,10 @@ def test_the_redis_primary_killed_under_polling_and_streams(
 
 @contextmanager
 def two_hosts(
-    workdir: Path, accounts: Accounts, **settings: str
+    workdir: Path, redis_url: str, accounts: Accounts, **settings: str
 ) -> Iterator[tuple[list[Service], Nginx, str]]:
     """Two gunicorn hosts (one refresher) on one Redis and one database, behind nginx."""
-    server = RedisServer(workdir)
-    server.start()
-    env = host_env(server.url, accounts, TRUSTED_PROXIES="127.0.0.1/32", **settings)
+    env = host_env(redis_url, accounts, TRUSTED_PROXIES="127.0.0.1/32", **settings)
     hosts = []
     for name in ("vm1", "vm2"):
         folder = workdir / name
@@ -241,23 +236,24 @@ def two_hosts(
     nginx: Nginx | None = None
     try:
         for host in hosts:
+            # Own hosts and nginx: each test's own limits, or a host the test kills.
             host.start_web(workers=2)
         hosts[0].start_refresher()
         nginx = Nginx(workdir, [host.port for host in hosts])
-        yield hosts, nginx, server.url
+        yield hosts, nginx, redis_url
     finally:
         if nginx is not None:
             nginx.stop()
         for host in hosts:
             host.stop()
-        server.stop()
 
 
 def test_limits_stream_caps_and_revocation_hold_across_hosts(
-    tmp_path: Path, accounts: Accounts
+    tmp_path: Path, accounts: Accounts, fresh_redis: RedisServer
 ) -> None:
     limits = {"GUEST_RATE_LIMIT": "5 per minute", "USER_RATE_LIMIT": "5 per minute"}
-    with two_hosts(tmp_path, accounts, STREAM_MAX_PER_KEY="1", **limits) as (hosts, nginx, _):
+    settings = {"STREAM_MAX_PER_KEY": "1", **limits}
+    with two_hosts(tmp_path, fresh_redis.url, accounts, **settings) as (hosts, nginx, _):
         # Guests: one address, counted once across both hosts (and through nginx).
         address = {"X-Forwarded-For": "203.0.113.7"}
         statuses = [hosts[i % 2].get(LATEST, address)[0] for i in range(7)]
@@ -290,9 +286,11 @@ def test_limits_stream_caps_and_revocation_hold_across_hosts(
 
 
 def test_a_killed_web_host_sends_its_traffic_to_the_other(
-    tmp_path: Path, accounts: Accounts
+    tmp_path: Path, accounts: Accounts, fresh_redis: RedisServer
 ) -> None:
-    with two_hosts(tmp_path, accounts, GUEST_RATE_LIMIT="100000 per minute") as setup:
+    with two_hosts(
+        tmp_path, fresh_redis.url, accounts, GUEST_RATE_LIMIT="100000 per minute"
+    ) as setup:
         hosts, nginx, redis_url = setup
         recorder = BusRecorder(redis_url)
         # nginx takes turns: one stream on each host.

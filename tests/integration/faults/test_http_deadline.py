@@ -88,6 +88,7 @@ class TrickleServer:
 @pytest.fixture
 def server() -> Iterator[TrickleServer]:
     """A trickle server, stopped (its threads joined) at the end."""
+    # Own trickle server: each test sets how much it sends at once.
     running = TrickleServer()
     try:
         yield running

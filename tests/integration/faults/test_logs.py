@@ -244,6 +244,7 @@ def test_no_key_or_session_body_in_clear_in_any_log(
         API_KEY_PEPPER=TEST_PEPPER,
         GUNICORN_CMD_ARGS="--access-logfile -",
     )
+    # Own gunicorn and refresher: the module's one test, with the access log on.
     service.start_web(workers=2)
     service.start_refresher()
     web, refresher = service.web, service.refresher

@@ -63,6 +63,7 @@ def test_a_crowd_of_stream_opens_on_one_key_admits_at_most_the_limit(
     workers, Redis up) admit at most 5 streams; every other open is refused with 429
     too_many_streams or 503, with Retry-After; no other status, none unanswered in 30 s.
     (The issue: 15 admitted, a busy worker taking its own pool limit for a Redis outage.)"""
+    # Own gunicorn and refresher: this test's stream cap and VIP limit.
     service = start_service(
         make_service,
         fresh_redis,
@@ -91,6 +92,7 @@ def test_a_crowd_of_health_checks_never_reports_redis_down(
 ) -> None:
     """Figure: 1,000 simultaneous /api/health with Redis up answer 200 with redisReady true
     every time: redisReady false 0 times (the issue: 384 times)."""
+    # Own gunicorn: the only test here without a refresher, on default settings.
     service = start_service(make_service, fresh_redis, pg_accounts, refresher=False)
     time.sleep(1.5)  # the health verdict is cached for 1 s: the crowd finds it expired
     answers = fire(service.port, [Request(HEALTH)] * 1000, timeout=30)
@@ -119,6 +121,7 @@ def test_slots_do_not_leak_after_a_redis_hang(
     still counts."""
     # With boards flowing (and re-sent every second while stale) the server notices a
     # closed stream at its next write: a stream the client left does not hold its slot.
+    # Own gunicorn and refresher: on the Redis this test hangs.
     service = start_service(make_service, own_redis, pg_accounts, STREAM_MAX_PER_KEY="5")
     assert own_redis.process is not None
     key, key_id = pg_accounts.key, pg_accounts.key_id
@@ -248,6 +251,7 @@ def test_a_killed_redis_fails_open_and_health_recovers_after_its_restart(
     /latest answers no 5xx (nor fails) throughout, the streams stay open and keep getting
     events, and after Redis restarts on the same port /api/health says redisReady true again
     (10 answers in a row) within 10 s, and the streams get new boards."""
+    # Own gunicorn and refresher: on the Redis this test kills.
     service = start_service(make_service, own_redis, pg_accounts)
     assert own_redis.process is not None
     streams = [open_conn(service, pg_accounts.key) for _ in range(2)]

@@ -40,6 +40,7 @@ class World:
 
     def proxy(self, target_port: int, paused: bool) -> TcpProxy:
         """A proxy to ``target_port`` on loopback; ``paused``: it accepts and then stalls."""
+        # Own proxy: a state pauses it (a stalled Redis or upstream).
         proxy = self.stack.enter_context(TcpProxy(target_port))
         if paused:
             proxy.pause()

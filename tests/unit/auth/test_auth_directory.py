@@ -9,7 +9,6 @@ counted on the real engine (SQLite, then PostgreSQL).
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -132,12 +131,9 @@ def test_a_cached_key_keeps_its_old_plan_until_the_ttl_expires(short_ttl_app: Fl
     assert len(queries) == 2, queries
 
 
-def test_the_cache_forgets_after_its_ttl_and_holds_at_most_its_size(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
+def test_the_cache_forgets_after_its_ttl_and_holds_at_most_its_size() -> None:
     now = [1000.0]
-    monkeypatch.setattr(time, "monotonic", lambda: now[0])
-    cache: directory._Expiring[str] = directory._Expiring(3, ttl_s=2.0)
+    cache: directory._Expiring[str] = directory._Expiring(3, ttl_s=2.0, monotonic=lambda: now[0])
     cache.put("a", "A")
     cache.put("b", None)  # "no such key" is cached too
     assert (cache.get("a"), cache.get("b")) == ("A", None)

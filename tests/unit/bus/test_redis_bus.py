@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 
+import pytest
 import redis
 
+from app.bus import redis_bus
 from app.bus.redis_bus import BOARD_KEY, RedisBoardBus
 from app.config import load_settings
 from app.markets import parse_symbols
@@ -77,7 +79,13 @@ def test_invalid_payload_on_the_channel_is_dropped(fresh_redis: RedisServer) -> 
         worker.close()
 
 
-def test_subscriber_survives_a_redis_restart(restartable_redis: RedisServer) -> None:
+def test_subscriber_survives_a_redis_restart(
+    restartable_redis: RedisServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Not the subject: the readiness cache (1 s, it would answer "not ready" that long after
+    # the restart) and the subscriber's wait for a message (close() is seen after it).
+    monkeypatch.setattr(redis_bus, "HEALTH_CACHE_S", 0.05)
+    monkeypatch.setattr(redis_bus, "LISTEN_WAIT_S", 0.1)
     worker = RedisBoardBus(restartable_redis.url)
     publisher = RedisBoardBus(restartable_redis.url)
     refresher = _refresher(publisher)

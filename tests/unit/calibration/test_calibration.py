@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import threading
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from sqlalchemy import create_engine, func, select, text
 from sqlalchemy.engine import Engine
 
 import app.api.calibration as calibration_view
+import app.calibration.recorder as recorder_module
 from app.board.row import BoardRow
 from app.calibration import store
 from app.calibration.checkpoints import REMS, REMS_OF_WINDOW
@@ -87,7 +89,9 @@ def test_each_market_is_settled_on_its_own_next_price_to_beat(engine: Engine) ->
     price to beat against its own, never another market's (keyed by the start alone, every
     market was settled on the last one's)."""
     recorder = Recorder(engine, "simulated", 3000)
-    run_simulated(recorder, T0, 3 * 300 + 20, seed=7, markets=parse_symbols("BTC,ETH,SOL,XRP"))
+    markets = parse_symbols("BTC,ETH,SOL,XRP")
+    # Boards only where windows start and outcomes settle: the subject is outcomes alone.
+    run_simulated(recorder, T0, 3 * 300 + 20, seed=7, markets=markets, outcomes_only=True)
     assert recorder.flush()
     with engine.connect() as conn:
         found = store.load(conn, "simulated")
@@ -278,3 +282,38 @@ def test_the_endpoint_scores_one_market_at_a_time(database_url: str, engine: Eng
 
             db.session.remove()
             db.engine.dispose()
+
+
+def test_a_backlog_behind_a_slow_write_is_written_whole(
+    engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store takes writes again after one slow write; what queued meanwhile (more than
+    ``PENDING_MAX``, made 20 here) is all written: the cap is for a store that refuses writes,
+    never for a backlog of a healthy one (a review found the batch dropping its oldest)."""
+    monkeypatch.setattr(recorder_module, "PENDING_MAX", 20)
+    gate = threading.Event()
+    save = store.save_checkpoint
+
+    def slow_once(conn: Any, slug: str, checkpoint: dict[str, Any]) -> None:
+        assert gate.wait(10), "the test never let the write go"
+        save(conn, slug, checkpoint)
+
+    monkeypatch.setattr(store, "save_checkpoint", slow_once)
+    recorder = Recorder(engine, "simulated", 3000)
+    queued: list[tuple[str, str, str]] = []
+    put = recorder._put
+
+    def counted(kind: str, slug: str, values: dict[str, Any]) -> None:
+        queued.append((kind, slug, str(values.get("rem_s"))))
+        put(kind, slug, values)
+
+    monkeypatch.setattr(recorder, "_put", counted)
+    run_simulated(recorder, T0, 6 * 300)  # the first checkpoint's write waits meanwhile
+    checkpoints = {q for q in queued if q[0] == "checkpoint"}
+    assert len(checkpoints) > 2 * 20
+    gate.set()
+    assert recorder.flush(timeout=20)
+    recorder.close()
+    with engine.connect() as conn:
+        stored = conn.execute(select(func.count()).select_from(store.checkpoints)).scalar_one()
+    assert stored == len(checkpoints)

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from flask import Flask
 from flask.testing import FlaskClient
-from sqlalchemy import create_engine
+from sqlalchemy import create_engine, insert
 from sqlalchemy.engine import Engine
 
 from app.api.windows_csv import HEADER
@@ -40,30 +40,37 @@ def iso(seconds: int) -> str:
 
 
 def fill(engine: Engine) -> None:
-    """COUNT windows of BTC and of ETH (simulated), and one of BTC from another source."""
+    """COUNT windows of BTC and of ETH (simulated), and one of BTC from another source:
+    the rows ``save_window`` and ``save_checkpoint`` store, in two inserts (the listing
+    reads no month's count of changes, which those also keep)."""
+    now = datetime.now(UTC)
+    rows, points = [], []
+    for symbol in ("BTC", "ETH"):
+        for i in range(COUNT):
+            start = T0 + 300 * i
+            slug = MARKETS[symbol].slug(start)
+            outcome = None if i == COUNT - 1 else ("up" if i % 2 else "down")
+            rows.append({
+                "slug": slug, "window_start": start, "source": "simulated", "symbol": symbol,
+                "window": "5m", "rule": "twap" if i % 3 == 0 else "spot",
+                "lookback_s": 60 if i % 3 == 0 else None,
+                "price_to_beat": 100.0 + i, "outcome": outcome,
+                "outcome_source": None if outcome is None else "feed", "updated_at": now,
+            })  # fmt: skip
+            points += [{
+                "slug": slug, "rem_s": rem, "p_up": 0.5 + i / 100, "market_mid": 0.49,
+                "sigma": 0.001, "price": 100.5 + i, "price_to_beat": 100.0 + i,
+                "recorded_at": now,
+            } for rem in REMS]  # fmt: skip
+    rows.append({
+        "slug": MARKETS["BTC"].slug(T0 + 300 * COUNT), "window_start": T0 + 300 * COUNT,
+        "source": "polymarket", "symbol": "BTC", "window": "5m", "rule": "spot",
+        "lookback_s": None, "price_to_beat": 1.0, "outcome": None, "outcome_source": None,
+        "updated_at": now,
+    })  # fmt: skip
     with engine.begin() as conn:
-        for symbol in ("BTC", "ETH"):
-            for i in range(COUNT):
-                start = T0 + 300 * i
-                slug = MARKETS[symbol].slug(start)
-                outcome = None if i == COUNT - 1 else ("up" if i % 2 else "down")
-                store.save_window(conn, {
-                    "slug": slug, "window_start": start, "source": "simulated",
-                    "rule": "twap" if i % 3 == 0 else "spot",
-                    "lookback_s": 60 if i % 3 == 0 else None,
-                    "price_to_beat": 100.0 + i, "outcome": outcome,
-                    "outcome_source": None if outcome is None else "feed",
-                })  # fmt: skip
-                for rem in REMS:
-                    store.save_checkpoint(conn, slug, {
-                        "rem_s": rem, "p_up": 0.5 + i / 100, "market_mid": 0.49,
-                        "sigma": 0.001, "price": 100.5 + i, "price_to_beat": 100.0 + i,
-                    })  # fmt: skip
-        store.save_window(conn, {
-            "slug": MARKETS["BTC"].slug(T0 + 300 * COUNT), "window_start": T0 + 300 * COUNT,
-            "source": "polymarket", "rule": "spot", "price_to_beat": 1.0, "outcome": None,
-            "outcome_source": None,
-        })  # fmt: skip
+        conn.execute(insert(store.windows), rows)
+        conn.execute(insert(store.checkpoints), points)
 
 
 @pytest.fixture
@@ -169,11 +176,15 @@ def test_from_after_to_or_given_twice_is_a_400(caller: Caller) -> None:
 
 def test_limit_default_max_and_invalid(caller: Caller, engine: Engine) -> None:
     assert len(caller.page({"limit": "3"})["windows"]) == 3
-    with engine.begin() as conn:  # 1,100 windows of BTC: more than a page of the maximum
-        for i in range(COUNT, COUNT + 1100):
-            start = T0 + 300 * i
-            store.save_window(conn, {"slug": MARKETS["BTC"].slug(start), "window_start": start,
-                                     "source": "simulated"})  # fmt: skip
+    # BTC's windows after COUNT's (another source's, which saving again would leave as it
+    # is): 1,099, more than a page of the maximum, in one statement, as save_window stores
+    # them (its symbol, 5-minute length and time of update).
+    added = [{"slug": MARKETS["BTC"].slug(T0 + 300 * i), "window_start": T0 + 300 * i,
+              "source": "simulated", "symbol": "BTC", "window": "5m",
+              "updated_at": datetime.now(UTC)}
+             for i in range(COUNT + 1, COUNT + 1100)]  # fmt: skip
+    with engine.begin() as conn:
+        conn.execute(insert(store.windows), added)
     default = caller.page()
     assert len(default["windows"]) == 100 and default["next"] is not None
     assert len(caller.page({"limit": "1000"})["windows"]) == 1000

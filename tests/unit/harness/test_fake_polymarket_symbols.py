@@ -43,6 +43,7 @@ RECV_S = 5.0  # generous: another process may be loading the machine
 @pytest.fixture
 def world() -> Iterator[FakePolymarket]:
     """Every fake, started and always stopped."""
+    # Own fakes: each test lists its markets or starts its live paths in them.
     with running() as fakes:
         yield fakes
 
@@ -136,6 +137,7 @@ def test_two_markets_of_one_window_are_served_apart(world: FakePolymarket) -> No
 
 def test_every_market_is_made_up_on_demand() -> None:
     """With ``auto_markets``, any market's slug of any window answers, each market its own."""
+    # Own fakes: with every market made up on demand.
     with running(auto_markets=True) as world:
         slugs = {symbol: MARKETS[symbol].slug(T0) for symbol in MARKETS}
         with httpx.Client(base_url=world.gamma.url, timeout=RECV_S) as gamma:

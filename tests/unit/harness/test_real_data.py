@@ -1,6 +1,7 @@
 """Real-data converters (``harness.real_data``) on tiny generated inputs: Binance klines and
-Cronos-style parquet books become tapes in the documented format, and a replay of a klines
-tape through the backtest gives P(up) at the checkpoints and the outcome the prices say.
+Cronos-style parquet books become tapes in the documented format. Replays of klines tapes
+through the backtest, and the command line over a whole file, are integration tests
+(tests/integration/backtest/test_real_data_replays.py).
 
 No real data here: the inputs are written by the tests (IGOLz/polyedge-v2 has no license).
 """
@@ -10,10 +11,7 @@ from __future__ import annotations
 import importlib
 import json
 import math
-import statistics
 import sys
-import zipfile
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 from xml.etree import ElementTree
@@ -21,71 +19,26 @@ from xml.etree import ElementTree
 import pytest
 
 from app.backtest.report import backtest
-from app.backtest.tapes import read_tapes
 from app.calibration.checkpoints import REMS
 from app.markets import WINDOW_S
 from bench import real
 from harness.fake_polymarket import (
     SPOT_HISTORY_TOPIC,
     SPOT_TOPIC,
-    TWAP,
-    TWAP_TOPIC,
-    BrownianPath,
     FakeMarket,
 )
-from harness.real_data import __main__ as cli
 from harness.real_data import binance, cronos, files, klines
-
-DAY = "2026-03-12"
-D0 = 1_773_273_600  # 2026-03-12 00:00 UTC
-SECONDS = 4800  # 80 minutes of klines
-START = D0 + 1200  # the tape starts 20 minutes into the data: the snapshot has history
-END = START + 3610  # 12 windows, and the next one's price to beat (its T0 point arrives +1.4 s)
-
-
-def kline_rows(seconds: int = SECONDS, micro: bool = True) -> list[str]:
-    """Binance-style 1 s kline rows of a Brownian path (closes to the cent)."""
-    path = BrownianPath(7, 1.5e-4, 70_000, D0, seconds)
-    rows = []
-    previous = Decimal("70000.00")
-    for i in range(seconds):
-        close = path.value(D0 + i + 1).quantize(Decimal("0.01"))
-        opened = (D0 + i) * (1_000_000 if micro else 1000)
-        high, low = max(previous, close), min(previous, close)
-        rows.append(
-            f"{opened},{previous},{high},{low},{close},0.1,{opened + 999},7000,3,0.05,3500,0"
-        )
-        previous = close
-    return rows
-
-
-def write_klines(folder: Path, zipped: bool = False) -> Path:
-    """One (partial) day of klines, as Binance names it; zipped or not."""
-    folder.mkdir(parents=True, exist_ok=True)
-    text = "\n".join(kline_rows()) + "\n"
-    name = f"BTCUSDT-1s-{DAY}.csv"
-    if not zipped:
-        (folder / name).write_text(text)
-        return folder / name
-    target = folder / name.replace(".csv", ".zip")
-    with zipfile.ZipFile(target, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr(name, text)
-    return target
-
-
-def closes_by_stamp() -> dict[int, float]:
-    """Second -> price, read straight from the generated rows (the close of the kline that
-    opens at s is the price at s + 1)."""
-    found = {}
-    for row in kline_rows():
-        fields = row.split(",")
-        found[int(fields[0]) // 1_000_000 + 1] = float(fields[4])
-    return found
-
-
-def frames(lines: list[dict[str, Any]], src: str) -> list[Any]:
-    return [json.loads(x["frame"]) for x in lines if x["src"] == src and "frame" in x]
-
+from tests.support.kline_inputs import (
+    D0,
+    DAY,
+    END,
+    SECONDS,
+    START,
+    closes_by_stamp,
+    frames,
+    kline_rows,
+    write_klines,
+)
 
 # -- klines --------------------------------------------------------------------------------
 
@@ -148,110 +101,6 @@ def test_spot_tape_frames_are_the_documented_ones(tmp_path: Path) -> None:
         assert book["asks"] == [{"price": "0.99", "size": "1000"}]
 
 
-def computed_outcome(closes: dict[int, float], t0: int, lookback: int | None) -> str:
-    def settle(t: int) -> float:
-        if lookback is None:
-            return closes[t]
-        return statistics.fmean(closes[s] for s in range(t - lookback + 1, t + 1))
-
-    return "up" if settle(t0 + WINDOW_S) >= settle(t0) else "down"
-
-
-@pytest.mark.parametrize("rule", ["spot", TWAP])
-def test_a_replayed_klines_tape_has_probabilities_and_the_prices_outcome(
-    tmp_path: Path, rule: str
-) -> None:
-    ticks = klines.Ticks.load([write_klines(tmp_path / "data")])
-    options = binance.TapeOptions(rule=rule, lookback=60)
-    written = files.write_hourly(binance.lines(ticks, START, END, options), tmp_path / "tape")
-    assert written > 0 and sorted(p.name for p in (tmp_path / "tape").iterdir()) == [
-        "2026-03-12T00.jsonl", "2026-03-12T01.jsonl"
-    ]  # fmt: skip
-    doc = backtest(read_tapes([tmp_path / "tape"]))
-    closes = closes_by_stamp()
-    windows = [w for w in doc["perWindow"] if START <= w["windowStart"] < END - WINDOW_S]
-    assert len(windows) == 12
-    for window in windows:
-        t0 = window["windowStart"]
-        assert window["rule"] == rule and window["outcomeSource"] == "feed"
-        assert window["outcome"] == computed_outcome(closes, t0, 60 if rule == TWAP else None)
-        assert [c["remS"] for c in window["checkpoints"]] == list(REMS)
-        assert all(c["pUp"] is not None and 0 <= c["pUp"] <= 1 for c in window["checkpoints"])
-    if rule == TWAP:
-        twaps = [
-            json.loads(x["frame"])["payload"]
-            for x in read_tapes([tmp_path / "tape"])
-            if x["src"] == "rtds" and TWAP_TOPIC in x.get("frame", "")
-        ]
-        sample = twaps[500]
-        stamp = sample["timestamp"] // 1000
-        mean = statistics.fmean(closes[s] for s in range(stamp - 59, stamp + 1))
-        assert sample["window_s"] == 60 and sample["value"] == pytest.approx(mean, abs=0.006)
-        assert int(sample["full_accuracy_value"]) / 1e18 == pytest.approx(mean, abs=1e-6)
-
-
-def test_another_markets_klines_replay_as_that_market(tmp_path: Path) -> None:
-    """XRPUSDT klines with ``symbol="XRP"``: the tape subscribes to xrp/usd, its prices and
-    markets are XRP's, and the replay scores XRP's windows (outcomes computed)."""
-    source = write_klines(tmp_path / "data")
-    xrp = source.with_name(source.name.replace("BTCUSDT", "XRPUSDT"))
-    source.rename(xrp)
-    found = files.discover([tmp_path / "data"], symbol="XRPUSDT")
-    assert list(found.klines) and not files.discover([tmp_path / "data"]).klines
-    ticks = klines.Ticks.load([xrp])
-    options = binance.TapeOptions(symbol="XRP")
-    lines = list(binance.lines(ticks, START, END, options))
-    subscribe = json.loads(next(x for x in lines if x.get("dir") == "out")["frame"])
-    assert {json.loads(sub["filters"])["symbol"] for sub in subscribe["subscriptions"]} == {
-        "xrp/usd"
-    }
-    symbols = {json.loads(x["frame"])["payload"].get("symbol") for x in frames_lines(lines)}
-    assert symbols == {"xrp/usd"}
-    files.write_hourly(iter(lines), tmp_path / "tape")
-    doc = backtest(read_tapes([tmp_path / "tape"]))
-    closes = closes_by_stamp()
-    windows = [w for w in doc["perWindow"] if START <= w["windowStart"] < END - WINDOW_S]
-    assert len(windows) == 12
-    for window in windows:
-        assert window["slug"] == f"xrp-updown-5m-{window['windowStart']}"
-        assert window["outcome"] == computed_outcome(closes, window["windowStart"], None)
-        assert all(c["pUp"] is not None for c in window["checkpoints"])
-    with pytest.raises(ValueError, match="BTC's"):
-        next(binance.lines(ticks, START, END, options, official={START: "up"}))
-    with pytest.raises(ValueError, match="unknown symbol"):
-        binance.TapeOptions(symbol="DOGE")
-
-
-def frames_lines(lines: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The RTDS price frames of a tape (updates and the snapshot)."""
-    return [x for x in lines if x["src"] == "rtds" and '"payload"' in x.get("frame", "")]
-
-
-def test_official_outcomes_come_as_market_resolved_and_win_in_the_report(tmp_path: Path) -> None:
-    ticks = klines.Ticks.load([write_klines(tmp_path / "data")])
-    closes = closes_by_stamp()
-    t0s = [START + i * WINDOW_S for i in range(3)]
-    # The second one deliberately the opposite of the prices (Chainlink is not Binance).
-    official = {t0: computed_outcome(closes, t0, None) for t0 in t0s}
-    official[t0s[1]] = "up" if official[t0s[1]] == "down" else "down"
-    csv_path = tmp_path / files.OFFICIAL_NAME
-    csv_path.write_text("timestamp,date,outcome\n" + "".join(
-        f"{t0},x,{o}\n" for t0, o in official.items()) + "1773273601,x,up\n")  # fmt: skip
-    assert binance.read_official(csv_path) == official  # not a window start: left out
-    lines = list(binance.lines(ticks, START, END, official=official))
-    resolved = [m for m in frames(lines, "clob-ws") if isinstance(m, dict)]
-    assert [m["event_type"] for m in resolved] == ["market_resolved"] * 3
-    market = FakeMarket(t0s[1])
-    assert set(resolved[1]["assets_ids"]) == set(market.tokens)
-    files.write_hourly(lines, tmp_path / "tape")
-    doc = backtest(read_tapes([tmp_path / "tape"]))
-    by_start = {w["windowStart"]: w for w in doc["perWindow"]}
-    for t0, outcome in official.items():
-        assert by_start[t0]["outcome"] == outcome and by_start[t0]["outcomeSource"] == "market"
-    with pytest.raises(ValueError, match="TWAP"):
-        list(binance.lines(ticks, START, END, binance.TapeOptions(rule=TWAP), official))
-
-
 def test_a_day_span_warms_up_an_hour_and_scores_the_day_only() -> None:
     day = klines.parse_name(Path(f"BTCUSDT-1s-{DAY}.zip"))
     assert day is not None
@@ -260,16 +109,6 @@ def test_a_day_span_warms_up_an_hour_and_scores_the_day_only() -> None:
     later = binance.span(D0 - 86400 + 1, day.day)  # the day before is there: history
     assert (later.start, later.scored_from) == (D0 - binance.LEAD_S, D0)
     assert later.end == D0 + 86400 + binance.TAIL_S
-
-
-def test_the_command_line_writes_hourly_files(tmp_path: Path, capsys: Any) -> None:
-    write_klines(tmp_path / "data", zipped=True)
-    assert cli.main([str(tmp_path / "data"), "--out", str(tmp_path / "out")]) == 0
-    names = sorted(p.name for p in (tmp_path / "out").iterdir())
-    assert names[0] == "2026-03-12T00.jsonl" and all(n.endswith(".jsonl") for n in names)
-    assert "lines" in capsys.readouterr().out
-    with pytest.raises(SystemExit):  # asked for books where there are none
-        cli.main([str(tmp_path / "data"), "--books", "--out", str(tmp_path / "o2")])
 
 
 # -- Cronos books --------------------------------------------------------------------------

@@ -50,10 +50,17 @@ TOLERANCE: dict[str, float] = {
 
 
 @pytest.fixture(scope="module")
-def days() -> list[dict[str, float]]:
-    """Every figure of each of the four days of seed 1."""
+def four_days() -> SettlementFeedPath:
+    """The path of seed 1 over ``DAYS`` days, generated once for the tests that read it."""
     path = SettlementFeedPath(1, FEED_SIGMA, 100_000, START, DAYS * DAY_S)
-    return [measure_day(path, START + d * DAY_S) for d in range(DAYS)]
+    path.log_values(START, START + DAYS * DAY_S)
+    return path
+
+
+@pytest.fixture(scope="module")
+def days(four_days: SettlementFeedPath) -> list[dict[str, float]]:
+    """Every figure of each of the four days of seed 1."""
+    return [measure_day(four_days, START + d * DAY_S) for d in range(DAYS)]
 
 
 @pytest.mark.parametrize("name", list(TARGETS))
@@ -69,10 +76,11 @@ def test_a_figure_of_the_generated_days_is_in_the_measured_range(
         assert low - tol <= value <= high + tol, f"{name}: a day at {value:.3f}: {values}"
 
 
-def test_sigma_is_the_volatility_over_minutes() -> None:
+def test_sigma_is_the_volatility_over_minutes(four_days: SettlementFeedPath) -> None:
     """Over 5 minutes the path moves by ``sigma`` per sqrt-second, as a Brownian one of the
-    same sigma would: the smoothing moves variance between horizons, not in total."""
-    path = SettlementFeedPath(2, FEED_SIGMA, 100_000, START, 2 * DAY_S)
+    same sigma would: the smoothing moves variance between horizons, not in total (on the
+    first two of the days measured above)."""
+    path = four_days
     logs = path.log_values(START, START + 2 * DAY_S)
     realised = path.realised_sigma(START, START + 2 * DAY_S, horizon=300)
     blocks = [b - a for a, b in zip(logs[::300], logs[300::300], strict=False)]

@@ -188,10 +188,12 @@ def valid(board: dict[str, Any] | None) -> dict[str, Any]:
 
 
 def deposed(made: Made) -> tuple[Leadership, Leadership]:
-    """A ("a", frozen clock: it still believes it leads) deposed by B ("b") after a lapse."""
+    """A ("a", frozen clock: it still believes it leads) deposed by B ("b") after a lapse.
+    B's own lease is long: the tests publish with it afterwards, and a loaded run let a
+    300 ms one lapse before B's publish (refused: "lease")."""
     frozen = FakeClock()
     a = made.lease("a", LAPSE_MS, clock=frozen)
-    b = made.lease("b", LAPSE_MS)
+    b = made.lease("b", LONG_MS)
     assert a.step()
     assert not b.step()
     assert wait_until(b.step, timeout=WAIT_S)  # A never renews: B takes it once it lapses

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from statistics import NormalDist
@@ -255,11 +256,22 @@ def _settles_up(
         return x + rng.gauss(0.0, step_sd * math.sqrt(steps)) >= math.log(k)
     averaged_before = max(0.0, lookback - tau)  # seconds of the average already known
     total = known_mean * averaged_before
-    for i in range(1, steps + 1):
+    # The steps before the average's span add up to one Gaussian step (the same law, drawn
+    # once): only the span's own steps are walked.
+    before = _steps_before_the_average(steps, tau, lookback, dt)
+    if before:
+        x += rng.gauss(0.0, step_sd * math.sqrt(before))
+    for i in range(before + 1, steps + 1):
         x += rng.gauss(0.0, step_sd)
         if tau - i * dt < lookback:
             total += math.exp(x) * dt
     return total / lookback >= k
+
+
+@functools.cache  # the same count for every path of a case
+def _steps_before_the_average(steps: int, tau: float, lookback: float, dt: float) -> int:
+    """How many of the first steps end before the average's span (``tau - i dt >= lookback``)."""
+    return sum(1 for i in range(1, steps + 1) if tau - i * dt >= lookback)
 
 
 @pytest.mark.parametrize(
@@ -413,7 +425,15 @@ def _settles_up_with_jumps(
     x = math.log(s)
     averaged_before = max(0.0, lookback - tau)
     total = s * averaged_before
-    for i in range(1, steps + 1):
+    # The steps that no average sees add up at once: their diffusion is one Gaussian step,
+    # their jumps a binomial count of Gaussian sizes (the same law as step by step).
+    before = steps if rule == SPOT else _steps_before_the_average(steps, tau, lookback, dt)
+    if before:
+        jumps = sum(1 for _ in range(before) if rng.random() < jump_rate * dt)
+        x += rng.gauss(0.0, sigma * math.sqrt(dt * before))
+        if jumps:
+            x += rng.gauss(0.0, jump_sd * math.sqrt(jumps))
+    for i in range(before + 1, steps + 1):
         x += rng.gauss(0.0, sigma * math.sqrt(dt))
         if rng.random() < jump_rate * dt:
             x += rng.gauss(0.0, jump_sd)

@@ -3,8 +3,8 @@
 A source with a change signal (as the live one has) runs under the real refresher loop in
 a thread, on the real clock; every board the bus receives is kept. The intervals are long
 next to any scheduling delay, and each assertion is on which boards went out, waiting
-generously for them; the one bound on time is the behaviour itself (a first change goes
-out before the coalescing interval is over).
+generously for them. The schedule itself (when a change goes out) is driven pass by pass
+(``Refresher.step``) on a clock of the test's, with exact times.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from app.markets import parse_symbols
 from app.refresher.changes import Changes
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
+from tests.support.live_source import Clock
 
 WAIT_S = 15.0
 
@@ -89,6 +90,12 @@ def running(
         assert not thread.is_alive()
 
 
+def waits(seconds: float, until_change: bool) -> tuple[object, bool]:
+    """The pause of a pass, its seconds up to float rounding (compares equal to a
+    ``Pause``)."""
+    return (pytest.approx(seconds, abs=1e-9), until_change)
+
+
 @pytest.fixture
 def source() -> ChangingSource:
     return ChangingSource()
@@ -97,25 +104,50 @@ def source() -> ChangingSource:
 def test_a_first_change_goes_out_at_once_and_a_burst_in_one_board_at_the_intervals_end(
     source: ChangingSource,
 ) -> None:
-    for received, _ in running(source, tick_ms=60_000, min_interval_ms=3000):
-        received.wait(1)  # the first board, at start
-        assert received.bids() == [0.40]
-        changed_at = time.monotonic()
-        source.move(0.41)
-        # The start board has just gone out: this change waits for the end of the interval
-        # since it, and so do the three that follow the next board.
-        received.wait(2)
-        for bid in (0.42, 0.43, 0.44):
-            source.move(bid)
-        received.wait(3)
-        assert received.bids() == [0.40, 0.41, 0.44], received.bids()
-        assert received.boards[1][0] - changed_at < 3.5
-        time.sleep(3.2)  # a quiet spell longer than the interval
-        quiet_change = time.monotonic()
-        source.move(0.45)
-        received.wait(4)
-        assert received.bids()[-1] == 0.45
-        assert received.boards[3][0] - quiet_change < 2.0, "not at once after a quiet spell"
+    """Driven pass by pass (``step``) on a clock of the test's: a change right after a board
+    waits for the end of the interval since it, a burst within an interval goes out as one
+    board at its end, and the first change after a quiet spell goes out at once."""
+    clock = Clock(100.0)
+    bus = MemoryBoardBus()
+    received = Received(bus)
+    refresher = Refresher(source, bus, 60_000, min_interval_ms=3000, monotonic=clock)
+
+    assert refresher.step(clock()) == waits(0.0, until_change=True)  # the first board, at start
+    assert received.bids() == [0.40]
+    assert refresher.step(clock()) == waits(60.0, until_change=True)  # nothing until the tick
+    source.move(0.41)
+    # The start board has just gone out: this change waits for the end of the interval.
+    assert refresher.step(clock()) == waits(3.0, until_change=False)
+    clock.t += 2.999
+    assert refresher.step(clock()) == waits(0.001, until_change=False)
+    assert received.bids() == [0.40]
+    clock.t = 103.0
+    refresher.step(clock())
+    assert received.bids() == [0.40, 0.41]
+    # A burst within the next interval: one board, at its end, with the last value.
+    source.move(0.42)
+    assert refresher.step(clock()) == waits(3.0, until_change=False)
+    clock.t += 1.0
+    source.move(0.43)
+    assert refresher.step(clock()) == waits(2.0, until_change=False)
+    clock.t += 1.5
+    source.move(0.44)
+    refresher.step(clock())
+    assert received.bids() == [0.40, 0.41]
+    clock.t = 106.0
+    refresher.step(clock())
+    assert received.bids() == [0.40, 0.41, 0.44]
+    # A quiet spell longer than the interval: the next change goes out at once.
+    clock.t += 3.2
+    assert refresher.step(clock()).until_change
+    source.move(0.45)
+    refresher.step(clock())
+    assert received.bids() == [0.40, 0.41, 0.44, 0.45]
+    # Nothing new: nothing sent until the tick, which sends a board anyway.
+    assert refresher.step(clock()) == waits(60.0, until_change=True)
+    clock.t += 60.0
+    refresher.step(clock())
+    assert received.bids() == [0.40, 0.41, 0.44, 0.45, 0.45]
 
 
 def test_changes_are_never_dropped_and_nothing_new_sends_nothing(source: ChangingSource) -> None:

@@ -2,8 +2,10 @@
 afresh after a healthy session, still grows while sessions fail at once, and each outage is
 logged once at its start and once at its end.
 
-Intervals are shortened (monkeypatched constants) so each test takes a few seconds; the
-bounds asserted are loose multiples of them.
+The feed runs on a driven clock: its backoff waits (``pause``) move that clock by the time
+asked instead of sleeping through it (the real wait is a moment), and a healthy spell is the
+clock moved past ``HEALTHY_S`` while data flows. The backoff's ceilings and an outage's length
+are then exact, with the real constants.
 """
 
 from __future__ import annotations
@@ -12,19 +14,20 @@ import json
 import logging
 import re
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from app.refresher.sources.polymarket import feed as feed_module
-from app.refresher.sources.polymarket.feed import Feed
+from app.refresher.sources.polymarket.feed import BACKOFF_FIRST_S, BACKOFF_MAX_S, HEALTHY_S, Feed
 from harness.fake_polymarket import SPOT_FILTERS, SPOT_TOPIC, FakeRtds, now_ms
-from tests.support.live_source import wait_for
+from tests.support.live_source import Clock, wait_for
 
 FEED_LOGGER = feed_module.__name__
 TICK_S = 0.02  # the fake sends a price this often: a session that is up delivers data
+REAL_PAUSE_S = 0.002  # what a backoff wait really sleeps: the driven clock moves the rest
+POLL_EVERY_S = 0.002  # how often a wait looks (the events come every few milliseconds)
 
 
 class Probe(Feed):
@@ -41,6 +44,26 @@ class Probe(Feed):
         """Nothing to do: ``messages`` counts them."""
 
 
+class Driven:
+    """The probe's clock, and every backoff it waited out: (ceiling, seconds)."""
+
+    def __init__(self) -> None:
+        self.clock = Clock(1000.0)
+        self.waits: list[tuple[float, float]] = []
+        self.feed: Probe | None = None
+
+    def pause(self, seconds: float) -> None:
+        """A backoff wait: the driven clock moves by ``seconds``, the real one a moment."""
+        assert self.feed is not None
+        self.waits.append((self.feed.backoff_s, seconds))
+        self.clock.t += seconds
+        self.feed.stop_event.wait(REAL_PAUSE_S)
+
+    def ceilings(self) -> list[float]:
+        """The ceilings of the backoffs waited out so far."""
+        return [ceiling for ceiling, _ in list(self.waits)]
+
+
 @pytest.fixture
 def rtds() -> Iterator[FakeRtds]:
     """The RTDS fake, sending a spot price every ``TICK_S`` to whoever is subscribed."""
@@ -54,17 +77,17 @@ def rtds() -> Iterator[FakeRtds]:
 
 
 @pytest.fixture
-def short_intervals(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A first backoff of 0.05 s with room to grow to 30 s; healthy after 0.2 s of data."""
-    monkeypatch.setattr(feed_module, "BACKOFF_FIRST_S", 0.05)
-    monkeypatch.setattr(feed_module, "BACKOFF_MAX_S", 30.0)
-    monkeypatch.setattr(feed_module, "HEALTHY_S", 0.2)
+def driven() -> Driven:
+    """The probe's driven clock and its record of backoffs."""
+    return Driven()
 
 
 @pytest.fixture
-def probe(rtds: FakeRtds, short_intervals: None) -> Iterator[Probe]:
-    """A started probe feed on the fake, stopped (thread joined) at the end."""
-    feed = Probe(rtds.url, threading.Event())
+def probe(rtds: FakeRtds, driven: Driven) -> Iterator[Probe]:
+    """A started probe feed on the fake and the driven clock, stopped (thread joined) at the
+    end."""
+    feed = Probe(rtds.url, threading.Event(), clock=driven.clock, pause=driven.pause)
+    driven.feed = feed
     feed.start()
     try:
         yield feed
@@ -76,35 +99,46 @@ def probe(rtds: FakeRtds, short_intervals: None) -> Iterator[Probe]:
 
 def connected_and_fed(feed: Probe, rtds: FakeRtds, connections: int) -> None:
     """Until the fake has accepted ``connections`` and the feed has data on the last one."""
-    wait_for(lambda: rtds.connections >= connections and feed.connected, "a connection")
+    wait_for(
+        lambda: rtds.connections >= connections and feed.connected,
+        "a connection",
+        interval=POLL_EVERY_S,
+    )
     received = feed.messages
-    wait_for(lambda: feed.messages > received, "data on the connection")
+    wait_for(lambda: feed.messages > received, "data on the connection", interval=POLL_EVERY_S)
 
 
-def test_the_backoff_starts_afresh_after_a_healthy_session(rtds: FakeRtds, probe: Probe) -> None:
-    """Ten drops, each after a healthy spell: each reconnect is as quick as the first.
-    Without the reset the ceilings double (0.05 ... 25.6 s) and a reconnect takes seconds."""
+def test_the_backoff_starts_afresh_after_a_healthy_session(
+    rtds: FakeRtds, probe: Probe, driven: Driven
+) -> None:
+    """Ten drops, each after a healthy spell (data for longer than ``HEALTHY_S``): each
+    reconnect waits out the first backoff. Without the reset the ceilings double (0.5, 1, 2
+    ... 15 s)."""
     for drop in range(1, 11):
         connected_and_fed(probe, rtds, drop)
-        time.sleep(0.35)  # data for longer than HEALTHY_S
+        driven.clock.t += HEALTHY_S + 1  # a healthy spell ...
+        connected_and_fed(probe, rtds, drop)  # ... with data at its end
         rtds.drop()
         wait_for(
-            lambda: rtds.connections > drop,  # noqa: B023 - called at once, in this iteration
-            f"a reconnect within 1 s of drop {drop}",
-            timeout=1.0,
-            interval=0.01,
+            lambda: len(driven.waits) >= drop,  # noqa: B023 - called at once, in this iteration
+            f"the backoff after drop {drop}",
+            interval=POLL_EVERY_S,
         )
+    assert driven.ceilings() == [BACKOFF_FIRST_S] * 10
+    assert all(0 <= seconds <= BACKOFF_FIRST_S for _, seconds in driven.waits)
 
 
-def test_the_backoff_still_grows_while_sessions_fail_at_once(rtds: FakeRtds, probe: Probe) -> None:
-    """Sessions dropped as soon as they open are no healthy spell: over 2 s the doubling
-    backoff allows about seven connections, where a reset on every connection would allow
-    dozens."""
+def test_the_backoff_still_grows_while_sessions_fail_at_once(
+    rtds: FakeRtds, probe: Probe, driven: Driven
+) -> None:
+    """Sessions dropped as soon as they open are no healthy spell, even with the backoffs'
+    time passing between them: the ceilings double up to ``BACKOFF_MAX_S``, where a reset on
+    every connection would keep them at the first."""
     connected_and_fed(probe, rtds, 1)
     rtds.every(0.005, rtds.drop)
-    start = rtds.connections
-    time.sleep(2.0)
-    assert rtds.connections - start < 20
+    wait_for(lambda: len(driven.waits) >= 8, "eight failed sessions", interval=POLL_EVERY_S)
+    expected = [min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2**n) for n in range(8)]
+    assert driven.ceilings()[:8] == expected
 
 
 def outage_lines(caplog: pytest.LogCaptureFixture) -> tuple[list[str], list[str]]:
@@ -116,17 +150,16 @@ def outage_lines(caplog: pytest.LogCaptureFixture) -> tuple[list[str], list[str]
 
 
 def test_each_outage_is_logged_once_at_its_start_and_once_at_its_end(
-    rtds: FakeRtds, probe: Probe, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+    rtds: FakeRtds, probe: Probe, driven: Driven, caplog: pytest.LogCaptureFixture
 ) -> None:
-    monkeypatch.setattr(feed_module, "BACKOFF_MAX_S", 0.2)  # many refused attempts in 1.5 s
     caplog.set_level(logging.DEBUG, logger=FEED_LOGGER)
     connected_and_fed(probe, rtds, 1)
     assert outage_lines(caplog) == ([], [])
 
-    # A long outage: dropped, then every attempt refused for 1.5 s.
+    # A long outage: dropped, then every attempt refused (five backoffs, 15 s at most).
     rtds.refuse = True
     rtds.drop()
-    time.sleep(1.5)
+    wait_for(lambda: len(driven.waits) >= 5, "five refused attempts", interval=POLL_EVERY_S)
     rtds.refuse = False
     wait_for(lambda: len(outage_lines(caplog)[1]) == 1, "the end of the first outage")
     warnings, backs = outage_lines(caplog)
@@ -134,10 +167,13 @@ def test_each_outage_is_logged_once_at_its_start_and_once_at_its_end(
     assert probe.url in warnings[0]  # where, and (before it) why
     match = re.fullmatch(r"probe: back after (\d+\.\d) s \((\d+) attempts\)", backs[0])
     assert match is not None, backs
-    assert float(match[1]) >= 1.4 and int(match[2]) >= 3
+    waits = list(driven.waits)
+    # The outage lasted the backoffs waited out (the driven clock moves only in them); each
+    # wait was followed by one attempt.
+    assert float(match[1]) == pytest.approx(sum(s for _, s in waits), abs=0.051)
+    assert int(match[2]) == len(waits) >= 5
 
     # A short one: one drop, one reconnect.
-    time.sleep(0.3)
     rtds.drop()
     wait_for(lambda: len(outage_lines(caplog)[1]) == 2, "the end of the second outage")
     warnings, backs = outage_lines(caplog)

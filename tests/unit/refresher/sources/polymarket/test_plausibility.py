@@ -155,11 +155,50 @@ def test_an_empty_series_waits_for_two_points_that_agree() -> None:
 # of the spot at 1 Hz is 14,400); a flood drops the oldest.
 def test_a_flood_of_points_is_capped_at_20_000() -> None:
     series = PriceSeries(SPOT_HISTORY_S)
-    series.merge([(T0 * 1000 + i * 10, BTC + (i % 7)) for i in range(60_000)])
-    newest = T0 * 1000 + 59_999 * 10
-    assert series.latest() == (newest, BTC + 59_999 % 7)
+    for i in range(25_000):  # live points 10 ms apart (a snapshot keeps one a second)
+        series.add(T0 * 1000 + i * 10, BTC + (i % 7))
+    newest = T0 * 1000 + 24_999 * 10
+    assert series.latest() == (newest, BTC + 24_999 % 7)
     assert series.at(newest - 19_999 * 10, 0) is not None  # the 20,000th newest is kept
     assert series.at(newest - 20_000 * 10, 0) is None  # the 20,001st newest went
+
+
+def test_a_snapshot_denser_than_a_second_keeps_each_seconds_first_and_last() -> None:
+    # A history snapshot of 60,000 points 10 ms apart (10 minutes): each second's first and
+    # last are kept and judged, 1,200 points (the 3.3 MB frames held the feed 3-4 s
+    # each when every point was judged).
+    series = PriceSeries(SPOT_HISTORY_S)
+    points = [(T0 * 1000 + 5 + i * 10, BTC + (i % 7)) for i in range(60_000)]
+    series.merge(points)
+    assert len(series._times) == 1_200
+    for t in (1, 2, 300, 599):
+        last_before = max(p for p in points if p[0] <= (T0 + t) * 1000)
+        assert series.at((T0 + t) * 1000, 1_000) == last_before[1], t
+        assert series.around((T0 + t) * 1000)[0] == last_before, t
+    assert series.latest() == points[-1]
+
+
+@pytest.mark.parametrize("step_ms", [250, 500, 333])
+def test_a_thinned_snapshot_answers_as_every_point_would(step_ms: int) -> None:
+    # Points on and between whole seconds: the price at each whole second, each second's
+    # mean with its carry, the first point after a second and the coverage are those of the
+    # same points taken one by one.
+    points = [(T0 * 1000 + i * step_ms, BTC + (i % 5) * 0.5) for i in range(1, 1_200)]
+    thinned, whole = PriceSeries(SPOT_HISTORY_S), PriceSeries(SPOT_HISTORY_S)
+    thinned.merge(points)
+    for point in points:
+        whole.add(*point)
+    last_s = points[-1][0] // 1000
+    for t in range(1, last_s - T0):
+        at_ms = (T0 + t) * 1000
+        assert thinned.at(at_ms, 2_000) == whole.at(at_ms, 2_000), t
+        assert thinned.around(at_ms)[0] == whole.around(at_ms)[0], t
+        assert thinned.mean_and_carry(at_ms - 60_000, at_ms) == whole.mean_and_carry(
+            at_ms - 60_000, at_ms
+        ), t
+        assert thinned.covered(at_ms - 30_000, at_ms, 1_000) == whole.covered(
+            at_ms - 30_000, at_ms, 1_000
+        ), t
 
 
 def test_four_hours_of_the_spot_at_1_hz_are_all_kept() -> None:

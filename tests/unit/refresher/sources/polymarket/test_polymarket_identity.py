@@ -29,6 +29,7 @@ T0 = 1_800_000_000 - 1_800_000_000 % 300
 @pytest.fixture
 def world() -> Iterator[FakePolymarket]:
     """The fakes, with this window and the next listed."""
+    # Own fakes: tests switch Gamma's lies on and count CLOB lookups from zero.
     with running() as fakes:
         fakes.list_market(FakeMarket(T0))
         fakes.list_market(FakeMarket(T0 + 300))

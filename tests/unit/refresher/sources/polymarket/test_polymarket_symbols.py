@@ -31,6 +31,7 @@ Row = dict[str, Any]
 
 @pytest.fixture
 def world() -> Iterator[FakePolymarket]:
+    # Own fakes: the test silences one symbol's stream in them.
     with running() as fake:
         yield fake
 

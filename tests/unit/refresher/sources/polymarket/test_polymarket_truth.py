@@ -26,7 +26,11 @@ from app.bus.memory import MemoryBoardBus
 from app.calibration import store
 from app.calibration.checkpoints import REMS
 from app.calibration.recorder import Recorder
+from app.markets import FIVE_MINUTES
 from app.refresher.loop import Refresher
+from app.refresher.sources.polymarket.clob import SWAP_RETRY_S
+from app.refresher.sources.polymarket.discovery import DISCOVERY_RETRY_S, PREFETCH_S
+from app.refresher.sources.polymarket.rest_books import REST_MIN_INTERVAL_S
 from app.refresher.sources.polymarket.source import PolymarketSource
 from app.web import create_app
 from harness import tapes
@@ -46,16 +50,21 @@ from harness.fake_polymarket import (
     running,
     scaled,
 )
+from harness.processes import wait_until
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 from tests.support.live_source import (
     Clock,
     MakeSource,
+    Skipping,
     first_row,
+    latest_ms,
     poll,
+    skipping,
     sources_on,
     wait_for,
 )
+from tests.support.track_record import recordable
 
 T0 = 1_800_000_000  # a window start (a multiple of 300)
 NEXT = T0 + 300
@@ -64,7 +73,6 @@ S0 = 100_000
 STALE_MS = 3000
 POLL_S = 20.0  # generous bounded waits: another process may be loading the machine
 TWAP_TOPIC_OF = {60: TWAP_TOPIC, 30: TWAP30_TOPIC}
-SPOT_SERIES = "spot"  # the source's key of the Chainlink spot series
 RTDS_LOGGER = "app.refresher.sources.polymarket.suspects"  # where upstream trouble is logged
 
 Row = dict[str, Any]
@@ -73,14 +81,16 @@ Row = dict[str, Any]
 # -- helpers -------------------------------------------------------------------------------
 
 
-def latest_ms(source: PolymarketSource) -> int | None:
-    latest = source.rtds.series[SPOT_SERIES].latest()
-    return latest[0] if latest else None
+def arrived(source: PolymarketSource, t: int, at_most_s: float) -> None:
+    """Until the spot point of second ``t`` (or a newer one) is in, at most ``at_most_s``:
+    a point the source holds back (unbelieved yet) is waited for no longer."""
+    wait_until(lambda: (latest_ms(source) or 0) >= t * 1000, timeout=at_most_s, interval=0.002)
 
 
 def wait_spot(source: PolymarketSource, t: int) -> None:
     """Until the source's newest spot point is the one of second ``t``."""
-    wait_for(lambda: latest_ms(source) == t * 1000, f"the spot point of second {t}", 10, 0.002)
+    # Polled finely: it comes within a millisecond, and the tests wait for it every step.
+    wait_for(lambda: latest_ms(source) == t * 1000, f"the spot point of second {t}", 10, 0.0002)
 
 
 def is_stale(row: Row, clock: Clock) -> bool:
@@ -114,8 +124,17 @@ def subscribed_by_operation(world: FakePolymarket, operation: str, tokens: set[s
 
 @pytest.fixture
 def world() -> Iterator[FakePolymarket]:
+    # Own fakes: each test lists its markets and seeds or breaks their feeds.
     with running() as fake:
         yield fake
+
+
+@pytest.fixture
+def monotonic() -> Iterator[Skipping]:
+    """The live source's monotonic clock, skippable; asked for before ``make_source`` so
+    the sources stop before the real clock is back."""
+    with skipping() as clock:
+        yield clock
 
 
 @pytest.fixture
@@ -133,37 +152,61 @@ def exact_price_to_beat(path: BrownianPath, rule: str, lookback: int, t0: int) -
     return float(path.twap(t0, lookback)) if rule == TWAP else float(path.value(t0))
 
 
+# One path stepped through second by second from T0 to the last sample of the next window
+# (tau = 2 s), in three stretches of 200 s, each a test of its own on a source started at its
+# first second; together they compare every second the one test of both windows did.
+# "opening": the first window from its start; "roll": its last 100 s, the prefetch (60 s
+# before the roll) and the roll, the next window's first 100 s; "closing": the rest of the
+# next window. A source started within a window knows the price to beat from the history
+# snapshot (the TWAP report's, as the upstream may send it).
+PATH_START = T0 - 1860  # 30 minutes of history before T0, and a minute
+STRETCHES = {
+    "opening": (T0, T0 + 199),
+    "roll": (T0 + 200, NEXT + 99),
+    "closing": (NEXT + 100, NEXT + 298),
+}
+
+
+@pytest.mark.parametrize("stretch", list(STRETCHES))
 @pytest.mark.parametrize(
     ("rule", "lookback", "seed"),
     [(TWAP, 60, 11), (TWAP, 30, 12), (SPOT, 60, 13)],
     ids=["twap60", "twap30", "spot"],
 )
 def test_model_matches_exact_answers_on_a_brownian_path(
-    world: FakePolymarket, make_source: MakeSource, rule: str, lookback: int, seed: int
+    world: FakePolymarket,
+    make_source: MakeSource,
+    rule: str,
+    lookback: int,
+    seed: int,
+    stretch: str,
 ) -> None:
-    """Stepping second by second through a whole window and the next, on a Brownian path
-    with 30 minutes of history: the board's P(up) is within 3 points of the exact answer
-    computed from the path and the true sigma (TWAP with 60 s and 30 s lookbacks, and
-    spot), it is never null once the price to beat is known, the price to beat is the exact
-    TWAP report (or spot) at T0 from the right topic, and sigma is within 15 % of the truth."""
-    history_s = 1800
-    start = T0 - history_s - 60
-    last = NEXT + 298  # the last sample of the second window (tau = 2 s)
-    path = BrownianPath(seed, SIGMA, S0, start, last - start + 2)
+    """Stepping second by second through a stretch of a whole window and the next (see
+    ``STRETCHES``), on a Brownian path with at least 30 minutes of history: the board's P(up)
+    is within 3 points of the exact answer computed from the path and the true sigma (TWAP
+    with 60 s and 30 s lookbacks, and spot), it is never null once the price to beat is
+    known, the price to beat is the exact TWAP report (or spot) at T0 from the right topic,
+    and sigma is within 15 % of the truth."""
+    first, last = STRETCHES[stretch]
+    assert first < NEXT - PREFETCH_S or first > NEXT  # a prefetch is seen happen, or none
+    end = STRETCHES["closing"][1]
+    path = BrownianPath(seed, SIGMA, S0, PATH_START, end - PATH_START + 2)
     markets = {
         t0: world.list_market(FakeMarket(t0, rule=rule, lookback=lookback)) for t0 in (T0, NEXT)
     }
-    world.rtds.seed_path(path, start, T0 - 1)  # the history snapshot on subscribe
-    clock = Clock(T0 - 1 + 1.5)
+    world.rtds.seed_path(path, PATH_START, first - 1)  # the history snapshot on subscribe
+    world.rtds.twap_history = first > T0  # the TWAP's too: T0's report, for a late start
+    clock = Clock(first - 1 + 1.5)
     source = make_source(clock)
-    poll(source, clock, lambda r: r["up_token_id"] == markets[T0].up_token, "the market")
-    wait_spot(source, T0 - 1)
+    current = markets[T0 if clock.t < NEXT else NEXT]
+    poll(source, clock, lambda r: r["up_token_id"] == current.up_token, "the market")
+    wait_spot(source, first - 1)
 
     topic = TWAP_TOPIC_OF[lookback] if rule == TWAP else SPOT_TOPIC
     # (error, window, tau, board, exact, the board's sigma)
     errors: list[tuple[float, int, int, float, float, float]] = []
     samples = {T0: 0, NEXT: 0}
-    for t in range(T0, last + 1):
+    for t in range(first, last + 1):
         if t == NEXT - 10:  # the next window must have been prefetched before the roll
             poll(
                 source,
@@ -197,12 +240,17 @@ def test_model_matches_exact_answers_on_a_brownian_path(
         errors.append((abs(board - truth), t0, t0 + 300 - t, board, truth, sigma))
         samples[t0] += 1
 
-    assert samples[T0] >= 295 and samples[NEXT] >= 295, samples
-    assert any(e[2] <= 10 for e in errors if e[1] == T0)  # the last minute is in
+    # Every second compared but the first 3 of a window (before its price to beat, checked
+    # above), and the one before it (its row is of the next window): at most 4 a window.
+    starts = sum(first <= t0 + 2 and t0 - 1 <= last for t0 in (T0, NEXT))
+    assert len(errors) >= last - first + 1 - 4 * starts, samples
+    for t0 in (T0, NEXT):
+        if first <= t0 + 290 <= last:  # the last seconds of a window are in
+            assert any(e[2] <= 10 for e in errors if e[1] == t0)
     median = statistics.median(e[0] for e in errors)
     worst = max(errors)
     summary = (
-        f"{rule}{lookback if rule == TWAP else ''}: {len(errors)} samples, "
+        f"{rule}{lookback if rule == TWAP else ''} ({stretch}): {len(errors)} samples, "
         f"median error {median:.3f} points, max {worst[0]:.3f} points "
         f"(window {worst[1]}, tau {worst[2]} s, board {worst[3]:.2f}, exact {worst[4]:.2f}, "
         f"board sigma {worst[5]:.4g}); true sigma {SIGMA:.4g}, board sigma from "
@@ -236,6 +284,12 @@ def fresh_and_full(row: Row, clock: Clock) -> bool:
     return all(v is not None for v in books_of(row)) and not is_stale(row, clock)
 
 
+def holds_books_from_the_socket(source: PolymarketSource, market: FakeMarket) -> bool:
+    """Whether the source has the socket's books of both of ``market``'s tokens."""
+    quotes = [source.books.quote(token) for token in market.tokens]
+    return all(quote is not None and quote.via == "clob-ws" for quote in quotes)
+
+
 def roll_through(
     world: FakePolymarket,
     source: PolymarketSource,
@@ -245,12 +299,27 @@ def roll_through(
     start: float,
     end: float,
     step: float = 0.5,
+    coarse: float = 2.0,
+    near: float = 5.0,
 ) -> list[Row]:
-    """Step the virtual clock from ``start`` to ``end`` (``step`` of virtual time per real
-    0.05 s), the spot playing; every row: full books of the current window, not stale."""
+    """Step the virtual clock from ``start`` to ``end``, the spot playing: by ``coarse``
+    seconds, by ``step`` within ``near`` seconds of the roll (a real 0.01 s between steps);
+    every row: full books of the current window, not stale. ``near`` seconds before the
+    roll, wait (real time, bounded) until the source holds the next window's books from the
+    socket: the minute between the prefetch and the roll in life, compressed here into a few
+    real seconds, leaves it that time."""
     rows = []
-    k = 0
-    while (t := start + k * step) <= end:
+    t = start
+    next_books = False
+    while t <= end:
+        if not next_books and t >= NEXT - near:
+            wait_for(
+                lambda: holds_books_from_the_socket(source, markets[NEXT]),
+                "the next window's books from the socket before the roll",
+                POLL_S,
+                0.01,
+            )
+            next_books = True
         clock.t = t
         world.rtds.play(path, int(t))
         wait_spot(source, int(t))
@@ -264,8 +333,8 @@ def roll_through(
         assert from_socket(row), where  # the socket never left a gap REST had to fill
         assert not is_stale(row, clock), where
         rows.append(row)
-        time.sleep(0.05)
-        k += 1
+        time.sleep(0.01)
+        t += step if abs(t - NEXT) < near else coarse
     return rows
 
 
@@ -286,7 +355,7 @@ def test_roll_with_a_healthy_upstream_keeps_one_connection_and_fresh_books(
 
     rows = roll_through(world, source, clock, path, markets, T0 + 230, NEXT + 20)
 
-    assert [r["windowStart"] for r in rows].count(NEXT) >= 40
+    assert [r["windowStart"] for r in rows].count(NEXT) >= 15
     assert any(r["rem_secs"] == 300 for r in rows)  # a row exactly at the boundary
     assert subscribed_by_operation(world, "subscribe", set(upcoming.tokens))
     # The old window stays watched until its outcome arrives, then goes.
@@ -307,7 +376,7 @@ def test_roll_with_a_healthy_upstream_keeps_one_connection_and_fresh_books(
 
 
 def test_roll_with_operations_refused_moves_connections_without_a_gap(
-    world: FakePolymarket, make_source: MakeSource
+    monotonic: Skipping, world: FakePolymarket, make_source: MakeSource
 ) -> None:
     """When the CLOB refuses subscribe/unsubscribe operations, the source moves to a new
     connection (opened before the old one is closed): every row across the roll still has
@@ -327,6 +396,7 @@ def test_roll_with_operations_refused_moves_connections_without_a_gap(
     assert world.clob_ws.refused, "the upstream never refused an operation: nothing tested"
     assert world.clob_ws.connections >= 2
     world.clob_ws.send_market_resolved(current, "Up")  # the old window's watch ends
+    monotonic.skip(SWAP_RETRY_S)  # the next move to a new connection is due at once
     poll(
         source,
         clock,
@@ -335,14 +405,17 @@ def test_roll_with_operations_refused_moves_connections_without_a_gap(
     )
 
 
+ROW_EVERY_S = 0.01  # between two rows sampled: their number counts, not the real time between
+
+
 @pytest.mark.parametrize("listed", ["ahead", "late"])
 def test_slow_snapshot_after_the_roll_is_stale_never_fresh_with_nulls(
-    world: FakePolymarket, make_source: MakeSource, listed: str
+    monotonic: Skipping, world: FakePolymarket, make_source: MakeSource, listed: str
 ) -> None:
-    """The next window's snapshot comes 5 s late (and REST is down), its market either
-    prefetched a minute ahead or listed only after the roll: right after the roll, every
-    row lacking a book is stale; once the snapshot arrives the rows are fresh with the
-    right numbers."""
+    """The next window's snapshot comes late (held by the fake until the test has seen
+    rows without it; REST is down), its market either prefetched a minute ahead or listed
+    only after the roll: right after the roll, every row lacking a book is stale; once the
+    snapshot arrives the rows are fresh with the right numbers."""
     current, upcoming = list_two_windows(world)
     if listed == "late":
         world.unlist(NEXT)
@@ -354,7 +427,7 @@ def test_slow_snapshot_after_the_roll_is_stale_never_fresh_with_nulls(
     poll(source, clock, lambda r: fresh_and_full(r, clock), "a fresh row with books")
 
     world.clob.mode = "error"  # only the socket can bring the books
-    world.clob_ws.snapshot_delay_s = 5.0
+    world.clob_ws.hold_snapshots()
     clock.t = NEXT - 59.5
     world.rtds.play(path, NEXT - 60)
     if listed == "ahead":
@@ -371,12 +444,18 @@ def test_slow_snapshot_after_the_roll_is_stale_never_fresh_with_nulls(
     wait_spot(source, NEXT)
     if listed == "late":
         world.list_market(upcoming)
+        monotonic.skip(DISCOVERY_RETRY_S)  # the next lookup is due
 
     seen: list[Row] = []
+    held: list[Row] = []  # rows taken while the upcoming window's snapshot was held
     deadline = time.monotonic() + POLL_S
     while True:
         row = first_row(source, clock)
         seen.append(row)
+        if world.clob_ws.held_assets() >= set(upcoming.tokens):
+            held.append(row)
+            if len(held) == 5:  # five rows without it: now the snapshot arrives
+                world.clob_ws.release_snapshots()
         assert row["windowStart"] == NEXT
         assert row["up_token_id"] in (upcoming.up_token, None)
         if any(v is None for v in books_of(row)):
@@ -384,17 +463,18 @@ def test_slow_snapshot_after_the_roll_is_stale_never_fresh_with_nulls(
         elif not is_stale(row, clock):
             break
         assert time.monotonic() < deadline, f"never fresh: {json.dumps(row, indent=1)}"
-        time.sleep(0.05)
+        time.sleep(ROW_EVERY_S)
 
     nulls = [r for r in seen if any(v is None for v in books_of(r))]
     assert nulls, "the books were there at once: the slow snapshot was not exercised"
+    assert len(held) >= 5, "the snapshot was never asked for while held"
     assert books_of(row) == fakes_top(world, upcoming)
     assert row["sources"]["upBook"] == row["sources"]["downBook"] == "clob-ws"
     # And stays fresh with the right numbers.
     for _ in range(10):
         row = first_row(source, clock)
         assert fresh_and_full(row, clock) and books_of(row) == fakes_top(world, upcoming)
-        time.sleep(0.05)
+        time.sleep(ROW_EVERY_S)
     # The old window is watched until its outcome arrives (or ten minutes pass).
     assert current.up_token in set().union(*world.clob_ws.assets_of_connections())
     world.clob_ws.send_market_resolved(current, "Up")
@@ -424,7 +504,7 @@ def sample_crossed_rows(source: PolymarketSource, clock: Clock, count: int) -> i
 
 
 def test_lost_price_changes_are_repaired_by_the_upstreams_top_and_crossed_is_stale(
-    world: FakePolymarket, make_source: MakeSource
+    monotonic: Skipping, world: FakePolymarket, make_source: MakeSource
 ) -> None:
     """A lost price_change is repaired by the next best_bid_ask, and by the best bid/ask of
     a price_change about another level of the same asset (REST down, so only the socket can
@@ -445,17 +525,24 @@ def test_lost_price_changes_are_repaired_by_the_upstreams_top_and_crossed_is_sta
     )
     assert books_of(row) == (0.53, 0.55, 0.45, 0.47)
 
+    def delivered() -> None:
+        """Until the source has read a message sent now (about the DOWN book, unchanged): a
+        message sent before it, had one been, would have been read first."""
+        read = source.clob.messages
+        world.clob_ws.send_best_bid_ask(market.down_token)
+        wait_for(lambda: source.clob.messages > read, "a message sent after the lost one")
+
     world.clob.mode = "error"  # REST cannot repair anything: only the socket can
     # (a) the removal of UP's best bid is lost, then the upstream tells its top.
     world.set_level(up, "BUY", "0.53", "0", send=False)
-    time.sleep(0.3)
+    delivered()
     assert first_row(source, clock)["up_bid"] == 0.53  # the socket's book is wrong now
     world.clob_ws.send_best_bid_ask(up)
     poll(source, clock, lambda r: (r["up_bid"], r["up_ask"]) == (0.52, 0.55), "best_bid_ask")
 
     # (b) the removal of UP's best ask is lost; a change of another UP level carries the top.
     world.set_level(up, "SELL", "0.55", "0", send=False)
-    time.sleep(0.3)
+    delivered()
     assert first_row(source, clock)["up_ask"] == 0.55
     world.set_level(up, "BUY", "0.51", "99")
     row = poll(source, clock, lambda r: r["up_ask"] != 0.55, "the top of the next price_change")
@@ -464,13 +551,25 @@ def test_lost_price_changes_are_repaired_by_the_upstreams_top_and_crossed_is_sta
     # (c) crossed: the book is confirmed continuously, REST is back.
     world.clob.mode = "ok"
     world.clob_ws.keep_alive(0.1)
+    monotonic.skip(REST_MIN_INTERVAL_S)  # the repair of (a)/(b) over REST is due (as below)
     poll(source, clock, lambda r: fresh_and_full(r, clock), "fresh rows")
-    time.sleep(1.5)  # any REST re-read wanted by (a)/(b) is done
+    # Any REST re-read wanted by (a)/(b) is done: its request is counted before its answer
+    # clears the want.
+    wait_for(lambda: not source.books.wanted_snapshots(), "the re-reads of (a) and (b)")
     before = len(world.clob.requests_to("/books"))
     world.set_level(up, "BUY", "0.57", "10")  # a bid above the best ask
     poll(source, clock, lambda r: r["up_bid"] == 0.57, "the crossed top")
-    assert sample_crossed_rows(source, clock, 50) >= 10
-    wait_for(lambda: len(world.clob.requests_to("/books")) > before, "a REST re-read")
+    # The re-read is due at once, not REST_MIN_INTERVAL_S after (a)/(b)'s; the books' ages
+    # grow by as much, 1 s, well inside the 3 s after which a row is stale for its age.
+    monotonic.skip(REST_MIN_INTERVAL_S)
+    # Rows 50 ms apart until the re-read, and ten more after it (its book is crossed too).
+    crossed = 0
+    deadline = time.monotonic() + POLL_S
+    while len(world.clob.requests_to("/books")) == before:
+        assert time.monotonic() < deadline, "no REST re-read of the crossed book"
+        crossed += sample_crossed_rows(source, clock, 1)
+    crossed += sample_crossed_rows(source, clock, 10)
+    assert crossed >= 10
     reread = world.clob.requests_to("/books")[before:]
     assert any(up in {str(i.get("token_id")) for i in hit.body} for hit in reread)
 
@@ -480,7 +579,7 @@ def test_lost_price_changes_are_repaired_by_the_upstreams_top_and_crossed_is_sta
 
 
 def test_a_level_change_without_a_top_that_crosses_the_book_is_stale_until_rest_repairs_it(
-    world: FakePolymarket, make_source: MakeSource
+    monotonic: Skipping, world: FakePolymarket, make_source: MakeSource
 ) -> None:
     """A price_change entry that carries no best_bid/best_ask (the level book decides) and
     crosses the local book: the crossed book is shown but every such row is stale, the
@@ -510,6 +609,7 @@ def test_a_level_change_without_a_top_that_crosses_the_book_is_stale_until_rest_
     wait_for(lambda: len(world.clob.requests_to("/books")) > before, "a REST re-read")
 
     world.clob.mode = "ok"
+    monotonic.skip(REST_MIN_INTERVAL_S)  # the next REST read is due at once
     row = poll(source, clock, lambda r: books_of(r) == fakes_top(world, market), "the REST repair")
     assert books_of(row) == (0.53, 0.55, 0.45, 0.47)
 
@@ -571,7 +671,7 @@ def test_rtds_reconnect_across_t0_latches_the_right_price_to_beat(
     assert latest_ms(source) == (first_lost - 1) * 1000
     world.rtds.drop()
     world.rtds.paused = False
-    world.rtds.history_delay_s = 1.0  # the history snapshot comes after live points
+    world.rtds.hold_history()  # the history snapshot comes after live points
     poll(source, clock, lambda r: check(r) and len(world.rtds.subscriptions) >= 2, "rtds")
 
     t = last_lost + 1
@@ -580,11 +680,13 @@ def test_rtds_reconnect_across_t0_latches_the_right_price_to_beat(
     while True:
         world.rtds.play(path, t)
         clock.t = t + 1.5
-        time.sleep(0.1)
+        arrived(source, t, 0.1)
         newest = latest_ms(source)
         row = first_row(source, clock)
         check(row)
         live_first |= row["priceToBeat"] is None and (newest or 0) > last_lost * 1000
+        if live_first:
+            world.rtds.release_history()  # a live point came first: now the back-fill
         if row["priceToBeat"] is not None:
             break
         assert time.monotonic() < deadline, f"no price to beat: {json.dumps(row, indent=1)}"
@@ -593,7 +695,7 @@ def test_rtds_reconnect_across_t0_latches_the_right_price_to_beat(
         t += 1
         world.rtds.play(path, t)
         clock.t = t + 1.5
-        time.sleep(0.05)
+        arrived(source, t, 0.05)
         row = first_row(source, clock)
         check(row)
     assert live_first, "the back-fill came before any live point: not the case tested"
@@ -728,11 +830,17 @@ def test_the_live_record_across_a_roll(
     refresher = Refresher(source, MemoryBoardBus(), 500, clock=clock, observer=recorder)
     t = T0 + 230.0
     while t <= NEXT + 20:
-        clock.t = t
-        world.rtds.play(path, int(t))
-        wait_spot(source, int(t))
-        assert refresher.tick()
-        t += 0.5
+        # A board at each second where one can change the record (a checkpoint within its
+        # grace, an outcome to settle): the loop's boards in between would add nothing to it.
+        # The spot plays on in between, its seconds sent with the next board's.
+        if t == T0 + 230 or recordable(t, FIVE_MINUTES):
+            clock.t = t
+            world.rtds.play(path, int(t))
+            wait_spot(source, int(t))
+            if t == NEXT:  # the loop's boards came every 0.5 s of real time until it had one
+                poll(source, clock, lambda r: r["priceToBeat"] is not None, "the next window")
+            assert refresher.tick()
+        t += 1.0
     assert recorder.flush()
     with engine.connect() as conn:
         [window, *_] = store.load(conn, "polymarket")

@@ -14,7 +14,7 @@ from app.backtest.tapes import read_tapes
 from app.markets import WINDOW_S
 from harness.fake_polymarket import SPOT_TOPIC, TWAP, BrownianPath
 from harness.settlement_feed import FEED_SIGMA, SettlementFeedPath
-from harness.tapes import PATHS, POINT_DELAY_S, TapeSpec, lines, settled_up, write
+from harness.tapes import LEAD_S, PATHS, POINT_DELAY_S, TapeSpec, lines, settled_up, write
 
 T0 = 1_800_000_000
 WINDOWS = 3
@@ -41,7 +41,7 @@ def test_points_arrive_at_the_feeds_lag_and_its_gaps_send_nothing() -> None:
     path = spec.path
     assert isinstance(path, SettlementFeedPath)
     arrived = spot_arrivals(spec)
-    seconds = range(T0 - 2 * WINDOW_S + 1, T0 + WINDOWS * WINDOW_S + 180)
+    seconds = range(T0 - LEAD_S + 1, T0 + WINDOWS * WINDOW_S + 180)  # the tape's
     missing = [s for s in seconds if path.missing(s)]
     assert missing and not set(missing) & set(arrived)
     for second in seconds:

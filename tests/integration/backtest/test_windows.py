@@ -23,16 +23,18 @@ from harness.tapes import TapeSpec, settled_up, write
 T0 = 1_800_000_000  # a multiple of 900: starts a 5- and a 15-minute window
 SIGMA = 1.2e-4
 FIFTEEN = SPANS["15m"]
-WINDOWS_15M = 4  # an hour of tape
+LENGTH_S = 1800  # half an hour of tape: two 15-minute windows (one resolved by the market,
+# one by the feed) and six 5-minute ones; the replay costs about 4 ms a tape second
+WINDOWS_15M = LENGTH_S // 900
 # The keys of a one-market 5-minute report, as before issue 39.
 FLAT_KEYS = {"windows", "windowsWithOutcome", "buckets", "reliability", "reliabilityMarket",
              "perWindow", "replay"}  # fmt: skip
 
 
-def spec(spans: tuple[Any, ...], seed: int = 31) -> TapeSpec:
-    """An hour of TWAP windows of ``spans`` (the first span's count: an hour's)."""
-    path = BrownianPath(seed, SIGMA, 100_000, T0 - 2400, 3600 + 3000)
-    windows = 3600 // spans[0].seconds
+def spec(spans: tuple[Any, ...], seed: int = 31, length_s: int = LENGTH_S) -> TapeSpec:
+    """``length_s`` of TWAP windows of ``spans`` (the first span's count: that length's)."""
+    path = BrownianPath(seed, SIGMA, 100_000, T0 - 2400, length_s + 3000)
+    windows = length_s // spans[0].seconds
     return TapeSpec(path, SIGMA, T0, windows, rule=TWAP, resolved_every=2, spans=spans)
 
 
@@ -56,7 +58,7 @@ def test_a_tape_of_both_lengths_reports_a_document_per_market_and_window(
     # Each document holds its own length's windows only, scored at its own checkpoints.
     assert all(w["slug"].startswith("btc-updown-5m-") for w in five["perWindow"])
     assert [b["remS"] for b in five["buckets"]] == list(REMS)
-    assert five["windowsWithOutcome"] == 12
+    assert five["windowsWithOutcome"] == LENGTH_S // 300
     starts = [T0 + i * 900 for i in range(WINDOWS_15M)]
     scored = [w for w in fifteen["perWindow"] if w["windowStart"] in starts]
     assert [w["slug"] for w in scored] == [f"btc-updown-15m-{s}" for s in starts]
@@ -82,18 +84,18 @@ def test_a_tape_of_both_lengths_reports_a_document_per_market_and_window(
 
 
 def test_a_one_market_five_minute_tape_keeps_its_shape(tmp_path: Path) -> None:
-    folder = write(spec((FIVE_MINUTES,)), tmp_path / "five")
+    folder = write(spec((FIVE_MINUTES,), length_s=900), tmp_path / "five")  # its shape: 3 will do
     doc = backtest(read_tapes([folder]))
-    assert set(doc) == FLAT_KEYS and doc["windowsWithOutcome"] == 12
+    assert set(doc) == FLAT_KEYS and doc["windowsWithOutcome"] == 3
     assert document_of(doc) is doc
     assert not text(doc).startswith("==")
 
 
 def test_a_fifteen_minute_only_tape_is_keyed_under_its_window(tmp_path: Path) -> None:
-    folder = write(spec((FIFTEEN,), seed=32), tmp_path / "fifteen")
+    folder = write(spec((FIFTEEN,), seed=32, length_s=900), tmp_path / "fifteen")  # one window
     doc = backtest(read_tapes([folder]))
     assert set(doc) == {"windows"} and set(doc["windows"]) == {"15m"}
-    assert document_of(doc, "15m")["windowsWithOutcome"] == WINDOWS_15M
+    assert document_of(doc, "15m")["windowsWithOutcome"] == 1
 
 
 def test_the_windows_of_a_tape_are_those_its_gamma_requests_name() -> None:
