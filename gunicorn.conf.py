@@ -83,38 +83,9 @@ def post_worker_init(worker: Any) -> None:
     from app.services import start_worker
 
     start_worker(worker.wsgi, alive=lambda: bool(worker.alive))
-    _quit_once(worker)
     # The app's modules and objects live as long as the worker: keep the cyclic collector
     # from walking them again and again (it ran on every few thousand allocations).
     gc.freeze()
-
-
-def _quit_once(worker: Any) -> None:
-    """The first SIGINT or SIGQUIT quits a gevent worker; later ones are ignored, and the
-    quitting greenlet is ended in ``worker_exit`` if the worker got there first.
-
-    gunicorn's gevent worker spawns a greenlet per quit signal that sleeps 0.1 s, then calls
-    sys.exit(0). The worker's loop often ends sooner (the same greenlet set ``alive`` to
-    False), and the pending greenlet then woke inside the interpreter's shutdown, which
-    printed "Exception ignored in: threading ... SystemExit" (loaded CI runs).
-    """
-    import signal
-
-    import gevent
-    from gunicorn.workers.base import Worker
-    from gunicorn.workers.ggevent import GeventWorker
-
-    if not isinstance(worker, GeventWorker):
-        return
-    quitting: list[Any] = []
-    worker.probboard_quitting = quitting
-
-    def handle_quit(signum: int, frame: Any) -> None:
-        if not quitting:
-            quitting.append(gevent.spawn(Worker.handle_quit, worker, signum, frame))
-
-    signal.signal(signal.SIGINT, handle_quit)
-    signal.signal(signal.SIGQUIT, handle_quit)
 
 
 def worker_exit(server: Any, worker: Any) -> None:
@@ -124,8 +95,6 @@ def worker_exit(server: Any, worker: Any) -> None:
     from app.services import stop_worker
 
     stop_worker(worker.wsgi)
-    for greenlet in getattr(worker, "probboard_quitting", []):
-        greenlet.kill(timeout=1)  # a quit still sleeping must not exit inside the shutdown
     # Undo post_worker_init's gc.freeze(): frozen objects are left to the interpreter's
     # last teardown, after gevent's modules are gone, and a logging handler freed there
     # prints "Exception ignored ... TypeError" at every stop (gevent/gevent#2148's symptom).
