@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 import redis
 
-from harness.accounts import TEST_PEPPER, scratch_accounts
+from harness.accounts import TEST_PEPPER
 from harness.processes import RedisServer, Service, service_env
+from tests.support.accounts import scratch_accounts
 from tests.support.contract import validated
 
 LATEST = "/api/probboard/latest"
@@ -45,7 +46,7 @@ def backing(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Backing]:
     server.start()
     try:
         with scratch_accounts() as accounts:
-            yield Backing(server, accounts["DATABASE_URL"], workdir)
+            yield Backing(server, accounts.database_url, workdir)
     finally:
         server.stop()
 

@@ -24,8 +24,9 @@ from urllib.parse import parse_qs, urlsplit
 import httpx
 import pytest
 
-from harness.accounts import TEST_PEPPER, create_user, issue_key, scratch_accounts
+from harness.accounts import TEST_PEPPER
 from harness.processes import BIN, ROOT, RedisServer, Service, service_env
+from tests.support.accounts import scratch_accounts
 
 SEED = "20261124"
 EXAMPLES = "20"
@@ -41,11 +42,11 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Service, st
     server.start()
     try:
         with scratch_accounts() as accounts:
-            create_user(accounts, "fuzz", "vip_pro")
-            key = issue_key(accounts, "fuzz")
+            accounts.create_user("fuzz", "vip_pro")
+            key = accounts.issue_key("fuzz")
             env = service_env(
                 REDIS_URL=server.url,
-                DATABASE_URL=accounts["DATABASE_URL"],
+                DATABASE_URL=accounts.database_url,
                 API_KEY_PEPPER=TEST_PEPPER,
                 VIP_PRO_RATE_LIMIT="100000 per minute",
                 AUTH_FAILURE_LIMIT="100000 per minute",

@@ -19,9 +19,10 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from harness.accounts import TEST_PEPPER, create_user, issue_key, scratch_accounts
+from harness.accounts import TEST_PEPPER
 from harness.processes import RedisServer, Service, free_port, http_get, service_env, wait_until
 from harness.stream_client import StreamConnection
+from tests.support.accounts import scratch_accounts
 from tests.support.contract import validated
 
 LATEST = "/api/probboard/latest"
@@ -89,12 +90,12 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     redis_server.start()
     try:
         with scratch_accounts() as accounts:
-            create_user(accounts, "mira", "vip_pro")
-            vip_key = issue_key(accounts, "mira")
+            accounts.create_user("mira", "vip_pro")
+            vip_key = accounts.issue_key("mira")
             refresher_port = free_port()
             env = base_env(
                 REDIS_URL=redis_server.url,
-                DATABASE_URL=accounts["DATABASE_URL"],
+                DATABASE_URL=accounts.database_url,
                 API_KEY_PEPPER=TEST_PEPPER,
                 REFRESHER_METRICS_PORT=str(refresher_port),
             )

@@ -3,9 +3,9 @@
 Every test serves the app with gunicorn (the ``service`` fixture) exactly as it runs in
 production and drives a fresh chromium profile against it. Nothing is downloaded: the
 browser is ``/usr/bin/chromium`` and the driver ``/usr/bin/chromedriver``; without them (or
-without selenium) the module is skipped. Accounts and keys are made with the documented CLI,
-as their own processes, on a PostgreSQL database of the module's own (as in production),
-migrated with ``flask db upgrade``.
+without selenium) the module is skipped. Accounts and keys are made with the documented CLI
+commands (in this process: tests/support/accounts.py), on a PostgreSQL database of the
+module's own (as in production), migrated with ``flask db upgrade``.
 
 The page shows one card per served row (``.market[data-symbol]`` in ``#markets``, in board
 order); the fields of a card are ``[data-field]`` elements inside it.
@@ -63,21 +63,16 @@ from app.calibration.recorder import Recorder  # noqa: E402
 from app.markets import WINDOW_S, parse_symbols  # noqa: E402
 from app.refresher.loop import Refresher  # noqa: E402
 from app.refresher.sources.simulated import SimulatedSource  # noqa: E402
-from harness.accounts import (  # noqa: E402
-    TEST_PEPPER,
-    create_user,
-    issue_key,
-    scratch_accounts,
-)
+from harness.accounts import TEST_PEPPER  # noqa: E402
 from harness.clocks import REAL, OffsetClock  # noqa: E402
 from harness.processes import (  # noqa: E402
     ROOT,
     RedisServer,
     Service,
-    flask_cli,
     http_get,
     service_env,
 )
+from tests.support.accounts import AccountsCli, scratch_accounts  # noqa: E402
 from tests.support.track_record import record_both_windows, run_simulated  # noqa: E402
 
 T = TypeVar("T")
@@ -136,24 +131,29 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 class Accounts:
     """A migrated PostgreSQL accounts database and the keys the CLI printed."""
 
-    env: dict[str, str]
+    cli: AccountsCli
     vip_key: str
     user_key: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment a service needs for this database."""
+        return self.cli.env
 
 
 @pytest.fixture(scope="module")
 def accounts() -> Iterator[Accounts]:
     """A PostgreSQL database of this module's own, migrated, with vic (vip_pro) and ursula."""
-    with scratch_accounts() as env:
-        create_user(env, "vic", "vip_pro")
-        vip_key = issue_key(env, "vic")
+    with scratch_accounts() as cli:
+        cli.create_user("vic", "vip_pro")
+        vip_key = cli.issue_key("vic")
         # Only vip_pro and admin accounts are given keys; a key whose account then moves to
         # `user` is what a `user`-plan key looks like.
-        create_user(env, "ursula", "vip_pro")
-        user_key = issue_key(env, "ursula")
-        flask_cli(env, "users", "set-plan", "ursula", "user")
+        cli.create_user("ursula", "vip_pro")
+        user_key = cli.issue_key("ursula")
+        cli.run("users", "set-plan", "ursula", "user")
         assert vip_key != user_key
-        yield Accounts(env=env, vip_key=vip_key, user_key=user_key)
+        yield Accounts(cli=cli, vip_key=vip_key, user_key=user_key)
 
 
 def serve(service: Service, accounts: Accounts, **settings: str) -> Service:
@@ -1105,14 +1105,14 @@ def test_a_key_revoked_while_the_page_is_open_falls_back_to_the_guest_board(
     """Revoked with the CLI while in use: the stream's last event (vip_pro) or the next poll
     (user) says invalid_key, and the page goes on with the guest board."""
     name = f"revoked_{plan}"
-    create_user(accounts.env, name, "vip_pro")
-    key = issue_key(accounts.env, name)
+    accounts.cli.create_user(name, "vip_pro")
+    key = accounts.cli.issue_key(name)
     if plan != "vip_pro":
-        flask_cli(accounts.env, "users", "set-plan", name, plan)
+        accounts.cli.run("users", "set-plan", name, plan)
     open_board(browser, default_service)
     submit_key(browser, key)
     wait_shown(browser, lambda p: p["plan"] == f"plan {label}" and p["mode"] == mode, label)
-    flask_cli(accounts.env, "keys", "revoke", key)
+    accounts.cli.run("keys", "revoke", key)
     page = wait_shown(browser, key_refused, "the notice that the key was refused")
     assert_key_gone(browser, key, page)
     follow_guest_board(browser, boards=2)

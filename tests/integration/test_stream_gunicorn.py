@@ -11,8 +11,6 @@ generous deadlines, polled.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import itertools
 import json
 import os
@@ -24,16 +22,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 import redis
 
-from app.web import create_app
-from harness.databases import scratch_postgres_database
 from harness.processes import (
     RedisServer,
     Service,
-    flask_cli,
     service_env,
     wait_until,
 )
@@ -50,7 +44,8 @@ from harness.stream_client import (
     naive_boards,
     summarize,
 )
-from tests.conftest import BASE_CONFIG, TEST_PEPPER
+from tests.conftest import TEST_PEPPER
+from tests.support.accounts import AccountsCli, scratch_accounts
 from tests.support.contract import validated
 
 LATEST = "/api/probboard/latest"
@@ -68,9 +63,14 @@ RENEW_S = 10.0  # app/stream/ticker.py: leases are renewed this often
 class Accounts:
     """A migrated PostgreSQL accounts database, the CLI's environment and the keys it printed."""
 
-    env: dict[str, str]
+    cli: AccountsCli
     keys: dict[str, str]
     key_ids: dict[str, int]
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment a service needs for this database."""
+        return self.cli.env
 
 
 # key name -> (account, plan of the account when the key is made)
@@ -88,32 +88,14 @@ KEYS = {
 @pytest.fixture(scope="module")
 def accounts() -> Iterator[Accounts]:
     """A PostgreSQL database of this module's own with the accounts and keys of ``KEYS``, made
-    by the documented commands run in this process (Flask's CLI runner: fourteen CLI
-    processes took about 10 s of the module's setup; test_cli.py runs them as processes)."""
-    with scratch_postgres_database() as url:
-        env = service_env(DATABASE_URL=url, API_KEY_PEPPER=TEST_PEPPER)
-        runner = create_app({**BASE_CONFIG, "DATABASE_URL": url}).test_cli_runner()
-
-        def cli(*args: str) -> str:
-            result = runner.invoke(args=list(args))
-            assert result.exit_code == 0, (args, result.output)
-            return result.output
-
-        cli("db", "upgrade")
+    by the documented commands run in this process (tests/support/accounts.py)."""
+    with scratch_accounts() as cli:
         for account, plan in dict(KEYS.values()).items():
-            cli("users", "create", account, "--plan", plan)
-        keys = {name: cli("keys", "create", account).splitlines()[-1].strip()
-                for name, (account, _) in KEYS.items()}  # fmt: skip
-        cli("users", "set-plan", "ursula", "user")
-        key_ids: dict[str, int] = {}
-        with psycopg.connect(url, autocommit=True, connect_timeout=5) as conn:
-            for name, key in keys.items():
-                digest = hmac.new(TEST_PEPPER.encode(), key.encode(), hashlib.sha256).hexdigest()
-                row = conn.execute("SELECT id FROM api_keys WHERE key_hash = %s", (digest,))
-                found = row.fetchone()
-                assert found is not None, name
-                key_ids[name] = int(found[0])
-        yield Accounts(env=env, keys=keys, key_ids=key_ids)
+            cli.create_user(account, plan)
+        keys = {name: cli.issue_key(account) for name, (account, _) in KEYS.items()}
+        cli.run("users", "set-plan", "ursula", "user")
+        key_ids = {name: cli.key_id(key) for name, key in keys.items()}
+        yield Accounts(cli=cli, keys=keys, key_ids=key_ids)
 
 
 def configure(service: Service, redis_url: str, accounts: Accounts, **settings: str) -> None:
@@ -526,7 +508,7 @@ class TestLiveStream:
         for conn in streams.values():
             board_of(conn.next_event(15, "the first board"))
         for _, command in cases.values():
-            flask_cli(accounts.env, *command)
+            accounts.cli.run(*command)
 
         try:
             for name, (code, _) in cases.items():

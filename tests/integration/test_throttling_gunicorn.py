@@ -4,8 +4,9 @@ Every request carries an ``X-Request-ID`` and gunicorn's access log prints the w
 the request line, the status and that id, so "shared by both workers" is checked, not assumed:
 a worker that answers 429 having served fewer than the limit itself could only have learnt
 the count from the other worker, through Redis. Accounts and keys are made with the
-documented CLI as its own process, on a PostgreSQL database of this module's own (as in
-production) migrated with ``flask db upgrade``; the guests' tests run on it too.
+documented CLI commands (in this process: tests/support/accounts.py), on a PostgreSQL
+database of this module's own (as in production) migrated with ``flask db upgrade``; the
+guests' tests run on it too.
 """
 
 from __future__ import annotations
@@ -26,15 +27,13 @@ from typing import Any
 import pytest
 import redis
 
-from harness.databases import scratch_postgres_database
 from harness.processes import (
     RedisServer,
     Service,
-    flask_cli,
-    service_env,
     wait_until,
 )
 from tests.conftest import TEST_PEPPER
+from tests.support.accounts import AccountsCli, scratch_accounts
 from tests.support.contract import validated
 
 LATEST = "/api/probboard/latest"
@@ -57,28 +56,28 @@ class Accounts:
 
 
 @pytest.fixture(scope="module")
-def database() -> Iterator[str]:
+def accounts_cli() -> Iterator[AccountsCli]:
     """A PostgreSQL database of this module's own, migrated; dropped after the module."""
-    with scratch_postgres_database() as url:
-        flask_cli(service_env(DATABASE_URL=url, API_KEY_PEPPER=TEST_PEPPER), "db", "upgrade")
-        yield url
+    with scratch_accounts() as cli:
+        yield cli
 
 
 @pytest.fixture(scope="module")
-def accounts(database: str) -> Accounts:
+def database(accounts_cli: AccountsCli) -> str:
+    """The URL of the module's database."""
+    return accounts_cli.database_url
+
+
+@pytest.fixture(scope="module")
+def accounts(accounts_cli: AccountsCli) -> Accounts:
     """Accounts vic (vip_pro, two keys), ursula (user, a session) and root (admin, a key)."""
-    env = service_env(DATABASE_URL=database, API_KEY_PEPPER=TEST_PEPPER)
     for name, plan in [("vic", "vip_pro"), ("ursula", "user"), ("root", "admin")]:
-        flask_cli(env, "users", "create", name, "--plan", plan)
-
-    def last_line(*args: str) -> str:
-        return flask_cli(env, *args).splitlines()[-1]
-
+        accounts_cli.create_user(name, plan)
     return Accounts(
-        database_url=env["DATABASE_URL"],
-        vip_keys=(last_line("keys", "create", "vic"), last_line("keys", "create", "vic")),
-        admin_key=last_line("keys", "create", "root"),
-        user_session=last_line("sessions", "create", "ursula"),
+        database_url=accounts_cli.database_url,
+        vip_keys=(accounts_cli.issue_key("vic"), accounts_cli.issue_key("vic")),
+        admin_key=accounts_cli.issue_key("root"),
+        user_session=accounts_cli.issue_session("ursula"),
     )
 
 

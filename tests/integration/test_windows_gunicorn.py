@@ -24,8 +24,8 @@ from sqlalchemy import create_engine
 from app.calibration import store
 from app.calibration.checkpoints import REMS
 from app.markets import MARKETS
-from harness.accounts import scratch_accounts
 from harness.processes import ROOT, RedisServer, Service, service_env
+from tests.support.accounts import scratch_accounts
 from tests.support.contract import validated
 
 WINDOWS = "/api/probboard/windows"
@@ -62,10 +62,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     redis_server.start()
     try:
         with scratch_accounts() as accounts:
-            fill(accounts["DATABASE_URL"])
+            fill(accounts.database_url)
             env = service_env(
                 REDIS_URL=redis_server.url,
-                DATABASE_URL=accounts["DATABASE_URL"],
+                DATABASE_URL=accounts.database_url,
                 SYMBOLS="BTC,ETH",
                 EMBEDDED_REFRESHER="false",
                 GUEST_RATE_LIMIT=f"{LIMIT} per minute",

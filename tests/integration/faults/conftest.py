@@ -10,8 +10,6 @@ the test fails.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import os
 import signal
 from collections.abc import Callable, Iterator
@@ -20,13 +18,13 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import urlsplit, urlunsplit
 
-import psycopg
 import pytest
 import redis
 
-from harness.accounts import TEST_PEPPER, create_user, issue_key, scratch_accounts
 from harness.processes import RedisServer, Service, service_env, wait_until
 from harness.proxy import TcpProxy
+from tests.conftest import TEST_PEPPER
+from tests.support.accounts import scratch_accounts
 from tests.support.contract import validated
 
 USER = "alice"
@@ -42,23 +40,13 @@ class Accounts:
     key_id: int
 
 
-def _key_id(database_url: str, key: str) -> int:
-    """The id of ``key``'s row, found by its keyed hash as the service stores it."""
-    digest = hmac.new(TEST_PEPPER.encode(), key.encode(), hashlib.sha256).hexdigest()
-    with psycopg.connect(database_url, connect_timeout=5) as db:
-        row = db.execute("SELECT id FROM api_keys WHERE key_hash = %s", (digest,)).fetchone()
-    assert row is not None, "the key made by the CLI is not in the database"
-    return int(row[0])
-
-
 @pytest.fixture(scope="module")
 def pg_accounts() -> Iterator[Accounts]:
     """A scratch PostgreSQL database of this module's own, migrated, with alice's key."""
-    with scratch_accounts() as env:
-        create_user(env, USER, "vip_pro")
-        key = issue_key(env, USER)
-        url = env["DATABASE_URL"]
-        yield Accounts(database_url=url, key=key, key_id=_key_id(url, key))
+    with scratch_accounts() as cli:
+        cli.create_user(USER, "vip_pro")
+        key = cli.issue_key(USER)
+        yield Accounts(database_url=cli.database_url, key=key, key_id=cli.key_id(key))
 
 
 def through(database_url: str, proxy: TcpProxy) -> str:

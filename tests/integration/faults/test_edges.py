@@ -1,7 +1,7 @@
 """Edges of the production shape, for real: gunicorn (gevent workers), redis-server, PostgreSQL.
 
 Each test names the figure it holds. Accounts and keys are made with the documented CLI
-(``flask --app wsgi users create``, ``keys create``) as processes of their own, on a
+commands (``users create``, ``keys create``; in this process: tests/support/accounts.py), on a
 PostgreSQL database of this module's own, migrated with ``flask db upgrade``. Every process
 is started on 127.0.0.1 and stopped by the pid (or the process group) this module started.
 No elapsed time is asserted except where the bound IS the behaviour under test, and those
@@ -26,12 +26,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.accounts import TEST_PEPPER, create_user, issue_key, scratch_accounts
+from harness.accounts import TEST_PEPPER
 from harness.processes import (
     ROOT,
     RedisServer,
     Service,
-    flask_cli,
     free_port,
     http_get,
     port_open,
@@ -39,6 +38,7 @@ from harness.processes import (
     wait_until,
 )
 from harness.stream_client import Closed, Event, ResponseEnd, StreamConnection, summarize
+from tests.support.accounts import AccountsCli, scratch_accounts
 from tests.support.contract import validated
 
 LATEST = "/api/probboard/latest"
@@ -53,16 +53,21 @@ STREAM_KEYS = ("revoke", "sigterm", "slow")
 class Accounts:
     """A migrated PostgreSQL accounts database, the CLI's environment and the printed keys."""
 
-    env: dict[str, str]
+    cli: AccountsCli
     keys: dict[str, str]
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment a service needs for this database."""
+        return self.cli.env
 
 
 @pytest.fixture(scope="module")
 def accounts() -> Iterator[Accounts]:
     """One vip_pro account ``alice`` with one key per stream test (revoking spends a key)."""
-    with scratch_accounts() as env:
-        create_user(env, "alice", "vip_pro")
-        yield Accounts(env=env, keys={name: issue_key(env, "alice") for name in STREAM_KEYS})
+    with scratch_accounts() as cli:
+        cli.create_user("alice", "vip_pro")
+        yield Accounts(cli=cli, keys={name: cli.issue_key("alice") for name in STREAM_KEYS})
 
 
 def configure(service: Service, redis_url: str, accounts: Accounts, **settings: str) -> None:
@@ -213,7 +218,7 @@ def test_c_the_socket_of_a_stream_ended_by_the_server_closes_within_2_s(
     key = accounts.keys["revoke"]
     with StreamConnection(service.port, {"X-API-Key": key}, timeout=30) as conn:
         first_board(conn)
-        flask_cli(accounts.env, "keys", "revoke", key)
+        accounts.cli.run("keys", "revoke", key)
         # The stream re-checks its key every 10 s.
         error, _ = conn.wait_event(30, "the error ending the stream", lambda e: e.type != "board")
         assert error.type == "error", error

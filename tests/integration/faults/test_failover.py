@@ -17,13 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.accounts import (
-    TEST_PEPPER,
-    create_user,
-    issue_key,
-    issue_session,
-    scratch_accounts,
-)
+from harness.accounts import TEST_PEPPER
 from harness.failover_clients import (
     BusRecorder,
     Poller,
@@ -39,13 +33,13 @@ from harness.processes import (
     Process,
     RedisServer,
     Service,
-    flask_cli,
     http_get,
     service_env,
     wait_until,
 )
 from harness.sentinel import SentinelGroup
 from harness.stream_client import StreamConnection
+from tests.support.accounts import AccountsCli, scratch_accounts
 
 LATEST = "/api/probboard/latest"
 VERIFY = "/api/keys/verify"
@@ -59,18 +53,23 @@ PUSHES_BACK_S = 10.0  # boards flow again within this long of a Redis failover
 class Accounts:
     """The CLI environment of a scratch PostgreSQL database, a vip_pro key, a user session."""
 
-    env: dict[str, str]
+    cli: AccountsCli
     vip_key: str
     user_session: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment a service needs for this database."""
+        return self.cli.env
 
 
 @pytest.fixture(scope="module")
 def accounts() -> Iterator[Accounts]:
     """A migrated scratch database with a vip_pro account (a key) and a user (a session)."""
-    with scratch_accounts() as env:
-        create_user(env, "vera", "vip_pro")
-        create_user(env, "uma", "user")
-        yield Accounts(env, vip_key=issue_key(env, "vera"), user_session=issue_session(env, "uma"))
+    with scratch_accounts() as cli:
+        cli.create_user("vera", "vip_pro")
+        cli.create_user("uma", "user")
+        yield Accounts(cli, vip_key=cli.issue_key("vera"), user_session=cli.issue_session("uma"))
 
 
 def host_env(redis_url: str, accounts: Accounts, **settings: str) -> dict[str, str]:
@@ -265,8 +264,8 @@ def test_limits_stream_caps_and_revocation_hold_across_hosts(
         statuses = [hosts[i % 2].get(LATEST, user)[0] for i in range(7)]
         assert statuses == [200] * 5 + [429] * 2, statuses
         # Streams per key: one open on vm1, so vm2 refuses a second.
-        create_user(accounts.env, "rex", "vip_pro")
-        key = issue_key(accounts.env, "rex")
+        accounts.cli.create_user("rex", "vip_pro")
+        key = accounts.cli.issue_key("rex")
         first = ResumingStream(hosts[0].port, key)
         try:
             assert wait_until(lambda: first.log.seqs, timeout=15)
@@ -277,7 +276,7 @@ def test_limits_stream_caps_and_revocation_hold_across_hosts(
             first.stop()
         # Revocation: both hosts refuse the key within AUTH_CACHE_MS (2 s by default).
         assert all(host.get(VERIFY, {"X-API-Key": key})[0] == 200 for host in hosts)
-        flask_cli(accounts.env, "keys", "revoke", key)
+        accounts.cli.run("keys", "revoke", key)
         refused = wait_until(
             lambda: all(host.get(VERIFY, {"X-API-Key": key})[0] == 401 for host in hosts),
             timeout=10,

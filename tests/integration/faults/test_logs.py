@@ -23,14 +23,9 @@ from dataclasses import dataclass
 
 import pytest
 
-from harness.accounts import (
-    TEST_PEPPER,
-    create_user,
-    issue_key,
-    issue_session,
-    scratch_accounts,
-)
+from harness.accounts import TEST_PEPPER
 from harness.processes import RedisServer, Service, wait_until
+from tests.support.accounts import AccountsCli, scratch_accounts
 from tests.support.contract import validated
 from tests.support.encoding import percent_decodings, percent_encoded
 
@@ -44,18 +39,23 @@ ISSUED_KEYS = ("near-miss", "basic-user", "referer", "request-line")
 class Accounts:
     """A migrated PostgreSQL accounts database, keys and a session token issued by the CLI."""
 
-    env: dict[str, str]
+    cli: AccountsCli
     keys: dict[str, str]
     session: str
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment a service needs for this database."""
+        return self.cli.env
 
 
 @pytest.fixture(scope="module")
 def accounts() -> Iterator[Accounts]:
     """A vip_pro account ``alice`` with one key per probe that uses an issued key."""
-    with scratch_accounts() as env:
-        create_user(env, "alice", "vip_pro")
-        keys = {name: issue_key(env, "alice") for name in ISSUED_KEYS}
-        yield Accounts(env=env, keys=keys, session=issue_session(env, "alice"))
+    with scratch_accounts() as cli:
+        cli.create_user("alice", "vip_pro")
+        keys = {name: cli.issue_key("alice") for name in ISSUED_KEYS}
+        yield Accounts(cli=cli, keys=keys, session=cli.issue_session("alice"))
 
 
 def body_of(secret: str) -> str:
