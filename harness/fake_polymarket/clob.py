@@ -24,13 +24,15 @@ class FakeClobRest(_HttpFake):
     """``POST /books``, ``GET /book`` and ``GET /markets/{condition_id}`` (the CLOB's own
     market: its tokens and their outcome labels; 404 for an unknown condition).
 
-    ``market_lookups_fail = True`` answers 500 to ``/markets/`` only (the books still work).
+    ``market_lookups_fail = True`` answers 500 to ``/markets/`` only (the books still work);
+    ``market_lookups_missing = True`` answers 404 there, as for a condition it never heard of.
     """
 
     def __init__(self, world: FakePolymarket) -> None:
         super().__init__()
         self.world = world
         self.market_lookups_fail = False
+        self.market_lookups_missing = False
 
     def route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
         """The book routes (and ``/time``); 404 with the CLOB's message when there is no book."""
@@ -49,6 +51,8 @@ class FakeClobRest(_HttpFake):
             if self.market_lookups_fail:
                 return 500, {"error": "internal server error"}
             market = self.world.market_by_condition(path.removeprefix("/markets/"))
+            if self.market_lookups_missing:
+                market = None
             return (200, market.clob_market()) if market else (404, {"error": "market not found"})
         if method == "GET" and path == "/time":
             return 200, int(self.clock())

@@ -81,16 +81,21 @@ def test_a_socket_top_contradicted_by_rest_is_named_in_the_row_and_counted() -> 
 
 
 @pytest.mark.parametrize(
-    "condition", ["this", "next"], ids=["next-tokens", "next-tokens-and-condition"]
+    ("condition", "lookups"),
+    [("this", "answered"), ("next", "answered"), ("next", "404")],
+    ids=["next-tokens", "next-tokens-and-condition", "next-tokens-and-condition-clob-404"],
 )
-def test_gamma_names_the_next_windows_tokens(condition: str) -> None:
+def test_gamma_names_the_next_windows_tokens(condition: str, lookups: str) -> None:
     """Gamma answers this window's event (slug and times right) with the NEXT window's
     ``clobTokenIds``, and this window's or the next window's ``conditionId``, from the first
-    lookup; the next window's books are on the CLOB (UP 0.30/0.32).
+    lookup; the next window's books are on the CLOB (UP 0.30/0.32). In the last case the
+    CLOB's market lookup answers 404 for every condition throughout.
 
     The issue saw it believed for the whole window: the conditionId was never compared with
-    the CLOB's ``market``."""
+    the CLOB's ``market``; and (issue 48) with the lookup answering 404, counted as a failed
+    lookup, both books naming Gamma's condition let the next window's numbers through."""
     with staged(budget(FIRST_LOOKUP_FAULT_S)) as stage:
+        stage.world.clob.market_lookups_missing = lookups == "404"
         gamma = stage.world.gamma
         gamma.tokens_offset = 1
         gamma.condition_offset = 1 if condition == "next" else 0
@@ -98,6 +103,7 @@ def test_gamma_names_the_next_windows_tokens(condition: str) -> None:
             FIRST_LOOKUP_FAULT_S, f"while Gamma names the next window's tokens ({condition})"
         )
         gamma.tokens_offset = gamma.condition_offset = 0
+        stage.world.clob.market_lookups_missing = False
         stage.recovers("Gamma naming this window's tokens")
 
 

@@ -15,7 +15,9 @@ What the row does with them (docs/reliability.md):
   ``disagrees``; the source asks Gamma again (``contradicted``) and takes a new answer;
 - the CLOB's market not answered yet (asked from the upkeep thread, during the prefetch a
   minute before the window, so normally long before the row needs it): stale, not counted;
-- the lookup failed (an error, a timeout, a 404, an unreadable answer): the books' ``market``
+- the CLOB answers 404 for Gamma's condition: an answer ("no such market", upstream.md), so a
+  contradiction like any other, whatever the books say;
+- the lookup failed (an error, a timeout, an unreadable answer): the books' ``market``
   alone decides: both tokens' books naming Gamma's condition is believed (the labels then
   rest on Gamma alone), so a CLOB market endpoint that is down never makes the board stale
   for the window; it is asked again every ``RETRY_S``.
@@ -120,10 +122,16 @@ def contradiction(market: WindowMarket, clob: ClobMarket) -> str | None:
     return None
 
 
+class NoClobMarketError(UpstreamError):
+    """The CLOB answered 404 for a condition id: it knows no such market."""
+
+
 def fetch_clob_market(http: httpx.Client, base_url: str, condition_id: str) -> ClobMarket:
-    """``GET {clob}/markets/{condition_id}``; ``UpstreamError`` for any answer but a market
-    (a 404 included: a lookup that failed, not a proof)."""
+    """``GET {clob}/markets/{condition_id}``; ``NoClobMarketError`` for a 404 (an answer: no
+    such market), ``UpstreamError`` for any other answer but a market (a failed lookup)."""
     response = http.get(f"{base_url.rstrip('/')}/markets/{condition_id}")
+    if response.status_code == 404:
+        raise NoClobMarketError(f"the CLOB has no market {_short(condition_id)}")
     return parse_clob_market(json_of(response, "clob /markets"))
 
 
@@ -187,6 +195,8 @@ class Identities:
         assert market.condition_id is not None
         try:
             clob = fetch_clob_market(self._http, self._clob_url, market.condition_id)
+        except NoClobMarketError as exc:
+            return CONTRADICTED, f"{exc}, the condition Gamma names"
         except (httpx.HTTPError, UpstreamError) as exc:
             UPSTREAM_ERRORS.labels("clob_rest").inc()
             log.debug("clob market lookup of %s failed: %s", market.slug, exc)

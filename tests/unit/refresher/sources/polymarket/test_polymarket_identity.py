@@ -3,6 +3,7 @@ socket's top against the book (``identity.py``, ``Books.dispute``)."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any
 
@@ -149,6 +150,26 @@ def test_a_failed_lookup_leaves_the_books_market_to_decide(world: FakePolymarket
     assert identities.verdict(gamma) is None
     identities.upkeep(gamma)  # not due yet: RETRY_S
     assert len(world.clob.requests_to("/markets/")) == 1
+
+
+def test_no_such_market_on_the_clob_is_a_disagreement_whatever_the_books_say(
+    world: FakePolymarket,
+) -> None:
+    """A 404 from the CLOB's market lookup is its answer ("no such market"), not a failed
+    lookup: the row is stale and counted, Gamma is asked again, and books naming Gamma's
+    condition do not make up for it (issue 48, point 5)."""
+    unknown = "0x" + "2" * 64  # Gamma names a condition the CLOB has never heard of
+    gamma = dataclasses.replace(_gamma(world), condition_id=unknown)
+    identities = Identities(httpx.Client(timeout=5), world.clob.url)
+    identities.upkeep(gamma)
+    identities.note_book(gamma.up_token_id, unknown)
+    identities.note_book(gamma.down_token_id, unknown)
+
+    verdict = identities.verdict(gamma)
+    assert verdict is not None and verdict.disagrees, verdict
+    assert "no market" in verdict.reason and unknown[:10] in verdict.reason, verdict.reason
+    assert identities.contradicted(gamma)
+    assert [hit.path for hit in world.clob.requests_to("/markets/")] == [f"/markets/{unknown}"]
 
 
 def test_a_book_in_another_market_contradicts_gamma(world: FakePolymarket) -> None:
