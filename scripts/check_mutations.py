@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 POLYMARKET = "app/refresher/sources/polymarket"
 PLAUSIBILITY = "tests/unit/refresher/sources/polymarket/test_plausibility.py"
 POLYMARKET_TESTS = "tests/unit/refresher/sources/polymarket/test_polymarket.py"
+UNIT = "tests/unit/refresher/sources/polymarket"
 FLOODS = "tests/integration/faults/test_upstream_floods.py"
 TEST_TIMEOUT_S = 300  # one pytest process: setup.cfg's own per-test limit
 
@@ -188,6 +189,37 @@ MUTATIONS: tuple[Mutation, ...] = (
         ("10.0", "1.0"),
         (f"{POLYMARKET_TESTS}::test_rest_reads_the_books_of_a_quote_unconfirmed_for_over_2_s",),
         "  # a quote not confirmed for this long is re-read over REST",
+    ),
+    # Issue 48, point 7: three changes that passed every test before.
+    *_constant(
+        "witness.py",
+        "BOUND_SPREADS",
+        "8.0",
+        ("80.0", "7.0"),
+        tuple(
+            f"{UNIT}/test_witness.py::test_the_bound_is_8_robust_sds_of_ratios_whose_spread_is_known[{side}]"
+            for side in ("above", "below")
+        ),
+    ),
+    Mutation(
+        f"{POLYMARKET}/price_to_beat_witness.py",
+        "    if distance_s > ONE_SIDED_MAX_S:",
+        "    if distance_s >= ONE_SIDED_MAX_S:",
+        (
+            f"{UNIT}/test_price_to_beat_witness.py::"
+            "test_the_one_sided_limit_holds_at_exactly_30_s_and_not_a_millisecond_beyond",
+        ),
+        "the one-sided limit > -> >= (a point exactly 30 s from T0)",
+    ),
+    Mutation(
+        f"{POLYMARKET}/doubts.py",
+        "            if verdict is None:",
+        "            if verdict is None or not verdict.disagrees:",
+        (
+            f"{UNIT}/test_row_assembly.py::"
+            "test_a_pending_identity_doubt_makes_the_fresh_row_stale_with_its_reason",
+        ),
+        "a doubt not yet confirmed cleared (the row fresh while its identity check is pending)",
     ),
 )
 

@@ -111,6 +111,19 @@ def test_points_on_one_side_only_witness_within_30_s() -> None:
     assert spot_witness(_spot(range(0, 0)), T0_MS, SIGMA) is None
 
 
+def test_the_one_sided_limit_holds_at_exactly_30_s_and_not_a_millisecond_beyond() -> None:
+    """At its edge: a point 30 s from T0 witnesses it (0.1 % + 4 sigma root 30 s: 0.363 %), on
+    either side; one 30.001 s away does not."""
+    for side in (-1, 1):
+        witness = spot_witness(_spot(range(30 * side, 30 * side + 1)), T0_MS, SIGMA)
+        assert witness is not None, side
+        assert witness.bound == pytest.approx(0.001 + 4 * SIGMA * math.sqrt(30), rel=1e-12)
+        beyond = _spot(range(0, 0))
+        beyond.add(T0_MS + side * 30_001, BTC)
+        beyond.add(T0_MS + side * 30_001 + side * 1000, BTC)
+        assert spot_witness(beyond, T0_MS, SIGMA) is None, side
+
+
 # -- a TWAP window: the report at T0 against the spot's own mean -----------------------------
 
 

@@ -77,6 +77,31 @@ def test_the_witness_judges_only_once_it_has_learned_the_basis() -> None:
     assert witness.judge(_ms(LEARN - 1), _walk(LEARN - 1) * 1.004)[0] is Verdict.DISAGREES
 
 
+@pytest.mark.parametrize("side", [1, -1], ids=["above", "below"])
+def test_the_bound_is_8_robust_sds_of_ratios_whose_spread_is_known(side: int) -> None:
+    """Ratios spot / exchange of -3 bp +- 1 bp, alternately (the fakes' exact 0.9997 leaves
+    only the cent's rounding, so the floor decided every other test): their median absolute
+    deviation is 1 bp, a robust sd 1.4826 bp, the bound 8 of them, 11.86 bp. A point 11.5 bp
+    from the basis agrees, on either side; one 12.2 bp away does not, and the reason gives
+    the bound."""
+    clock = _Clock(T0)
+    witness = ExchangeWitness("btcusdt", clock)
+    for t in range(40):
+        clock.t = T0 + t
+        noise = 1e-4 if t % 2 else -1e-4
+        witness.add(_ms(t), BTC * BASIS * math.exp(noise))
+        witness.learn(_ms(t), BTC)
+    clock.t = T0 + 40
+    witness.add(_ms(40), BTC * BASIS)
+
+    def at(off_bp: float) -> tuple[Verdict, str]:
+        return witness.judge(_ms(40), BTC * math.exp(side * off_bp * 1e-4))
+
+    assert at(11.5)[0] is Verdict.AGREES
+    verdict, why = at(12.2)
+    assert verdict is Verdict.DISAGREES and "(bound 11.86 bp)" in why, why
+
+
 def test_a_true_point_agrees_and_a_point_half_a_basis_point_off_does_not() -> None:
     series, witness, clock = _witnessed()
     assert _tick(series, witness, clock, 30, _walk(30)) is None

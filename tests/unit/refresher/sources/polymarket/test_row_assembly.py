@@ -1,0 +1,99 @@
+"""A window's row from fresh inputs and its doubts (``row_assembly.py``, ``doubts.py``).
+
+The inputs are all young (books confirmed 0.2 s ago, a spot point 0.1 s old); what changes is
+the window's doubts as ``Doubts.judge_identity`` leaves them: none, one the CLOB has not
+confirmed yet (pending, not counted), one it contradicts. The row must be stale under any
+doubt, with the reason in its ``suspect``: a doubt not yet confirmed makes it stale too, or a
+row sampled while its identity check is pending would be fresh and unchecked (issue 48,
+point 7; before, only an 8 s real-clock fault test saw it).
+"""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from app.markets import MARKETS
+from app.refresher.sources.polymarket.book import Books, Quote
+from app.refresher.sources.polymarket.discovery import LiveWindow
+from app.refresher.sources.polymarket.doubts import Doubts
+from app.refresher.sources.polymarket.gamma import WindowMarket
+from app.refresher.sources.polymarket.identity import Identities
+from app.refresher.sources.polymarket.model_inputs import ModelAnswer
+from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceSeries
+from app.refresher.sources.polymarket.row_assembly import Instant, assemble_row
+from app.refresher.sources.polymarket.suspects import Suspects
+
+T0 = 1_800_000_000 - 1_800_000_000 % 300
+NOW = T0 + 100.0
+MONO = 5_000.0
+STALE_AFTER_MS = 2_000  # the board's default stale threshold
+CONDITION = "0x" + "c" * 64
+MARKET = WindowMarket(
+    T0, f"btc-updown-5m-{T0}", "111", "222", "spot", None, CONDITION, None
+)  # fmt: skip
+ANSWER = ModelAnswer(55.0, 45.0, 1.2e-4, 1.0, 0.55)
+
+
+def _row(window: LiveWindow) -> dict[str, object]:
+    """The row of ``window`` at NOW from fresh books and a fresh spot point."""
+    spot = PriceSeries(SPOT_HISTORY_S, clock=lambda: NOW)
+    for t in range(-5, 1):  # two points that agree make a series believed; six here
+        spot.add(int((NOW + t - 0.1) * 1000), 100_000.0 + t)
+    up = Quote(0.55, 0.56, MONO - 0.2, "clob-ws")
+    down = Quote(0.44, 0.45, MONO - 0.2, "clob-ws")
+    at = Instant(NOW, int(NOW * 1000), MONO, STALE_AFTER_MS, {}, NOW - 60)
+    row = assemble_row(window, up, down, spot, (), 99_990.0, ANSWER, at, "polymarket")
+    return row.as_json()
+
+
+def _is_stale(row: dict[str, object]) -> bool:
+    ts = row["ts"]
+    assert isinstance(ts, int)
+    return int(NOW * 1000) - ts > STALE_AFTER_MS
+
+
+@pytest.fixture
+def judged() -> tuple[LiveWindow, Doubts, Identities]:
+    """A window of MARKET, its doubts' judge, and identities never asked (no HTTP is made:
+    ``verdict`` only reads what ``upkeep`` found)."""
+    books = Books(suspects=Suspects("clob"))
+    identities = Identities(httpx.Client(timeout=1), "http://127.0.0.1:9")
+    suspects = {feed: Suspects(feed) for feed in ("market", "rtds", "clob")}
+    return (
+        LiveWindow(MARKETS["BTC"], T0, market=MARKET),
+        Doubts(suspects, books, identities),
+        identities,
+    )
+
+
+def test_fresh_inputs_and_no_doubt_make_a_fresh_row() -> None:
+    row = _row(LiveWindow(MARKETS["BTC"], T0, market=MARKET))
+    assert not _is_stale(row), row
+    assert row["suspect"] == [] or row["suspect"] is None, row["suspect"]
+
+
+def test_a_pending_identity_doubt_makes_the_fresh_row_stale_with_its_reason(
+    judged: tuple[LiveWindow, Doubts, Identities],
+) -> None:
+    window, doubts, _ = judged
+    doubts.judge_identity(window, MARKET)  # the CLOB's market not looked up yet: pending
+
+    row = _row(window)
+    assert _is_stale(row), row
+    assert row["suspect"] == ["the CLOB's market not checked yet"], row["suspect"]
+
+
+def test_a_book_in_another_market_replaces_the_pending_doubt_with_its_contradiction(
+    judged: tuple[LiveWindow, Doubts, Identities],
+) -> None:
+    window, doubts, identities = judged
+    doubts.judge_identity(window, MARKET)
+    identities.note_book(MARKET.up_token_id, CONDITION)
+    identities.note_book(MARKET.down_token_id, "0x" + "d" * 64)  # another market: contradicts
+
+    doubts.judge_identity(window, MARKET)
+    row = _row(window)
+    assert _is_stale(row)
+    suspect = row["suspect"]
+    assert isinstance(suspect, list) and "DOWN book is in market 0xdddddddd" in suspect[0]
