@@ -51,7 +51,7 @@ EXACT_TOLERANCE = 0.01  # full_accuracy_value may differ from value by rounding,
 SCALE = Decimal(10**18)
 # A point stamped further ahead of our clock is not believed: real Chainlink points arrive
 # 1.3-1.6 s AFTER their stamp, never before; 2 s allows for our clock's own error.
-MAX_SKEW_MS = 300_000
+MAX_SKEW_MS = 2_000
 
 
 def _number(raw: Any) -> float | None:
