@@ -3,6 +3,7 @@ uses (``estimate``, per new point; on the hot path: one pass over the last ``SIG
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
@@ -30,6 +31,24 @@ from app.refresher.volatility.sigma import (
     scale_of,
     second_grid,
 )
+
+# The last return is one second's move only when it rests on points at most this far apart:
+# Chainlink's are about 1 s apart; a missing second (2 % of them) or a hole (points missing,
+# or refused by the witnesses) makes it the move of many seconds, which does not continue.
+RETURN_GAP_MS = 1_500
+
+
+def last_one_second_return(times_ms: Sequence[int], returns: Sequence[float]) -> float:
+    """The grid's last return (``returns``, of the grid ending at the newest point's
+    second), or 0 when the points it rests on are further apart than ``RETURN_GAP_MS``."""
+    if not returns:
+        return 0.0
+    last_s = times_ms[-1] // 1000
+    now = bisect.bisect_right(times_ms, last_s * 1000) - 1
+    before = bisect.bisect_right(times_ms, (last_s - 1) * 1000) - 1
+    if before >= 0 and now != before and times_ms[now] - times_ms[before] > RETURN_GAP_MS:
+        return 0.0
+    return returns[-1]
 
 
 @dataclass(frozen=True)
@@ -158,6 +177,6 @@ def estimate(
         inflation=past.inflation,
         rho=past.rho,
         ratios=past.ratios,
-        last_return=returns[-1],
+        last_return=last_one_second_return(times_ms, returns),
         factors=past.factors,
     )

@@ -193,3 +193,21 @@ def test_regimes_raise_sigma_within_a_minute_and_inflate_the_variance() -> None:
     after = volatility.estimate(times[:cut], values[:cut], past)
     assert before is not None and after is not None
     assert after.sigma > 2.5 * before.sigma
+
+
+def test_a_move_across_a_hole_is_no_one_second_return_to_continue() -> None:
+    """Points every second, then none for 10 s (missing, or refused by the witnesses), then
+    one 0.3 % above the last believed point: the grid's last return is that whole move, but
+    it is no second's return, and nothing of it is expected to continue (issue 48, point 4:
+    read as one second's move and extended by the continuation term, it gave P(up) 11.1 where
+    the truth was 17.1). The same move one second after the last point is the last return."""
+    points = _path(600, SIGMA, seed=5)
+    t_last = points[-1][0]
+    across_hole = [*points[:-11], (t_last, points[-12][1] * 1.003)]
+    estimate = volatility.estimate(*_split(across_hole), volatility.History())
+    assert estimate is not None and estimate.last_return == 0.0
+
+    next_second = [*points[:-1], (t_last, points[-2][1] * 1.003)]
+    estimate = volatility.estimate(*_split(next_second), volatility.History())
+    assert estimate is not None
+    assert estimate.last_return == pytest.approx(math.log(1.003), rel=1e-9)
