@@ -91,10 +91,13 @@ class FakeRtds(_RtdsConnectionFaults):
     def send_exchange(self, ts_ms: int, spot: Decimal, symbol: str = DEFAULT_CHAINLINK) -> None:
         """The exchange price of ``symbol``'s coin at ``ts_ms``, as RTDS relays Binance's:
         ``spot`` times ``exchange_basis``, rounded to the pair's tick (a cent; XRP's 0.0001),
-        under ``crypto_prices`` with the pair as ``payload.symbol``. Not recorded."""
+        then what ``exchange_glitch`` makes of it, under ``crypto_prices`` with the pair as
+        ``payload.symbol``. Not recorded."""
         pair = PAIR_OF_CHAINLINK[symbol]
         tick = Decimal("0.0001") if spot < 10 else Decimal("0.01")
         value = (spot * self.exchange_basis).quantize(tick)
+        if self.exchange_glitch is not None:
+            value = self.exchange_glitch(value)
         payload = {"symbol": pair, "timestamp": ts_ms, "value": float(value)}
         message = {
             "topic": EXCHANGE_TOPIC,

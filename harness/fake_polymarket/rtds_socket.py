@@ -92,6 +92,9 @@ class _RtdsSocket(_WsFake):
         # times ``exchange_basis``, rounded to the pair's tick; ``exchange_paused`` holds it.
         self.exchange_basis = EXCHANGE_BASIS
         self.exchange_paused = False
+        # What the exchange price becomes on the wire (a frozen value, another coin's): a
+        # lying witness, as ``spot_glitch`` makes a lying spot.
+        self.exchange_glitch: Callable[[Decimal], Decimal] | None = None
         self.exchange_filters: list[str] = []  # the filters of every exchange subscription
         # A fault: every TWAP point sent on the wire (live updates and history snapshots, of
         # both TWAP topics) stamped within ``twap_glitch_span`` (ms; None: any) carries what

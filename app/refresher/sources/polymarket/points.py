@@ -142,6 +142,12 @@ class Points:
                 return self._values[i]
             return None
 
+    def in_second(self, second: int) -> float | None:
+        """The value of the newest point stamped within whole second ``second``."""
+        with self._lock:
+            i = bisect.bisect_right(self._times, second * 1000 + 999)
+            return self._values[i - 1] if i and self._times[i - 1] >= second * 1000 else None
+
     def around(self, ts_ms: int) -> tuple[tuple[int, float] | None, tuple[int, float] | None]:
         """(the last point at or before ``ts_ms``, the first point after it)."""
         with self._lock:

@@ -167,20 +167,49 @@ class PriceSeries(Points):
                     self._frozen = self._same_since == same_since
         else:
             suspect, believed = self._offer_alone(ts_ms, value)
-        if self._witness is not None:
-            for point in believed:
+        for point in believed:
+            if self._witness is not None:
                 self._witness.learn(*point)
+            for twap in self._twaps:
+                twap.learn_point(*point, self.in_second)
         return suspect
 
     def _verdict(self, ts_ms: int, value: float) -> tuple[Verdict, str]:
-        """The exchange price's verdict; without one, WAIT while every TWAP topic that speaks
-        has no report for the point's second yet (then NONE: judged alone)."""
+        """Three views of one price: the spot point, the exchange price and the spot the TWAP
+        reports give (``TwapWitness.exact_verdict``). The exchange's agreement believes the
+        point; where it disagrees, the reports decide: they confirm the spot (two against
+        one: the exchange is outvoted) or not; where it has no verdict, the reports alone.
+        WAIT while the reports that would decide have not reached the point's second."""
         verdict, why = self._witness.judge(ts_ms, value) if self._witness else (Verdict.NONE, "")
+        if verdict in (Verdict.WAIT, Verdict.AGREES):
+            return verdict, why
+        exact, exact_why = self._exact_verdict(ts_ms, value)
         if verdict is Verdict.NONE:
-            reports = [t.newest_ms() for t in self._twaps if t.judging]
-            if reports and all(r is None or r < ts_ms for r in reports):
-                return Verdict.WAIT, ""
+            if exact is Verdict.NONE:
+                reports = [t.newest_ms() for t in self._twaps if t.judging]
+                if reports and all(r is None or r < ts_ms for r in reports):
+                    return Verdict.WAIT, ""
+            return exact, exact_why
+        if exact is Verdict.WAIT:
+            return exact, ""
+        if exact is Verdict.AGREES:
+            assert self._witness is not None
+            self._witness.outvoted(ts_ms)
+            return exact, ""
         return verdict, why
+
+    def _exact_verdict(self, ts_ms: int, value: float) -> tuple[Verdict, str]:
+        """The TWAP topics' exact verdicts together: any that disagrees, else any that
+        agrees, else WAIT while one waits for a report of the point's second."""
+        found = [t.exact_verdict(ts_ms, value, self.in_second) for t in self._twaps]
+        for wanted in (Verdict.DISAGREES, Verdict.AGREES):
+            for verdict, why in found:
+                if verdict is wanted:
+                    return verdict, why
+        # Only WAIT and NONE are left: one that waits for the point's second may yet speak.
+        if any(v is Verdict.WAIT for v, _ in found):
+            return Verdict.WAIT, ""
+        return Verdict.NONE, ""
 
     def settle(self) -> list[str]:
         """A witness has spoken for more seconds: judge the points waiting for one (those

@@ -42,6 +42,8 @@ MAX_BASIS = 0.02  # a ratio further from 1 than 2 % is no basis: never learned
 HISTORY_MS = 120_000  # exchange prices kept (the pending spot points are seconds old)
 SILENT_S = 5.0  # no exchange price received for this long: the witness is silent
 MAX_PENDING = 64  # spot points waiting for the exchange (the oldest go first)
+RELEARN_AFTER_S = 10  # seconds outvoted by the spot and the TWAP reports: the basis relearnt
+EXACT_DEPTH = 8  # lookbacks chained back to a believed spot second, at most
 
 
 class Verdict(enum.Enum):
@@ -93,13 +95,14 @@ class _Witness:
         self._ratios = _Ratios()
         self._received_at = -math.inf
         self._lock = threading.Lock()
+        self._kept_ms = HISTORY_MS
 
     def _insert(self, ts_ms: int, value: float) -> None:
-        """Keep a price of the last ``HISTORY_MS`` (the caller holds the lock)."""
+        """Keep a price of the last ``_kept_ms`` (the caller holds the lock)."""
         i = bisect.bisect_right(self._times, ts_ms)
         self._times.insert(i, ts_ms)
         self._values.insert(i, value)
-        cut = bisect.bisect_left(self._times, self._times[-1] - HISTORY_MS)
+        cut = bisect.bisect_left(self._times, self._times[-1] - self._kept_ms)
         if cut:
             del self._times[:cut], self._values[:cut]
         self._received_at = self._clock()
@@ -131,6 +134,21 @@ class ExchangeWitness(_Witness):
     def __init__(self, pair: str, clock: Callable[[], float] = time.time) -> None:
         super().__init__(clock)
         self.pair = pair  # ``btcusdt``: shown in the reasons
+        self._outvoted: set[int] = set()  # seconds the TWAP reports sided with the spot
+
+    def outvoted(self, ts_ms: int) -> None:
+        """It contradicted a spot point the TWAP reports confirm: two sources against one.
+        Over ``RELEARN_AFTER_S`` distinct seconds in a row its basis is forgotten and learnt
+        again on the points believed from then on (a basis that moved for good: a de-peg)."""
+        with self._lock:
+            self._outvoted.add(ts_ms // 1000)
+            if len(self._outvoted) >= RELEARN_AFTER_S:
+                self._ratios = _Ratios()
+                self._outvoted.clear()
+
+    def _upheld(self) -> None:
+        """It agreed with a spot point: a run of outvoted seconds is over (lock held)."""
+        self._outvoted.clear()
 
     def add(self, ts_ms: int, value: float) -> None:
         """Take an exchange price (finite and positive, not stamped in the future: the feed
@@ -156,6 +174,8 @@ class ExchangeWitness(_Witness):
             if ratio is None:  # older than every exchange price kept: no verdict
                 return Verdict.NONE, ""
             verdict, why = self._ratios.verdict(ratio, f"the exchange price ({self.pair})")
+            if verdict is Verdict.AGREES:
+                self._upheld()
         return verdict, (f"the spot {value:.8g} is {why}" if why else "")
 
     def moved_since(self, ts_ms: int) -> bool:
@@ -197,6 +217,8 @@ def _median(values: list[float]) -> float:
 # The spot's mean over (after, until] and its carried seconds' uncertainty, in 1-second
 # volatilities (``PriceSeries.mean_and_carry``); None when the span is not covered.
 SpotMean = Callable[[int, int], "tuple[float, float] | None"]
+# A whole second -> the believed spot's newest point stamped within it (None: none).
+SpotInSecond = Callable[[int], "float | None"]
 CARRY_SIGMAS = 4.0  # the mean's own uncertainty widens the bound by this many of it
 
 
@@ -218,6 +240,10 @@ class TwapWitness(_Witness):
         self.topic = topic  # shown in the reasons
         self._lookback_ms = lookback_s * 1000
         self._unlearned: list[tuple[int, float]] = []  # reports the spot did not cover yet
+        # The exact witness's reports reach EXACT_DEPTH lookbacks back; its distances from the
+        # believed points measure its own basis and bound.
+        self._kept_ms = EXACT_DEPTH * self._lookback_ms + 2_000
+        self._exact = _Ratios()
         # The last report judged: (its stamp, the spot's newest stamp and sigma then, the
         # verdict's why).
         self._judged: tuple[int, int, float | None, str | None] | None = None
@@ -274,3 +300,48 @@ class TwapWitness(_Witness):
         with self._lock:
             self._judged = (report_ms, newest_spot_ms, sigma, why)
         return why
+
+    # -- the exact witness: each second's spot, from consecutive reports -----------------
+    def exact_verdict(self, ts_ms: int, value: float, spot_in: SpotInSecond) -> tuple[Verdict, str]:
+        """The reports' word on one spot point. Consecutive reports of an L-second mean
+        differ by (S(s) - S(s - L)) / L, so with the spot of second s - L (believed, or over
+        a hole the one the reports give, up to ``EXACT_DEPTH`` lookbacks back) they give the
+        spot of the point's second s. WAIT until a report of its second has come; NONE when
+        silent, not learned, or a report of s or s - 1 is missing."""
+        with self._lock:
+            if self._silent() or self._exact.basis is None or not self._times:
+                return Verdict.NONE, ""
+            if self._times[-1] < ts_ms:
+                return Verdict.WAIT, ""
+        implied = self._implied(ts_ms // 1000, spot_in, EXACT_DEPTH)
+        if implied is None or implied <= 0:
+            return Verdict.NONE, ""
+        with self._lock:
+            verdict, why = self._exact.verdict(
+                math.log(value / implied), f"the spot the {self.topic} reports give"
+            )
+        return verdict, (f"the spot {value:.8g} is {why}" if why else "")
+
+    def learn_point(self, ts_ms: int, value: float, spot_in: SpotInSecond) -> None:
+        """A believed spot point: its distance from the spot the reports give is learnt."""
+        implied = self._implied(ts_ms // 1000, spot_in, 0)
+        if implied is not None and implied > 0:
+            with self._lock:
+                self._exact.learn(math.log(value / implied))
+
+    def _report_in(self, second: int) -> float | None:
+        """The newest report stamped within ``second``."""
+        with self._lock:
+            i = bisect.bisect_right(self._times, second * 1000 + 999)
+            return self._values[i - 1] if i and self._times[i - 1] >= second * 1000 else None
+
+    def _implied(self, second: int, spot_in: SpotInSecond, depth: int) -> float | None:
+        """The spot of ``second`` as the reports give it (None where they cannot)."""
+        now, before = self._report_in(second), self._report_in(second - 1)
+        if now is None or before is None:
+            return None
+        lookback_s = self._lookback_ms // 1000
+        earlier = spot_in(second - lookback_s)
+        if earlier is None and depth > 0:
+            earlier = self._implied(second - lookback_s, spot_in, depth - 1)
+        return None if earlier is None else earlier + lookback_s * (now - before)

@@ -252,18 +252,25 @@ def test_a_spot_point_waits_for_the_twap_report_of_its_second() -> None:
     assert series.latest() == (_ms(100), _walk(100))
 
 
-def test_the_twap_reports_doubt_a_spot_whose_mean_they_contradict() -> None:
+def test_the_twap_reports_refuse_a_spot_point_they_contradict_at_once() -> None:
+    """0.5 % off (believable by the jump rule alone): consecutive reports give each second's
+    spot (60 x the change of the 60 s mean is S(t) - S(t - 60)), so the point is refused at
+    its own second, never believed, and never part of the mean; a true point after it is
+    believed at once (issue 48, point 2: before, the point was believed and the reports'
+    mean doubted the row only once it had moved the mean)."""
     series, twap, clock = _twap_witnessed()
     assert _twap_tick(series, twap, clock, 100, _walk(100)) is None
-    # 0.5 % off, believed by the jump rule alone: the mean moves by 0.5 % / 60 at once (0.8 bp,
-    # far beyond the bound), and more as long as it lasts.
-    for t in range(101, 160):
-        doubt = _twap_tick(series, twap, clock, t, _walk(t) * 1.005)
-        assert doubt is not None and "crypto_prices_twap_sixty" in doubt, t
-    # True again: doubted until the wrong points have left the report's 60 s span.
-    for t in range(160, 219):
-        assert _twap_tick(series, twap, clock, t, _walk(t)) is not None, t
-    assert _twap_tick(series, twap, clock, 219, _walk(219)) is None
+    for t in range(101, 111):
+        clock.t = T0 + t
+        assert series.offer(_ms(t), _walk(t) * 1.005) is None  # waits for its report
+        twap.report(_ms(t), sum(_walk(k) for k in range(t - 59, t + 1)) / 60)
+        assert series.settle() == ["disagrees"], t
+        assert series.latest() == (_ms(100), _walk(100))
+        doubt = series.doubt()
+        assert doubt is not None and "crypto_prices_twap_sixty reports give" in doubt, doubt
+        assert twap.doubt(series.mean_and_carry, _ms(100)) is None  # the mean never saw it
+    assert _twap_tick(series, twap, clock, 111, _walk(111)) is None
+    assert series.doubt() is None
 
 
 def test_a_silent_twap_topic_or_an_uncovered_span_gives_no_doubt() -> None:
@@ -305,12 +312,11 @@ def test_seconds_the_spot_leaves_out_widen_the_twap_bound_instead_of_doubting_it
         with_slack.append(twap.doubt(series.mean_and_carry, newest[0], sigma))
     assert sum(d is not None for d in without_slack) > 10  # the defect
     assert with_slack == [None] * 100
-    for t in range(200, 210):  # 0.5 % off: doubted whatever the slack
+    for t in range(200, 210):  # 0.5 % off: refused at its second, whatever the slack
         clock.t = T0 + t
         truth[t] = _walk(t)
         series.offer(_ms(t), truth[t] * 1.005)
         twap.report(_ms(t), sum(truth[k] for k in range(t - 59, t + 1)) / 60)
-        series.settle()
+        assert series.settle() == ["disagrees"], t
     newest = series.latest()
-    assert newest is not None and newest[0] == _ms(209)
-    assert twap.doubt(series.mean_and_carry, newest[0], sigma) is not None
+    assert newest is not None and newest[0] == _ms(199)
