@@ -139,9 +139,18 @@ class PriceSeries(Points):
     def offer(self, ts_ms: int, value: float) -> str | None:
         """Take a point if it is believable. Returns None when taken (or waiting: for the
         witness's verdict, or in a series with nothing believed yet for ``CONFIRM_POINTS``
-        that agree), else the suspect kind: ``out_of_range`` (a level no window reaches),
+        that agree), else the suspect kind: ``old_stamp`` (stamped before the history kept,
+        as a stamp in seconds is), ``out_of_range`` (a level no window reaches),
         ``disagrees`` (the witness contradicts it) or ``jump`` (judged alone: too far from
         the believed point nearest in time, ``allowed_move``)."""
+        with self._lock:
+            if self._times and ts_ms < self._times[-1] - self._history_ms:
+                # Named in the row until a believed point comes: never dropped silently.
+                kept_h = self._history_ms / 3_600_000
+                why = f"a point stamped {ts_ms} ms is older than the {kept_h:g} h kept (seconds?)"
+                if self._doubt is None or self._doubt[0] <= ts_ms:
+                    self._doubt = (ts_ms, why)
+                return "old_stamp"
         if not self._reachable(ts_ms, value):
             return "out_of_range"
         verdict, why = self._verdict(ts_ms, value)

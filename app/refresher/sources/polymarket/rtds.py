@@ -282,6 +282,7 @@ class RtdsFeed(Feed):
         why = {
             "jump": "too far from the series' own",
             "out_of_range": "at a level no window reaches",
+            "old_stamp": "stamped before the history kept (in seconds?)",
             "disagrees": f"contradicted by the exchange price: {series.doubt()}",
         }
         for kind in sorted(set(kinds)):

@@ -25,6 +25,7 @@ KINDS = frozenset(
     {
         "error_frame",  # the upstream answered an error frame
         "future_stamp",  # a point stamped ahead of our clock by more than the skew allowed
+        "old_stamp",  # a point stamped before the history kept (a stamp in seconds, say)
         "out_of_range",  # not a finite positive number, or outside what the market allows
         "jump",  # too far from what the same feed said a moment ago
         "disagrees",  # too far from another input (the spot, the price to beat)

@@ -546,3 +546,17 @@ def test_one_rtds_socket_serves_every_market_with_series_of_its_own() -> None:
     other = {"symbol": "sol/usd", "timestamp": (T0 + 60) * 1000, "value": 180.0}
     feed.handle({"topic": SPOT_TOPIC, "type": "update", "payload": other})
     assert btc.latest()[0] == eth.latest()[0] == (T0 + 59) * 1000  # type: ignore[index]
+
+
+def test_a_point_stamped_before_the_history_kept_is_refused_with_its_reason() -> None:
+    """A spot point stamped in seconds (1,800,000,060 read as milliseconds: January 1970)
+    is older than the four hours a series keeps. It was dropped silently: the row went stale
+    by age with no reason (issue 48). It is refused as ``old_stamp``, the series names it
+    while no believed point has come since, and a true point ends that."""
+    series = _series([_second(t, BTC + t % 3) for t in range(0, 60)])
+    assert series.offer(T0 + 60, BTC) == "old_stamp"
+    assert series.latest() == _second(59, BTC + 59 % 3)
+    doubt = series.doubt()
+    assert doubt is not None and "stamped 1800000060 ms" in doubt and "seconds" in doubt, doubt
+    assert series.offer(*_second(60, BTC)) is None
+    assert series.doubt() is None
