@@ -121,6 +121,7 @@ class SettlementFeedPath(SeededPath):
         self._ema_fast = 0.0
         self._ema_slow = 0.0
         self._shown = 0.0  # the feed's log value at the last generated second
+        self._latents = [0.0]  # the latent log price of each generated second: what leads
         self._holding = False
         self._arrivals = _Arrivals(random.Random(f"{seed}:arrivals"), p)
 
@@ -140,6 +141,7 @@ class SettlementFeedPath(SeededPath):
         self._ema_fast = p.fast_decay * self._ema_fast + (1 - p.fast_decay) * self._latent
         self._ema_slow = p.slow_decay * self._ema_slow + (1 - p.slow_decay) * self._latent
         self._latent += step
+        self._latents.append(self._latent)
         smooth = 1 - p.direct - p.fast_weight
         feed = p.direct * self._latent + p.fast_weight * self._ema_fast + smooth * self._ema_slow
         chance = p.hold_continue if self._holding else p.hold_start
@@ -147,6 +149,12 @@ class SettlementFeedPath(SeededPath):
         if not self._holding:  # a repeat keeps the last value; the next second catches up
             self._shown = feed
         return self._shown
+
+    def latent(self, t: int) -> Decimal:
+        """The latent price at second ``t``, before the feed smooths it: what an exchange
+        shows at once (the feed follows it over the next seconds)."""
+        index = self._index(t)
+        return Decimal(self._s0 * math.exp(self._latents[index])).quantize(Decimal("1e-8"))
 
     def log_values(self, a: int, b: int) -> list[float]:
         """log(value / s0) of every second in [a, b], as floats (for statistics)."""
