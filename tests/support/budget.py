@@ -63,7 +63,8 @@ EXCEPTIONS: dict[str, str] = {
         "the wrong price must outlast RELEARN_S (30 s), after which a steady run is believed"
         " without a witness: the fault's length is the subject"
     ),
-    "tests/integration/faults/test_witness_votes.py::test_a_de_pegged_exchange_is_outvoted": (
+    "tests/integration/faults/test_witness_votes.py::test_a_de_pegged_exchange_is_outvoted"
+    "_then_its_new_basis_learnt": (
         "the exchange must be outvoted for 10 s before its basis is forgotten, then learn 20"
         " points of the new one: the fault's length is the subject"
     ),
