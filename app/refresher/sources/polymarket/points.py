@@ -31,6 +31,12 @@ MAX_GAP_MS = 3000  # consecutive Chainlink points (about 1 Hz) further apart: a 
 GAPS_KEPT = 8  # spans a reconnect may have missed, remembered at most
 
 
+def newest_in_second(times_ms: list[int], values: list[float], second: int) -> float | None:
+    """Of points in time order, the value of the newest stamped within whole ``second``."""
+    i = bisect.bisect_right(times_ms, second * 1000 + 999)
+    return values[i - 1] if i and times_ms[i - 1] >= second * 1000 else None
+
+
 class Points:
     """Believed points of one topic, in time order, and the spans the feed may have missed."""
 
@@ -145,8 +151,7 @@ class Points:
     def in_second(self, second: int) -> float | None:
         """The value of the newest point stamped within whole second ``second``."""
         with self._lock:
-            i = bisect.bisect_right(self._times, second * 1000 + 999)
-            return self._values[i - 1] if i and self._times[i - 1] >= second * 1000 else None
+            return newest_in_second(self._times, self._values, second)
 
     def around(self, ts_ms: int) -> tuple[tuple[int, float] | None, tuple[int, float] | None]:
         """(the last point at or before ``ts_ms``, the first point after it)."""

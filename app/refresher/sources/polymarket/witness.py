@@ -32,6 +32,8 @@ import threading
 import time
 from collections.abc import Callable
 
+from app.refresher.sources.polymarket.points import newest_in_second
+
 BASIS_POINTS = 300  # the ratios the basis and the bound are measured on (5 min at 1 Hz)
 MIN_POINTS = 20  # ratios learned before the witness judges
 BOUND_SPREADS = 8.0
@@ -146,10 +148,6 @@ class ExchangeWitness(_Witness):
                 self._ratios = _Ratios()
                 self._outvoted.clear()
 
-    def _upheld(self) -> None:
-        """It agreed with a spot point: a run of outvoted seconds is over (lock held)."""
-        self._outvoted.clear()
-
     def add(self, ts_ms: int, value: float) -> None:
         """Take an exchange price (finite and positive, not stamped in the future: the feed
         checked both)."""
@@ -175,7 +173,7 @@ class ExchangeWitness(_Witness):
                 return Verdict.NONE, ""
             verdict, why = self._ratios.verdict(ratio, f"the exchange price ({self.pair})")
             if verdict is Verdict.AGREES:
-                self._upheld()
+                self._outvoted.clear()  # a run of outvoted seconds is over
         return verdict, (f"the spot {value:.8g} is {why}" if why else "")
 
     def moved_since(self, ts_ms: int) -> bool:
@@ -332,8 +330,7 @@ class TwapWitness(_Witness):
     def _report_in(self, second: int) -> float | None:
         """The newest report stamped within ``second``."""
         with self._lock:
-            i = bisect.bisect_right(self._times, second * 1000 + 999)
-            return self._values[i - 1] if i and self._times[i - 1] >= second * 1000 else None
+            return newest_in_second(self._times, self._values, second)
 
     def _implied(self, second: int, spot_in: SpotInSecond, depth: int) -> float | None:
         """The spot of ``second`` as the reports give it (None where they cannot)."""
