@@ -25,7 +25,8 @@ class FakeClobRest(_HttpFake):
     market: its tokens and their outcome labels; 404 for an unknown condition).
 
     ``market_lookups_fail = True`` answers 500 to ``/markets/`` only (the books still work);
-    ``market_lookups_missing = True`` answers 404 there, as for a condition it never heard of.
+    ``market_lookups_missing = True`` answers 404 there, as for a condition it never heard of;
+    ``books_fail = True`` answers 500 to the book routes only (the market lookups still work).
     """
 
     def __init__(self, world: FakePolymarket) -> None:
@@ -33,9 +34,12 @@ class FakeClobRest(_HttpFake):
         self.world = world
         self.market_lookups_fail = False
         self.market_lookups_missing = False
+        self.books_fail = False
 
     def route(self, method: str, path: str, query: dict[str, str], body: Any) -> tuple[int, Any]:
         """The book routes (and ``/time``); 404 with the CLOB's message when there is no book."""
+        if self.books_fail and path in ("/books", "/book"):
+            return 500, {"error": "internal server error"}
         if method == "POST" and path == "/books":
             if not isinstance(body, list):
                 return 400, {"error": "Invalid payload"}

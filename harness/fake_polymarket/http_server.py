@@ -3,7 +3,8 @@
 hands it to the stand-in's ``route``.
 
 The switches every HTTP fake has: ``mode = "error"`` answers 500, ``mode = "hang"`` never
-answers (``HANG_S``: longer than the client's 3 s timeout). A fault of value:
+answers (``HANG_S``: longer than the client's 3 s timeout), and ``hang_prefix = "/markets/"``
+the same for the paths under it only. A fault of value:
 ``trickle_bps > 0`` writes each answer (status line, headers and body) at that many bytes a
 second; ``trickles`` records each such exchange and whether the client abandoned it
 (``Trickle``). An exchange under way keeps trickling after the switch is off.
@@ -78,6 +79,7 @@ class _HttpFake:
         # The wall clock the fake stamps its answers with (the world's: ``running(clock=...)``).
         self.clock: Callable[[], float] = time.time
         self.mode = "ok"
+        self.hang_prefix: str | None = None  # requests under this path are never answered
         self.trickle_bps = 0.0  # > 0: answers written at this many bytes a second
         self.trickles: list[Trickle] = []
         self.hits: list[Hit] = []
@@ -133,7 +135,8 @@ class _HttpFake:
                 body = raw.decode(errors="replace")
         query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
         self.hits.append(Hit(method, parts.path, query, body))
-        if self.mode == "hang":
+        hangs = self.hang_prefix is not None and parts.path.startswith(self.hang_prefix)
+        if self.mode == "hang" or hangs:
             deadline = time.monotonic() + HANG_S
             while time.monotonic() < deadline and not self._stopping.is_set():
                 time.sleep(0.05)

@@ -20,10 +20,12 @@ import time
 import pytest
 from prometheus_client import REGISTRY
 
-from tests.support.upstream_faults import Stage, budget, staged
+from tests.support.upstream_faults import RECOVERY_S, Stage, budget, staged
 
 FAULT_S = 3.0  # how long a socket fault lasts once the row was right
 FIRST_LOOKUP_FAULT_S = 4.0  # from the source's start: its lookups, the history, the books
+# A lookup hung as the fault ends: the client's 3 s timeout, RETRY_S, then the next answers.
+RECOVERY_WITH_A_HUNG_LOOKUP_S = 8.0
 
 
 def _deep_level_changes(stage: Stage) -> None:
@@ -82,20 +84,28 @@ def test_a_socket_top_contradicted_by_rest_is_named_in_the_row_and_counted() -> 
 
 @pytest.mark.parametrize(
     ("condition", "lookups"),
-    [("this", "answered"), ("next", "answered"), ("next", "404")],
-    ids=["next-tokens", "next-tokens-and-condition", "next-tokens-and-condition-clob-404"],
+    [("this", "answered"), ("next", "answered"), ("next", "404"), ("next", "timeout")],
+    ids=[
+        "next-tokens",
+        "next-tokens-and-condition",
+        "next-tokens-and-condition-clob-404",
+        "next-tokens-and-condition-clob-timeout",
+    ],
 )
 def test_gamma_names_the_next_windows_tokens(condition: str, lookups: str) -> None:
     """Gamma answers this window's event (slug and times right) with the NEXT window's
     ``clobTokenIds``, and this window's or the next window's ``conditionId``, from the first
-    lookup; the next window's books are on the CLOB (UP 0.30/0.32). In the last case the
-    CLOB's market lookup answers 404 for every condition throughout.
+    lookup; the next window's books are on the CLOB (UP 0.30/0.32). In the last two cases
+    the CLOB's market lookup answers 404, or never answers (the client times out), for every
+    condition throughout.
 
     The issue saw it believed for the whole window: the conditionId was never compared with
-    the CLOB's ``market``; and (issue 48) with the lookup answering 404, counted as a failed
-    lookup, both books naming Gamma's condition let the next window's numbers through."""
-    with staged(budget(FIRST_LOOKUP_FAULT_S)) as stage:
+    the CLOB's ``market``; and (issue 48) with the lookup answering 404, or timing out, both
+    books naming Gamma's condition let the next window's numbers through: a failed lookup
+    left the books to decide."""
+    with staged(budget(FIRST_LOOKUP_FAULT_S, RECOVERY_WITH_A_HUNG_LOOKUP_S - RECOVERY_S)) as stage:
         stage.world.clob.market_lookups_missing = lookups == "404"
+        stage.world.clob.hang_prefix = "/markets/" if lookups == "timeout" else None
         gamma = stage.world.gamma
         gamma.tokens_offset = 1
         gamma.condition_offset = 1 if condition == "next" else 0
@@ -104,7 +114,10 @@ def test_gamma_names_the_next_windows_tokens(condition: str, lookups: str) -> No
         )
         gamma.tokens_offset = gamma.condition_offset = 0
         stage.world.clob.market_lookups_missing = False
-        stage.recovers("Gamma naming this window's tokens")
+        stage.world.clob.hang_prefix = None
+        # A lookup hung when the fault ended holds the next one for the client's 3 s timeout.
+        within = RECOVERY_WITH_A_HUNG_LOOKUP_S if lookups == "timeout" else RECOVERY_S
+        stage.recovers("Gamma naming this window's tokens", within)
 
 
 def test_gamma_outcomes_reversed_beside_the_token_ids() -> None:
@@ -123,16 +136,21 @@ def test_gamma_outcomes_reversed_beside_the_token_ids() -> None:
         stage.recovers("Gamma's outcomes true again")
 
 
-def test_the_clobs_market_lookup_failing_leaves_the_row_fresh() -> None:
+def test_the_clobs_market_lookup_failing_fails_closed() -> None:
     """``GET /markets/{condition_id}`` answers 500 from the start; Gamma and the books'
-    ``market`` agree: the row is fresh and right (one witness fails, the other agrees: a
-    failed lookup never makes the board stale for the window), and the lookup is retried."""
+    ``market`` agree: the row is stale, saying the lookup failed, and not counted as a
+    disagreement (the books alone would believe Gamma's lie too: the test above); the lookup
+    is retried, and once it answers the row is fresh and right (issue 48, point 5)."""
     with staged(budget(FIRST_LOOKUP_FAULT_S)) as stage:
         clob = stage.world.clob
         clob.market_lookups_fail = True
-        stage.warm_up()
-        stage.hold(FIRST_LOOKUP_FAULT_S, "while the CLOB's market lookups fail", fresh=True)
+        before = _disagreements("market")
+        samples = stage.hold(FIRST_LOOKUP_FAULT_S, "while the CLOB's market lookups fail")
+        assert not any(s.fresh for s in samples), "fresh on an unconfirmed market"
+        reasons = [r for s in samples for r in s.row.get("suspect") or []]
+        assert any("lookup failed" in r and "not confirmed" in r for r in reasons), reasons[:3]
+        assert _disagreements("market") == before
         lookups = len(clob.requests_to("/markets/"))
         assert lookups >= 2, f"the CLOB's market was asked {lookups} times"
         clob.market_lookups_fail = False
-        stage.hold(1.0, "once the CLOB's market answers", fresh=True)
+        stage.recovers("once the CLOB's market answers")

@@ -30,7 +30,7 @@ from app.refresher.sources.polymarket.gamma import (
     WindowMarket,
     WrongMarketError,
 )
-from app.refresher.sources.polymarket.identity import Identities
+from app.refresher.sources.polymarket.identity import Identities, identity_key
 from app.refresher.sources.polymarket.suspects import Suspects
 
 log = logging.getLogger(__name__)
@@ -139,11 +139,8 @@ class Windows:
             try:
                 market = self._gamma[coin.symbol, span.name].window(t0)
                 if known is not None and (market is None or not replace or market == known):
-                    same = market is not None and (market.up_token_id, market.down_token_id) == (
-                        known.up_token_id,
-                        known.down_token_id,
-                    )
-                    if same:
+                    # Only the same identity (the one the CLOB checked) is taken again.
+                    if market is not None and identity_key(market) == identity_key(known):
                         window.market = market
                     return
                 window.market = market

@@ -17,10 +17,13 @@ What the row does with them (docs/reliability.md):
   minute before the window, so normally long before the row needs it): stale, not counted;
 - the CLOB answers 404 for Gamma's condition: an answer ("no such market", upstream.md), so a
   contradiction like any other, whatever the books say;
-- the lookup failed (an error, a timeout, an unreadable answer): the books' ``market``
-  alone decides: both tokens' books naming Gamma's condition is believed (the labels then
-  rest on Gamma alone), so a CLOB market endpoint that is down never makes the board stale
-  for the window; it is asked again every ``RETRY_S``.
+- the lookup failed (an error, a timeout, an unreadable answer): the row fails closed,
+  stale with the reason and not counted, and the lookup is asked again every ``RETRY_S``.
+  The books' ``market`` alone never confirms Gamma: Gamma's right slug with the next
+  window's tokens and condition has books that name that condition too (issue 48). A
+  confirmed identity is kept for its window and never asked again, so a lookup failing
+  later (or Gamma re-asked for a price to beat) cannot unconfirm it; the lookup is made a
+  minute before the window, so a short outage of the endpoint costs no fresh row.
 
 The same module judges the socket's top of book against the book it came with
 (``Books.dispute``): a top that contradicts the book is not believed (the row is stale)
@@ -135,7 +138,8 @@ def fetch_clob_market(http: httpx.Client, base_url: str, condition_id: str) -> C
     return parse_clob_market(json_of(response, "clob /markets"))
 
 
-def _key(market: WindowMarket) -> tuple[str, ...]:
+def identity_key(market: WindowMarket) -> tuple[str, ...]:
+    """What the CLOB checks of a window's market: its window, slug, condition and tokens."""
     # Per window and per answer: token ids are new each window, and a new answer from Gamma
     # (other tokens, another condition) is checked afresh.
     return (
@@ -175,7 +179,7 @@ class Identities:
     def upkeep(self, market: WindowMarket) -> None:
         """Look up the CLOB's own market of ``market`` when due: once when first seen, again
         every ``RETRY_S`` while it failed or contradicted Gamma. Does HTTP: upkeep only."""
-        key = _key(market)
+        key = identity_key(market)
         now = clocks.monotonic()
         with self._lock:
             check = self._checks.setdefault(key, _Check())
@@ -222,7 +226,7 @@ class Identities:
         tokens = {"UP": market.up_token_id, "DOWN": market.down_token_id}
         with self._lock:
             seen = {label: self._book_markets.get(token) for label, token in tokens.items()}
-            check = self._checks.get(_key(market), _Check())
+            check = self._checks.get(identity_key(market), _Check())
         for label, found in seen.items():
             if found is not None and found != condition:
                 return Verdict(
@@ -236,10 +240,8 @@ class Identities:
             return Verdict(check.reason, disagrees=True)
         if condition is None:
             return Verdict("Gamma names no conditionId to check its tokens by", disagrees=False)
-        if check.state == FAILED:
-            if all(found == condition for found in seen.values()):
-                return None  # the books name Gamma's market: believed (module docstring)
-            return Verdict(f"{check.reason}; no book names the market yet", disagrees=False)
+        if check.state == FAILED:  # fail closed (module docstring)
+            return Verdict(f"{check.reason}; Gamma's market not confirmed", disagrees=False)
         return Verdict("the CLOB's market not checked yet", disagrees=False)
 
 

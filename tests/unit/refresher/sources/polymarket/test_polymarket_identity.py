@@ -4,6 +4,7 @@ socket's top against the book (``identity.py``, ``Books.dispute``)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ from app.refresher import clocks
 from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.gamma import UpstreamError, WindowMarket, parse_event
 from app.refresher.sources.polymarket.identity import (
+    RETRY_S,
     ClobMarket,
     Identities,
     contradiction,
@@ -136,20 +138,55 @@ def test_confirmed_by_the_clob_the_market_is_believed(world: FakePolymarket) -> 
     assert len(world.clob.requests_to("/markets/")) == 1  # cached for the window
 
 
-def test_a_failed_lookup_leaves_the_books_market_to_decide(world: FakePolymarket) -> None:
+def test_a_failed_lookup_fails_closed_and_is_asked_again(world: FakePolymarket) -> None:
+    """The lookup answers 500: the row is stale, not counted, even with both books naming
+    Gamma's condition (they do for Gamma's lie too: the next window's tokens and condition);
+    it is asked again ``RETRY_S`` later, and confirms then (issue 48, point 5)."""
     world.clob.market_lookups_fail = True
-    identities = Identities(httpx.Client(timeout=5), world.clob.url)
-    gamma = _gamma(world)
-    identities.upkeep(gamma)
-    verdict = identities.verdict(gamma)
-    assert verdict is not None and not verdict.disagrees and "failed" in verdict.reason
-    assert gamma.condition_id is not None
-    identities.note_book(gamma.up_token_id, gamma.condition_id)
-    assert identities.verdict(gamma) is not None  # one book is not both
-    identities.note_book(gamma.down_token_id, gamma.condition_id.upper())
-    assert identities.verdict(gamma) is None
-    identities.upkeep(gamma)  # not due yet: RETRY_S
-    assert len(world.clob.requests_to("/markets/")) == 1
+    now = [1000.0]
+    with clocks.use(lambda: now[0]):
+        identities = Identities(httpx.Client(timeout=5), world.clob.url)
+        gamma = _gamma(world)
+        assert gamma.condition_id is not None
+        identities.upkeep(gamma)
+        identities.note_book(gamma.up_token_id, gamma.condition_id)
+        identities.note_book(gamma.down_token_id, gamma.condition_id.upper())
+        verdict = identities.verdict(gamma)
+        assert verdict is not None and not verdict.disagrees, verdict
+        assert "failed" in verdict.reason and "not confirmed" in verdict.reason, verdict
+        world.clob.market_lookups_fail = False
+        now[0] += RETRY_S - 0.01
+        identities.upkeep(gamma)  # not due yet
+        assert len(world.clob.requests_to("/markets/")) == 1
+        assert identities.verdict(gamma) is not None
+        now[0] += 0.01
+        identities.upkeep(gamma)
+        assert len(world.clob.requests_to("/markets/")) == 2
+        assert identities.verdict(gamma) is None
+
+
+def test_a_timed_out_lookup_fails_closed_and_a_confirmed_identity_is_kept(
+    world: FakePolymarket,
+) -> None:
+    """The CLOB's market endpoint stops answering (the client times out): this window's
+    market, confirmed before, stays confirmed and is not asked again; the next window's,
+    never confirmed, is stale with the timeout as its reason (issue 48, point 5)."""
+    now = [1000.0]
+    with clocks.use(lambda: now[0]):
+        identities = Identities(httpx.Client(timeout=0.2), world.clob.url)
+        this, upcoming = _gamma(world), _gamma(world, T0 + 300)
+        identities.upkeep(this)
+        assert identities.verdict(this) is None
+        world.clob.hang_prefix = "/markets/"
+        identities.upkeep(upcoming)
+        verdict = identities.verdict(upcoming)
+        assert verdict is not None and not verdict.disagrees, verdict
+        assert "timed out" in verdict.reason and "not confirmed" in verdict.reason, verdict
+        now[0] += 10 * RETRY_S
+        identities.upkeep(this)
+        assert identities.verdict(this) is None
+        asked = [hit.path for hit in world.clob.requests_to("/markets/")]
+        assert asked == [f"/markets/{this.condition_id}", f"/markets/{upcoming.condition_id}"]
 
 
 def test_no_such_market_on_the_clob_is_a_disagreement_whatever_the_books_say(
@@ -340,3 +377,27 @@ def test_a_contradicted_market_is_replaced_by_gammas_next_answer(world: FakePoly
             assert row.live is not None and not any("labels" in r for r in row.live.suspect)
         finally:
             source.close()
+
+
+def test_gamma_asked_again_with_another_condition_keeps_the_checked_market(
+    world: FakePolymarket,
+) -> None:
+    """Gamma, asked again for the window (a price to beat it lacked), names the same tokens
+    under another condition: the market the CLOB confirmed is kept, not the new answer,
+    which no one checked (issue 48, point 5)."""
+    now = T0 + 30.0
+    this = world.market(T0)
+    assert this is not None
+    source = _threadless(world, now)
+    try:
+        source.upkeep(now)
+        window = source.windows.get(BTC_ONLY[0], T0)
+        assert window.market is not None and window.market.condition_id == this.condition
+        world.gamma.condition_offset = 1
+        window.looked_up_at = -math.inf
+        source.windows.lookup(BTC_ONLY[0], T0, again=True)
+        assert window.market.condition_id == this.condition
+        row = source.rows(now)[0]
+        assert row.live is not None and not any("market" in r for r in row.live.suspect)
+    finally:
+        source.close()

@@ -436,7 +436,7 @@ def test_slow_snapshot_after_the_roll_is_stale_never_fresh_with_nulls(
     source = make_source(clock)
     poll(source, clock, lambda r: fresh_and_full(r, clock), "a fresh row with books")
 
-    world.clob.mode = "error"  # only the socket can bring the books
+    world.clob.books_fail = True  # only the socket can bring the books
     world.clob_ws.hold_snapshots()
     clock.t = NEXT - 59.5
     world.rtds.play(path, NEXT - 60)
