@@ -84,8 +84,10 @@ class SettlementFeedPath(SeededPath):
     """A seeded settlement-feed path on whole seconds [start_s, start_s + seconds].
 
     ``sigma`` is the long-horizon volatility per sqrt-second (the 1-second returns have about
-    ``sigma / sqrt(2.15)``); ``params`` the stand-in's parameters. The same arguments give the
-    same path, values and arrivals alike; reads are thread safe.
+    ``sigma / sqrt(2.15)``); ``params`` the stand-in's parameters; ``moves``: log moves of the
+    latent added at given epoch seconds (honest jumps a test plays; the feed follows them
+    over the next seconds). The same arguments give the same path, values and arrivals
+    alike; reads are thread safe.
     """
 
     def __init__(
@@ -96,9 +98,12 @@ class SettlementFeedPath(SeededPath):
         start_s: int,
         seconds: int,
         params: FeedParams = FeedParams(),
+        moves: dict[int, float] | None = None,
     ) -> None:
         super().__init__(seed, sigma, s0, start_s, seconds)
         self.params = params
+        # Moves put in by hand (a test's honest jumps): epoch second -> log move of the latent.
+        self._moves = dict(moves or {})
         self._random = random.Random(seed)  # reproducible by design: the seed is the path
         p = params
         boosted = len(p.minute_seconds)
@@ -132,7 +137,7 @@ class SettlementFeedPath(SeededPath):
         self._fast = self._fast_keep * self._fast + rng.gauss(0.0, self._fast_shock)
         sd = self._boost_sd if second in p.minute_seconds else self._diffusion_sd
         vol = math.exp(self._slow + self._fast + self._vol_mean_log)
-        step = rng.gauss(0.0, sd * vol)
+        step = rng.gauss(0.0, sd * vol) + self._moves.get(self.start_s + len(self._values), 0.0)
         if rng.random() < p.jump_rate:
             # Scaled by the slow (day-level) factor only: a day's kurtosis then stays near the
             # measured 36-68 (scaled by both factors, or Laplace-sized, it swung from 40 to 260).
@@ -149,6 +154,14 @@ class SettlementFeedPath(SeededPath):
         if not self._holding:  # a repeat keeps the last value; the next second catches up
             self._shown = feed
         return self._shown
+
+    def add_move(self, t: int, log_move: float) -> None:
+        """Move the latent by ``log_move`` at epoch second ``t`` (an honest jump a test
+        plays), which must not be generated yet."""
+        with self._lock:
+            if t - self.start_s < len(self._values):
+                raise ValueError(f"second {t} is already generated: too late to move it")
+            self._moves[t] = self._moves.get(t, 0.0) + log_move
 
     def latent(self, t: int) -> Decimal:
         """The latent price at second ``t``, before the feed smooths it: what an exchange

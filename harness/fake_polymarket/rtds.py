@@ -93,9 +93,15 @@ class FakeRtds(_RtdsConnectionFaults):
         ``spot`` times ``exchange_basis``, rounded to the pair's tick (a cent; XRP's 0.0001),
         then what ``exchange_glitch`` makes of it, under ``crypto_prices`` with the pair as
         ``payload.symbol``. Not recorded."""
-        pair = PAIR_OF_CHAINLINK[symbol]
         tick = Decimal("0.0001") if spot < 10 else Decimal("0.01")
-        value = (spot * self.exchange_basis).quantize(tick)
+        self.send_exchange_price(ts_ms, (spot * self.exchange_basis).quantize(tick), symbol)
+
+    def send_exchange_price(
+        self, ts_ms: int, value: Decimal, symbol: str = DEFAULT_CHAINLINK
+    ) -> None:
+        """The exchange price ``value`` of ``symbol``'s coin at ``ts_ms`` as it is given (an
+        ``ExchangeView``'s), then what ``exchange_glitch`` makes of it, as ``send_exchange``."""
+        pair = PAIR_OF_CHAINLINK[symbol]
         if self.exchange_glitch is not None:
             value = self.exchange_glitch(value)
         payload = {"symbol": pair, "timestamp": ts_ms, "value": float(value)}
@@ -248,10 +254,13 @@ class FakeRtds(_RtdsConnectionFaults):
         *,
         twap30: Callable[[float], Decimal] | None = None,
         symbol: str = DEFAULT_CHAINLINK,
+        exchange: Callable[[float], Decimal] | None = None,
     ) -> None:
         """``live`` on a path of the caller's (any ``SeededPath``, e.g. a settlement-feed
         stand-in) that covers ``live_span(history_s, now)``: its values only, every ``period_s``
-        (the path's arrival lags and gaps are the tapes' business)."""
+        (the path's arrival lags and gaps are the tapes' business). ``exchange``: the
+        exchange price at an instant (``harness.exchange_view.ExchangeView.value``); by
+        default the spot times ``exchange_basis``."""
         now = int(self.clock())
         series: list[tuple[str, Callable[[float], Decimal]]] = [
             (SPOT_TOPIC, spot or (lambda t: path.value(int(t)))),
@@ -277,7 +286,11 @@ class FakeRtds(_RtdsConnectionFaults):
                     value = price(t)
                     self._record(topic, ts, value, symbol)
                     self.send_point(topic, ts, glitch(value), symbol)
-            if not self.exchange_paused:
+            if self.exchange_paused:
+                pass
+            elif exchange is not None:
+                self.send_exchange_price(ts, exchange(t), symbol)
+            else:
                 self.send_exchange(ts, series[0][1](t), symbol)
 
         self.every(period_s, tick)

@@ -83,6 +83,7 @@ class _RtdsSocket(_WsFake):
         self._held_history: list[Callable[[], None]] | None = None  # held snapshots, when held
         self.plain_full_accuracy = False  # the successor format: a plain decimal string
         self.paused = False  # pushes go into the history but are not delivered (a gap)
+        self.paused_topics: set[str] = set()  # these topics' pushes likewise (a silent topic)
         # A fault: live() sends what this returns instead of the true spot (kept in history).
         self.spot_glitch: Callable[[Decimal], Any] | None = None
         # A fault: live() stamps and sends each spot point this many seconds late (the point
@@ -262,11 +263,11 @@ class _RtdsSocket(_WsFake):
         symbol: str = DEFAULT_CHAINLINK,
     ) -> None:
         """Record a point of ``symbol`` and send it as an ``update`` to the connections on
-        ``topic`` for ``symbol`` (only recorded while ``paused`` or the symbol is in
-        ``paused_symbols``)."""
+        ``topic`` for ``symbol`` (only recorded while ``paused``, the symbol is in
+        ``paused_symbols`` or the topic in ``paused_topics``)."""
         amount = Decimal(str(value))
         self._record(topic, ts_ms, amount, symbol)
-        if self._held(symbol):
+        if self._held(symbol) or topic in self.paused_topics:
             return
         sent = self._on_wire(topic, ts_ms, amount)
         message = self.update(

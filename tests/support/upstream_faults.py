@@ -58,7 +58,11 @@ from app.markets import WINDOW_S, window_start
 from app.refresher.model import SPOT, TWAP, probability_up
 from app.refresher.sources.polymarket.source import PolymarketSource
 from harness.clocks import OffsetClock
-from harness.fake_polymarket import BrownianPath, FakeBook, FakeMarket, FakePolymarket, running
+from harness.exchange_view import ExchangeView
+from harness.fake_polymarket import FakeBook, FakeMarket, FakePolymarket, running
+from harness.fake_polymarket.brownian import live_span
+from harness.paths import SeededPath
+from harness.settlement_feed import FeedParams, SettlementFeedPath
 from tests.support.live_source import sources_on
 
 Row = dict[str, Any]
@@ -73,6 +77,12 @@ SAMPLE_S = 0.25  # four samples a second (the issue asks for at least two)
 RECOVERY_S = 5.0  # right again within this long after the fault stops (the issue's bound)
 WARM_UP_S = 30.0  # generous: another process may be loading the machine
 SIGMA_BAND = (0.75, 1 / 0.75)
+# The settlement-feed stand-in without its regimes of volatility (``staged(feed=True)``).
+STEADY = FeedParams(vol_slow_sd=0.0, vol_fast_sd=0.0)
+# Its 1-second volatility (the smoothing hides over half the variance at 1 s: 2.15, docs/
+# model.md) to its long one, each widened by ``SIGMA_BAND``.
+FEED_SIGMAS = (SIGMA / math.sqrt(2.15) * SIGMA_BAND[0], SIGMA * SIGMA_BAND[1])
+ESTIMATE_S = 900  # the source's volatility window (the history's last 15 minutes)
 P_SLACK_PCT = 2.0
 MIN_ELAPSED_S = 6.0  # into the window: T0 +- HOLE_MS is history, the site's fallback is due
 ROLL_MARGIN_S = 5.0
@@ -174,7 +184,7 @@ class Stage:
     """The fakes, the path of the spot, the test's window and the source under test."""
 
     world: FakePolymarket
-    path: BrownianPath
+    path: SeededPath
     t0: int
     source: PolymarketSource
     prices_to_beat: dict[int, float]  # windows whose price to beat no history holds
@@ -183,10 +193,26 @@ class Stage:
     # ``recovers`` demands the whole row back.
     allow_no_opinion: bool = True
     rule: str = SPOT  # the settlement rule of the stage's markets (TWAP: ``LOOKBACK_S``)
+    # The volatilities per sqrt-second a right row's sigma may have (``staged(feed=True)``).
+    sigmas: tuple[float, float] = (SIGMA * SIGMA_BAND[0], SIGMA * SIGMA_BAND[1])
     began: float = field(init=False)
 
     def __post_init__(self) -> None:
         self.began = self.clock()
+
+    def play_jumps(self, jumps: dict[int, float]) -> None:
+        """Honest jumps of a ``staged(feed=True)`` stage: seconds from now -> a log move of
+        the latent price, made over two seconds (half in each); the feed follows over the
+        next seconds. The volatility a right row may show rises by their variance over the
+        estimate's window (its history will hold them: they are volatility too)."""
+        assert isinstance(self.path, SettlementFeedPath), "jumps need staged(feed=True)"
+        now = math.floor(self.clock())
+        for after_s, jump in jumps.items():
+            for second in (now + after_s, now + after_s + 1):
+                self.path.add_move(second, jump / 2)
+        added = math.fsum(jump * jump for jump in jumps.values()) / ESTIMATE_S
+        low, high = self.sigmas
+        self.sigmas = (low, math.sqrt(high**2 + added * SIGMA_BAND[1] ** 2))
 
     # -- the truth ------------------------------------------------------------------------
     def spot_now(self) -> Decimal:
@@ -236,7 +262,7 @@ class Stage:
             found.append(f"priceToBeat {row.get('priceToBeat')!r} is not {k!r}")
         sigma = row.get("sigma")
         silent = no_opinion and row.get("p_up_pct") is None and row.get("p_down_pct") is None
-        low, high = SIGMA * SIGMA_BAND[0], SIGMA * SIGMA_BAND[1]
+        low, high = self.sigmas
         # A row saying nothing may not know the volatility yet either (a first tick before
         # the history snapshot is merged); a number given must be right.
         if not (isinstance(sigma, float) and low <= sigma <= high) and not (
@@ -276,7 +302,8 @@ class Stage:
             return [f"P(up) {up} + P(down) {down} is not 100"]
         if second is None or k is None:
             return []  # the price or the price to beat is already wrong
-        low, high = exact_band(float(row["price"]), k, t0 + WINDOW_S - second, self.rule)
+        tau = t0 + WINDOW_S - second
+        low, high = exact_band(float(row["price"]), k, tau, self.rule, self.sigmas)
         if not low - P_SLACK_PCT <= up <= high + P_SLACK_PCT:
             return [f"P(up) {up} % is outside the exact model's [{low:.2f}, {high:.2f}] %"]
         return []
@@ -377,16 +404,23 @@ class Stage:
             time.sleep(SAMPLE_S)
 
 
-def exact_band(price: float, k: float, tau_s: float, rule: str = SPOT) -> tuple[float, float]:
+def exact_band(
+    price: float,
+    k: float,
+    tau_s: float,
+    rule: str = SPOT,
+    sigmas: tuple[float, float] = (SIGMA * SIGMA_BAND[0], SIGMA * SIGMA_BAND[1]),
+) -> tuple[float, float]:
     """P(up) in percent by the exact model of ``rule`` for ``price`` seen ``tau_s`` before
-    the end (the point may be up to a second younger), over every sigma of ``SIGMA_BAND``.
+    the end (the point may be up to a second younger), at both ends of ``sigmas`` (by
+    default ``SIGMA_BAND`` around ``SIGMA``).
     A TWAP stage's windows keep more than ``LOOKBACK_S`` left (``staged``): no part of the
     settlement's mean is known yet."""
     lookback = LOOKBACK_S if rule == TWAP else None
     values = [
-        100.0 * probability_up(price, k, max(0.0, tau), SIGMA * scale, rule, lookback)
+        100.0 * probability_up(price, k, max(0.0, tau), sigma, rule, lookback)
         for tau in (tau_s - 1.0, tau_s)
-        for scale in SIGMA_BAND
+        for sigma in sigmas
     ]
     return min(values), max(values)
 
@@ -403,6 +437,7 @@ def staged(
     *,
     rule: str = SPOT,
     hole_ms: int = HOLE_MS,
+    feed: bool = False,
 ) -> Iterator[Stage]:
     """A ``Stage`` in a window with ``budget_s`` left; the source is made, not started (its
     first ``rows`` starts it), so a fault can be switched on before its first lookup.
@@ -411,7 +446,16 @@ def staged(
     its window keeps more than that left after the budget, and both TWAP topics send their
     history on subscribing (so the reports around T0 reach the source). ``hole_ms``: the
     hole on each side of T0 when the price to beat comes from the site or Gamma; the window
-    starts at least ``HOLE_MARGIN_S`` after the hole ends (all of it history)."""
+    starts at least ``HOLE_MARGIN_S`` after the hole ends (all of it history).
+
+    ``feed``: the world of issue 48 instead of a Brownian spot and an exchange price at a
+    fixed basis to it: the settlement-feed stand-in (``harness.settlement_feed``, smoothed,
+    trailing its latent price) as the Chainlink spot and its TWAPs, and ``ExchangeView`` (the
+    latent at once, a wandering basis, noise) as the exchange price; honest jumps are
+    played with ``Stage.play_jumps``. Its volatility is steady (``STEADY``:
+    the stand-in's regimes of volatility off, its smoothing, repeats and jumps kept) at
+    ``SIGMA`` over long horizons; its 1-second returns show ``SIGMA / sqrt(2.15)`` (the
+    smoothing), and a right row's sigma may lie anywhere between the two (``FEED_SIGMAS``)."""
     twap = rule == TWAP
     min_elapsed_s = max(MIN_ELAPSED_S, hole_ms / 1000 + HOLE_MARGIN_S)
     clock = settle_window(budget_s + (LOOKBACK_S if twap else 0), min_elapsed_s)
@@ -425,7 +469,18 @@ def staged(
         ):
             world.list_market(FakeMarket(start, rule=rule, lookback=LOOKBACK_S), books)
         world.rtds.twap_history = twap
-        path = world.rtds.live(period_s=TICK_S, history_s=HISTORY_S, seed=SEED, sigma=SIGMA, s0=S0)
+        sigmas = (SIGMA * SIGMA_BAND[0], SIGMA * SIGMA_BAND[1])
+        path: SeededPath
+        if feed:
+            span = live_span(HISTORY_S, int(clock()))
+            path = SettlementFeedPath(SEED, SIGMA, S0, *span, params=STEADY)
+            exchange = ExchangeView(path, SEED).value
+            world.rtds.live_on(path, period_s=TICK_S, history_s=HISTORY_S, exchange=exchange)
+            sigmas = FEED_SIGMAS
+        else:
+            path = world.rtds.live(
+                period_s=TICK_S, history_s=HISTORY_S, seed=SEED, sigma=SIGMA, s0=S0
+            )
         world.clob_ws.keep_alive(0.1)
         at_t0 = world.rtds.value_at(t0 * 1000)
         assert at_t0 is not None, "the history does not reach T0"
@@ -439,4 +494,4 @@ def staged(
         else:
             world.site.open_prices[t0] = k
         with sources_on(world, stale_after_ms=STALE_AFTER_MS) as make:
-            yield Stage(world, path, t0, make(clock), fixed, clock=clock, rule=rule)
+            yield Stage(world, path, t0, make(clock), fixed, clock=clock, rule=rule, sigmas=sigmas)

@@ -23,12 +23,8 @@ from collections.abc import Callable
 from app.markets import WINDOW_S
 from app.refresher import clocks, volatility
 from app.refresher.sources.polymarket.points import Points
-from app.refresher.sources.polymarket.witness import (
-    MAX_PENDING,
-    ExchangeWitness,
-    TwapWitness,
-    Verdict,
-)
+from app.refresher.sources.polymarket.twap_witness import TwapWitness
+from app.refresher.sources.polymarket.witness import MAX_PENDING, ExchangeWitness, Verdict
 
 SPOT_HISTORY_S = 4 * 3600  # hours of spot: the volatility's horizon scale is measured on it
 TWAP_HISTORY_S = 1800

@@ -33,7 +33,8 @@ from app.refresher.sources.polymarket.price_series import (
     PriceSeries,
 )
 from app.refresher.sources.polymarket.suspects import Suspects
-from app.refresher.sources.polymarket.witness import ExchangeWitness, TwapWitness
+from app.refresher.sources.polymarket.twap_witness import TwapWitness
+from app.refresher.sources.polymarket.witness import ExchangeWitness
 
 SPOT_KEY = "spot"
 # Series keys by TWAP lookback (seconds): the markets say which lookback settles them.

@@ -16,7 +16,8 @@ import pytest
 
 from app.markets import MARKETS
 from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceSeries
-from app.refresher.sources.polymarket.witness import ExchangeWitness, TwapWitness, Verdict
+from app.refresher.sources.polymarket.twap_witness import TwapWitness
+from app.refresher.sources.polymarket.witness import ExchangeWitness, Verdict
 
 T0 = 1_800_000_000
 BTC = 100_000.0
@@ -91,15 +92,37 @@ def test_the_bound_is_8_robust_sds_of_ratios_whose_spread_is_known(side: int) ->
         noise = 1e-4 if t % 2 else -1e-4
         witness.add(_ms(t), BTC * BASIS * math.exp(noise))
         witness.learn(_ms(t), BTC)
-    clock.t = T0 + 40
-    witness.add(_ms(40), BTC * BASIS)
+    for t in range(40, 44):  # quiet seconds: every price of the trail (2.5 s) the same
+        clock.t = T0 + t
+        witness.add(_ms(t), BTC * BASIS)
 
     def at(off_bp: float) -> tuple[Verdict, str]:
-        return witness.judge(_ms(40), BTC * math.exp(side * off_bp * 1e-4))
+        return witness.judge(_ms(43), BTC * math.exp(side * off_bp * 1e-4))
 
     assert at(11.5)[0] is Verdict.AGREES
     verdict, why = at(12.2)
     assert verdict is Verdict.DISAGREES and "(bound 11.86 bp)" in why, why
+
+
+@pytest.mark.parametrize("move", [0.003, -0.003], ids=["up", "down"])
+def test_a_spot_trailing_a_fast_exchange_move_agrees_for_the_trail_only(move: float) -> None:
+    """The exchange moves 0.3 % at once (second 31); Chainlink's smoothed spot trails it
+    (issue 48, point 3). A spot still at the old level agrees while the old exchange price
+    is within the last 2.5 s (``TRAIL_MS``), halfway agrees, and the old level 3 s after the
+    move does not; a spot 0.3 % off while the exchange never moved does not either."""
+    series, witness, clock = _witnessed()
+    _tick(series, witness, clock, 30, _walk(30))
+    old = _walk(30)
+    for t in (31, 32, 33, 34):
+        clock.t = T0 + t
+        witness.add(_ms(t), round(old * math.exp(move) * BASIS, 2))
+    assert witness.judge(_ms(31), old)[0] is Verdict.AGREES
+    assert witness.judge(_ms(32), old * math.exp(move / 2))[0] is Verdict.AGREES
+    assert witness.judge(_ms(33), old)[0] is Verdict.AGREES  # 2 s after: within the trail
+    verdict, why = witness.judge(_ms(34), old)
+    assert verdict is Verdict.DISAGREES and "btcusdt" in why, why
+    liar = _witnessed()[1]
+    assert liar.judge(_ms(29), _walk(29) * math.exp(move))[0] is Verdict.DISAGREES
 
 
 def test_a_true_point_agrees_and_a_point_half_a_basis_point_off_does_not() -> None:
