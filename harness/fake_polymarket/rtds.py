@@ -262,10 +262,11 @@ class FakeRtds(_RtdsConnectionFaults):
         exchange price at an instant (``harness.exchange_view.ExchangeView.value``); by
         default the spot times ``exchange_basis``."""
         now = int(self.clock())
+        shift = self.twap_shift_s  # the real reports average up to 3 s before their stamp
         series: list[tuple[str, Callable[[float], Decimal]]] = [
             (SPOT_TOPIC, spot or (lambda t: path.value(int(t)))),
-            (TWAP_TOPIC, twap or (lambda t: path.twap(int(t), 60))),
-            (TWAP30_TOPIC, twap30 or (lambda t: path.twap(int(t), 30))),
+            (TWAP_TOPIC, twap or (lambda t: path.twap(int(t) - shift, 60))),
+            (TWAP30_TOPIC, twap30 or (lambda t: path.twap(int(t) - shift, 30))),
         ]
         for t in range(now - history_s, now + 1):
             for topic, price in series:

@@ -79,6 +79,7 @@ class _RtdsSocket(_WsFake):
         self.unsubscriptions: list[Any] = []
         self.errors_sent: list[dict[str, Any]] = []  # every error frame sent
         self.twap_history = False  # the TWAP topics get a history snapshot too
+        self.twap_shift_s = 0  # live(): a report at t averages up to t - shift (the real: 3)
         self.history_delay_s = 0.0  # > 0: the snapshot comes that long after the subscription
         self._held_history: list[Callable[[], None]] | None = None  # held snapshots, when held
         self.plain_full_accuracy = False  # the successor format: a plain decimal string

@@ -438,6 +438,7 @@ def staged(
     rule: str = SPOT,
     hole_ms: int = HOLE_MS,
     feed: bool = False,
+    twap_shift_s: int = 0,
 ) -> Iterator[Stage]:
     """A ``Stage`` in a window with ``budget_s`` left; the source is made, not started (its
     first ``rows`` starts it), so a fault can be switched on before its first lookup.
@@ -452,7 +453,8 @@ def staged(
     fixed basis to it: the settlement-feed stand-in (``harness.settlement_feed``, smoothed,
     trailing its latent price) as the Chainlink spot and its TWAPs, and ``ExchangeView`` (the
     latent at once, a wandering basis, noise) as the exchange price; honest jumps are
-    played with ``Stage.play_jumps``. Its volatility is steady (``STEADY``:
+    played with ``Stage.play_jumps``. ``twap_shift_s``: the TWAP reports average up to that
+    many seconds before their stamp (the real ones: 3). Its volatility is steady (``STEADY``:
     the stand-in's regimes of volatility off, its smoothing, repeats and jumps kept) at
     ``SIGMA`` over long horizons; its 1-second returns show ``SIGMA / sqrt(2.15)`` (the
     smoothing), and a right row's sigma may lie anywhere between the two (``FEED_SIGMAS``)."""
@@ -469,6 +471,7 @@ def staged(
         ):
             world.list_market(FakeMarket(start, rule=rule, lookback=LOOKBACK_S), books)
         world.rtds.twap_history = twap
+        world.rtds.twap_shift_s = twap_shift_s
         sigmas = (SIGMA * SIGMA_BAND[0], SIGMA * SIGMA_BAND[1])
         path: SeededPath
         if feed:

@@ -20,6 +20,7 @@ from tests.support.upstream_faults import Sample, Stage, budget, staged
 FRESH_SHARE = 0.8  # the issue's target while the spot and the TWAP reports agree
 LEARN_S = 5.0  # honest seconds for the reports' own bound (20 points at the fakes' 5 Hz)
 ATTACK_S = 12.0  # at 4 samples a second: 48 samples (each test within 30 s, docs/tests.md)
+RECOVERY_S = 10.0  # the issue's bound: fresh and right within this long of an attack's end
 
 
 def _fresh_share(samples: list[Sample]) -> float:
@@ -98,3 +99,33 @@ def test_a_de_pegged_exchange_is_outvoted_then_its_new_basis_learnt() -> None:
         latest = stage.source.rtds.series[SPOT_KEY].latest()
         assert latest is not None
         assert witness.judge(*latest)[0] is Verdict.AGREES
+
+
+DRIFT_PER_S = Decimal("0.0003")  # the issue's +0.03 % a second
+DRIFT_S = 8.0  # 32 samples: the drift reaches 0.24 % (the issue played 180 s; within 30 s)
+
+
+def test_with_the_exchange_silent_a_drifting_spot_is_refused_and_the_row_comes_back() -> None:
+    """The exchange price silent, the spot drifting +0.03 %/s away from the truth with
+    current stamps. The issue saw no wrong sample, but the rows never came back fresh after
+    it (a refused stretch poisoned the series it was judged by). The reports give each
+    second's spot: the drift is refused within a second or two, and the row is fresh and
+    right within 10 s of its end."""
+    with staged(budget(6.0, DRIFT_S, RECOVERY_S)) as stage:
+        stage.warm_up()
+        rtds = stage.world.rtds
+        rtds.exchange_paused = True
+        stage.hold(6.0, "while the exchange price is silent")
+        began = stage.clock()
+
+        def drifted(value: Decimal) -> Decimal:
+            factor = 1 + DRIFT_PER_S * Decimal(str(round(stage.clock() - began, 3)))
+            return (value * factor).quantize(Decimal("1e-8"))
+
+        rtds.spot_glitch = drifted
+        samples = stage.hold(DRIFT_S, "with the spot drifting, the exchange price silent")
+        reasons = " ".join(r for s in samples for r in s.row.get("suspect") or [])
+        assert "reports give" in reasons, reasons[:300]
+        rtds.spot_glitch = None
+        stage.recovers("the spot true again, the exchange still silent", RECOVERY_S)
+        rtds.exchange_paused = False

@@ -224,6 +224,12 @@ class Points:
         count = last_s - first_s + 1
         return total / count, carry / count
 
+    def frozen_since_ms(self) -> int | None:
+        """The stamp of the first point carrying the newest value, when that value is frozen
+        (repeated while the witness moved); None otherwise."""
+        with self._lock:
+            return self._same_since if self._frozen and self._times else None
+
     def information_ms(self) -> int | None:
         """When the newest point's information was true, for its age: its own stamp plus the
         feed's normal arrival lag (the median of the recent newest points' lags, at most

@@ -182,13 +182,17 @@ class PriceSeries(Points):
     def _verdict(self, ts_ms: int, value: float) -> tuple[Verdict, str]:
         """Three views of one price: the spot point, the exchange price and the spot the TWAP
         reports give (``TwapWitness.exact_verdict``). The exchange's agreement believes the
-        point; where it disagrees, the reports decide: they confirm the spot (two against
+        point; its agreement with its own recent past only (TRAILS: a spot behind a fast
+        move) believes it unless the reports, where they speak, disagree; where it disagrees,
+        the reports decide: they confirm the spot (two against
         one: the exchange is outvoted) or not; where it has no verdict, the reports alone.
         WAIT while the reports that would decide have not reached the point's second."""
         verdict, why = self._witness.judge(ts_ms, value) if self._witness else (Verdict.NONE, "")
         if verdict in (Verdict.WAIT, Verdict.AGREES):
             return verdict, why
         exact, exact_why = self._exact_verdict(ts_ms, value)
+        if verdict is Verdict.TRAILS:  # the exchange's lenience, unless the reports object
+            return (exact, exact_why) if exact is not Verdict.NONE else (Verdict.AGREES, "")
         if verdict is Verdict.NONE:
             if exact is Verdict.NONE:
                 reports = [t.newest_ms() for t in self._twaps if t.judging]

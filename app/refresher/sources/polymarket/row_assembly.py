@@ -87,6 +87,7 @@ def assemble_row(
     suspect = (
         *window.doubts.copy().values(),
         *(f"price: {why}" for why in spot_doubts if why),
+        *_aged(spot, latest, price_ms, at),
     )
     if suspect:
         ts = min(ts, at.never_fresh_ms)  # inputs that disagree: stale, never fresh and wrong
@@ -133,3 +134,21 @@ def assemble_row(
         model_p_up=model.p_up,
         window=window.span.name,
     )
+
+
+def _aged(
+    spot: PriceSeries, latest: tuple[int, float] | None, price_ms: int | None, at: Instant
+) -> tuple[str, ...]:
+    """Why the price is stale by its age alone (no witness contradicted it): a value frozen
+    while the exchange moved, or no newer point believed; nothing while it is fresh."""
+    if latest is None or price_ms is None or at.now_ms - price_ms <= at.stale_after_ms:
+        return ()
+    age_s = (at.now_ms - price_ms) / 1000
+    frozen_ms = spot.frozen_since_ms()
+    if frozen_ms is not None:
+        held_s = (at.now_ms - frozen_ms) / 1000
+        return (
+            f"price: the spot {latest[1]:.8g} has not moved for {held_s:.1f} s while the "
+            "exchange price moved",
+        )
+    return (f"price: no newer spot point believed for {age_s:.1f} s",)

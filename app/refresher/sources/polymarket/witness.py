@@ -56,6 +56,9 @@ class Verdict(enum.Enum):
     AGREES = "agrees"
     DISAGREES = "disagrees"
     WAIT = "wait"  # the exchange has not spoken for the point's second yet
+    # Outside the bound of the price at its stamp, within it of one of the trail before: a
+    # smoothed spot behind a fast move, or a lie inside the move (the reports then decide).
+    TRAILS = "trails"
     NONE = "none"  # silent, or the basis not learned yet: no verdict
 
 
@@ -175,7 +178,7 @@ class ExchangeWitness(Witness):
                 return Verdict.NONE, ""
             verdict, why = self._ratios.verdict(ratio, f"the exchange price ({self.pair})")
             if verdict is Verdict.DISAGREES and self._trailed(ts_ms, value):
-                verdict, why = Verdict.AGREES, ""
+                verdict, why = Verdict.TRAILS, ""
             if verdict is Verdict.AGREES:
                 self._outvoted.clear()  # a run of outvoted seconds is over
         return verdict, (f"the spot {value:.8g} is {why}" if why else "")

@@ -23,6 +23,7 @@ from app.refresher.sources.polymarket.model_inputs import ModelAnswer
 from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceSeries
 from app.refresher.sources.polymarket.row_assembly import Instant, assemble_row
 from app.refresher.sources.polymarket.suspects import Suspects
+from app.refresher.sources.polymarket.witness import ExchangeWitness
 
 T0 = 1_800_000_000 - 1_800_000_000 % 300
 NOW = T0 + 100.0
@@ -97,3 +98,49 @@ def test_a_book_in_another_market_replaces_the_pending_doubt_with_its_contradict
     assert _is_stale(row)
     suspect = row["suspect"]
     assert isinstance(suspect, list) and "DOWN book is in market 0xdddddddd" in suspect[0]
+
+
+def _aged_row(spot: PriceSeries) -> dict[str, object]:
+    """The row at NOW from fresh books and ``spot`` as it is."""
+    up = Quote(0.55, 0.56, MONO - 0.2, "clob-ws")
+    down = Quote(0.44, 0.45, MONO - 0.2, "clob-ws")
+    at = Instant(NOW, int(NOW * 1000), MONO, STALE_AFTER_MS, {}, NOW - 60)
+    window = LiveWindow(MARKETS["BTC"], T0, market=MARKET)
+    return assemble_row(window, up, down, spot, (), 99_990.0, ANSWER, at, "polymarket").as_json()
+
+
+def test_a_price_stale_by_its_age_alone_says_so() -> None:
+    """No witness contradicted anything, but no spot point has come for 5 s: the row is
+    stale and says why (issue 48: a reason for every stale row a source caused), with the
+    age the board counts (the newest point's 5 s, less the 2 s of the feed's normal lag
+    forgiven: these points arrived late, all at NOW)."""
+    spot = PriceSeries(SPOT_HISTORY_S, clock=lambda: NOW)
+    for t in range(-10, -4):
+        spot.add(int((NOW + t) * 1000), 100_000.0 + t)
+    row = _aged_row(spot)
+    assert _is_stale(row), row
+    assert row["suspect"] == ["price: no newer spot point believed for 3.0 s"], row["suspect"]
+
+
+def test_a_frozen_price_stale_by_its_age_says_it_did_not_move() -> None:
+    """The spot repeats one value for 5 s while the exchange moves 30 bp: frozen, as old as
+    its first point, and the row says so; a second younger, the same row is fresh and
+    says nothing."""
+    clock = [NOW - 8]
+    witness = ExchangeWitness("btcusdt", lambda: clock[0])
+    spot = PriceSeries(SPOT_HISTORY_S, clock=lambda: clock[0], witness=witness)
+    for t in range(-40, -5):  # a walk the witness learns its basis on
+        clock[0] = NOW + t
+        witness.add(int((NOW + t) * 1000), (100_000.0 + 5 * (t % 3)) * 0.9997)
+        spot.offer(int((NOW + t) * 1000), 100_000.0 + 5 * (t % 3))
+    held = 100_000.0 + 5 * (-6 % 3)
+    for t in range(-5, 1):  # the exchange moves 30 bp; the spot repeats its value
+        clock[0] = NOW + t
+        witness.add(int((NOW + t) * 1000), held * 1.003 * 0.9997)
+        spot.offer(int((NOW + t) * 1000), held)
+    assert spot.frozen_since_ms() is not None
+    row = _aged_row(spot)
+    assert _is_stale(row), row
+    suspect = row["suspect"]
+    assert isinstance(suspect, list) and len(suspect) == 1, suspect
+    assert "has not moved for" in suspect[0] and "exchange price moved" in suspect[0], suspect

@@ -116,9 +116,9 @@ def test_a_spot_trailing_a_fast_exchange_move_agrees_for_the_trail_only(move: fl
     for t in (31, 32, 33, 34):
         clock.t = T0 + t
         witness.add(_ms(t), round(old * math.exp(move) * BASIS, 2))
-    assert witness.judge(_ms(31), old)[0] is Verdict.AGREES
-    assert witness.judge(_ms(32), old * math.exp(move / 2))[0] is Verdict.AGREES
-    assert witness.judge(_ms(33), old)[0] is Verdict.AGREES  # 2 s after: within the trail
+    assert witness.judge(_ms(31), old)[0] is Verdict.TRAILS
+    assert witness.judge(_ms(32), old * math.exp(move / 2))[0] is Verdict.TRAILS
+    assert witness.judge(_ms(33), old)[0] is Verdict.TRAILS  # 2 s after: within the trail
     verdict, why = witness.judge(_ms(34), old)
     assert verdict is Verdict.DISAGREES and "btcusdt" in why, why
     liar = _witnessed()[1]
@@ -343,3 +343,41 @@ def test_seconds_the_spot_leaves_out_widen_the_twap_bound_instead_of_doubting_it
         assert series.settle() == ["disagrees"], t
     newest = series.latest()
     assert newest is not None and newest[0] == _ms(199)
+
+
+@pytest.mark.parametrize("spot_lies", [False, True], ids=["honest", "inside-the-move"])
+def test_a_trailing_spot_is_believed_unless_the_reports_disagree(spot_lies: bool) -> None:
+    """The exchange moves 0.3 % at second 100 and stays; the spot stays at its level (the
+    truth the reports average: Chainlink trailing), or lies halfway into the move (0.15 %
+    up, the reports still of the true level). The exchange agrees with neither at its
+    stamp, with both within its 2.5 s trail: the reports decide, believing the honest
+    trailing point and refusing the lie (the trail's lenience is never the only word where
+    the reports speak: issue 48's drift attack passed through it before)."""
+    clock = _Clock(T0)
+    witness = ExchangeWitness("btcusdt", clock)
+    twap = TwapWitness("crypto_prices_twap_sixty", 60, clock)
+    series = PriceSeries(SPOT_HISTORY_S, clock, witness=witness, twaps=(twap,))
+    truth = [_walk(t) for t in range(101)]
+    truth[100] = truth[99]  # the spot did not move at 100: the reports say so
+    for t in range(101):
+        clock.t = T0 + t
+        moved = 1.003 if t >= 100 else 1.0
+        witness.add(_ms(t), round(_walk(min(t, 99)) * moved * BASIS, 2))
+        report = sum(truth[t - 59 : t + 1]) / 60 if t >= 59 else None
+        if report is not None and t < 100:  # before the point: the reports' basis is learnt
+            twap.report(_ms(t), report)
+        shown = truth[t] * (1.0015 if spot_lies and t == 100 else 1.0)
+        series.offer(_ms(t), shown)
+        if t == 100:  # after it: the point waits for the report of its second
+            assert series.latest() == (_ms(99), truth[99])
+            assert report is not None
+            twap.report(_ms(t), report)
+        series.settle()
+    assert witness.judge(_ms(100), truth[100])[0] is Verdict.TRAILS
+    believed = series.latest()
+    if spot_lies:
+        assert believed == (_ms(99), truth[99]), believed
+        doubt = series.doubt()
+        assert doubt is not None and "reports give" in doubt, doubt
+    else:
+        assert believed == (_ms(100), truth[100]), believed
