@@ -24,6 +24,7 @@ from app.board.row import BoardRow
 from app.markets import FIVE_MINUTES, MARKETS, SPANS, Market, Span
 from app.refresher import clocks
 from app.refresher.sources.polymarket.clob import winners_of
+from app.refresher.sources.polymarket.identity import UnrecordedError
 from app.refresher.sources.polymarket.source import UPKEEP_S, PolymarketSource, Upstreams
 
 # The replayed source's upstreams: never reached (requests are answered from the tape,
@@ -53,7 +54,8 @@ def request_key(method: str, url: str, body: str | None) -> Key:
 
 class TapeHttp(httpx.BaseTransport):
     """Answers a request with the latest recorded response to the same request at or before
-    the virtual time; with none (or when that one failed), it fails like a timeout."""
+    the virtual time; when that one failed, it fails like a timeout; with none, it raises
+    ``UnrecordedError`` (a timeout too, which the identity check tells apart)."""
 
     def __init__(self) -> None:
         self._latest: dict[Key, tuple[int, str] | None] = {}
@@ -68,12 +70,15 @@ class TapeHttp(httpx.BaseTransport):
         self._latest[key] = (status, str(line.get("frame") or "")) if ok else None  # type: ignore[assignment]
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
-        """The recorded answer, or ``httpx.ReadTimeout``."""
+        """The recorded answer, or ``UnrecordedError`` (an ``httpx.ReadTimeout``)."""
         content = request.read()
         body = content.decode("utf-8", errors="replace") if content else None
-        found = self._latest.get(request_key(request.method, str(request.url), body))
-        if found is None:
-            raise httpx.ReadTimeout("no recorded answer at this time", request=request)
+        key = request_key(request.method, str(request.url), body)
+        if key not in self._latest:
+            raise UnrecordedError("no recorded answer at this time", request=request)
+        found = self._latest[key]
+        if found is None:  # recorded as failed: it fails again
+            raise httpx.ReadTimeout("the recorded request failed", request=request)
         status, frame = found
         headers = {"Content-Type": "application/json"}
         return httpx.Response(status, headers=headers, text=frame, request=request)

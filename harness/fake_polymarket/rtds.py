@@ -270,7 +270,8 @@ class FakeRtds(_RtdsConnectionFaults):
         ]
         for t in range(now - history_s, now + 1):
             for topic, price in series:
-                self._record(topic, t * 1000, price(t), symbol)
+                if topic == SPOT_TOPIC or path.has_twap(t - shift, 60):  # a shift starts later
+                    self._record(topic, t * 1000, price(t), symbol)
 
         def tick() -> None:
             t = self.clock()
@@ -287,11 +288,9 @@ class FakeRtds(_RtdsConnectionFaults):
                     value = price(t)
                     self._record(topic, ts, value, symbol)
                     self.send_point(topic, ts, glitch(value), symbol)
-            if self.exchange_paused:
-                pass
-            elif exchange is not None:
+            if exchange is not None and not self.exchange_paused:
                 self.send_exchange_price(ts, exchange(t), symbol)
-            else:
+            elif not self.exchange_paused:
                 self.send_exchange(ts, series[0][1](t), symbol)
 
         self.every(period_s, tick)

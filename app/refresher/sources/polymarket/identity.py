@@ -24,6 +24,8 @@ What the row does with them (docs/reliability.md):
   confirmed identity is kept for its window and never asked again, so a lookup failing
   later (or Gamma re-asked for a price to beat) cannot unconfirm it; the lookup is made a
   minute before the window, so a short outage of the endpoint costs no fresh row.
+- a replayed tape that holds no lookup (recorded before the lookup existed, or written by
+  hand): the books' ``market`` decides, as it did live then (a tape cannot be asked again).
 
 The same module judges the socket's top of book against the book it came with
 (``Books.dispute``): a top that contradicts the book is not believed (the row is stale)
@@ -54,6 +56,7 @@ log = logging.getLogger(__name__)
 RETRY_S = 2.0  # a lookup that failed or contradicted Gamma: asked again this often
 BOOK_MARKETS_KEPT = 256  # the books' market of this many tokens (a few windows' worth)
 PENDING, CONFIRMED, CONTRADICTED, FAILED = "pending", "confirmed", "contradicted", "failed"
+UNRECORDED = "unrecorded"  # a replay whose tape holds no lookup (``UnrecordedError``)
 IDENTITY = "identity"
 TOP_KINDS = {"UP": "UP top", "DOWN": "DOWN top"}  # the doubts' kinds, by outcome
 
@@ -125,6 +128,11 @@ def contradiction(market: WindowMarket, clob: ClobMarket) -> str | None:
     return None
 
 
+class UnrecordedError(httpx.ReadTimeout):
+    """A replay's answer to a request its tape never recorded (``app.backtest.replay``):
+    nothing to ask again, so no lookup failed."""
+
+
 class NoClobMarketError(UpstreamError):
     """The CLOB answered 404 for a condition id: it knows no such market."""
 
@@ -184,7 +192,7 @@ class Identities:
         with self._lock:
             check = self._checks.setdefault(key, _Check())
             due = check.state == PENDING or (
-                check.state in (FAILED, CONTRADICTED)
+                check.state in (FAILED, CONTRADICTED, UNRECORDED)
                 and (check.asked_at is None or now - check.asked_at >= RETRY_S)
             )
             if not due or market.condition_id is None:
@@ -201,6 +209,8 @@ class Identities:
             clob = fetch_clob_market(self._http, self._clob_url, market.condition_id)
         except NoClobMarketError as exc:
             return CONTRADICTED, f"{exc}, the condition Gamma names"
+        except UnrecordedError:
+            return UNRECORDED, "the tape holds no CLOB market lookup"
         except (httpx.HTTPError, UpstreamError) as exc:
             UPSTREAM_ERRORS.labels("clob_rest").inc()
             log.debug("clob market lookup of %s failed: %s", market.slug, exc)
@@ -240,7 +250,9 @@ class Identities:
             return Verdict(check.reason, disagrees=True)
         if condition is None:
             return Verdict("Gamma names no conditionId to check its tokens by", disagrees=False)
-        if check.state == FAILED:  # fail closed (module docstring)
+        if check.state == UNRECORDED and all(found == condition for found in seen.values()):
+            return None  # a replayed tape without the lookup: the books decide, as they did
+        if check.state in (FAILED, UNRECORDED):  # fail closed (module docstring)
             return Verdict(f"{check.reason}; Gamma's market not confirmed", disagrees=False)
         return Verdict("the CLOB's market not checked yet", disagrees=False)
 
