@@ -8,6 +8,7 @@ the spot's mean over its lookback, and consecutive reports give each second's sp
 from __future__ import annotations
 
 import bisect
+import collections
 import math
 import time
 from collections.abc import Callable
@@ -20,6 +21,8 @@ from app.refresher.sources.polymarket.witness import (
     Witness,
     WitnessRatios,
 )
+
+SHIFTS = range(6)  # seconds a report's stamp may be after the spot second it gives (real: 3)
 
 # (after_ms, until_ms) -> the believed spot's mean over (after, until], None when its points
 # do not cover the span.
@@ -52,7 +55,14 @@ class TwapWitness(Witness):
         # The exact witness's reports reach EXACT_DEPTH lookbacks back; its distances from the
         # believed points measure its own basis and bound.
         self._kept_ms = EXACT_DEPTH * self._lookback_ms + 2_000
-        self._exact = WitnessRatios()
+        # One basis and bound per shift: the report at t gives the spot of t - shift (the real
+        # reports average up to 3 s before their stamp; the fakes', up to it): the shift whose
+        # bound is tightest is the reports' own. Points are learnt once the reports of their
+        # second plus every shift have come (``_to_learn``).
+        self._exacts = [WitnessRatios() for _ in SHIFTS]
+        self._to_learn: collections.deque[tuple[int, float]] = collections.deque(maxlen=256)
+        self._spot_in: SpotInSecond | None = None
+        self._mean_shift = 0  # the shift the mean's basis (``_ratios``) is learnt at
         # The last report judged: (its stamp, the spot's newest stamp and sigma then, the
         # verdict's why).
         self._judged: tuple[int, int, float | None, str | None] | None = None
@@ -62,6 +72,7 @@ class TwapWitness(Witness):
         with self._lock:
             self._insert(ts_ms, value)
             self._unlearned = [*self._unlearned[1 - MAX_PENDING :], (ts_ms, value)]
+        self._learn_points()
 
     def learn(self, mean: SpotMean, newest_spot_ms: int) -> None:
         """Measure the basis on the reports whose span the believed spot now covers."""
@@ -69,7 +80,7 @@ class TwapWitness(Witness):
             ready = [p for p in self._unlearned if p[0] <= newest_spot_ms]
             self._unlearned = [p for p in self._unlearned if p[0] > newest_spot_ms]
         for ts_ms, value in ready:
-            found = mean(ts_ms - self._lookback_ms, ts_ms)
+            found = mean(*self._span(ts_ms))
             if found is None or found[1] > 0:  # the basis is learnt on exact means only
                 continue
             ratio = math.log(value / found[0])
@@ -77,6 +88,17 @@ class TwapWitness(Witness):
                 unknown = self._ratios.basis is None
                 if unknown or self._ratios.verdict(ratio, "")[0] is Verdict.AGREES:
                     self._ratios.learn(ratio)
+
+    def _span(self, report_ms: int) -> tuple[int, int]:
+        """The spot's span a report averages, (after, until] in ms: its lookback up to the
+        learnt shift before its stamp. A new shift forgets the mean's basis (learnt on the
+        spans of the old one)."""
+        shift = self.shift() or 0
+        with self._lock:
+            if shift != self._mean_shift:
+                self._mean_shift, self._ratios = shift, WitnessRatios()
+        until = report_ms - 1000 * shift
+        return until - self._lookback_ms, until
 
     def doubt(self, mean: SpotMean, newest_spot_ms: int, sigma: float | None = None) -> str | None:
         """Why the newest report whose span the spot reaches disagrees with the spot's mean
@@ -95,7 +117,7 @@ class TwapWitness(Witness):
             judged = self._judged
         if judged is not None and judged[:3] == (report_ms, newest_spot_ms, sigma):
             return judged[3]
-        found = mean(report_ms - self._lookback_ms, report_ms)
+        found = mean(*self._span(report_ms))
         why = None
         if found is not None and (found[1] == 0 or sigma is not None):
             spot_mean, carry = found
@@ -115,41 +137,74 @@ class TwapWitness(Witness):
         """The reports' word on one spot point. Consecutive reports of an L-second mean
         differ by (S(s) - S(s - L)) / L, so with the spot of second s - L (believed, or over
         a hole the one the reports give, up to ``EXACT_DEPTH`` lookbacks back) they give the
-        spot of the point's second s. WAIT until a report of its second has come; NONE when
-        silent, not learned, or a report of s or s - 1 is missing."""
+        spot of the point's second s, from the reports of s + k and s + k - 1 (k the shift
+        learnt). WAIT until a report of s + k has come; NONE when silent, not learned, or a
+        report is missing."""
+        shift = self.shift()
         with self._lock:
-            if self._silent() or self._exact.basis is None or not self._times:
+            if self._silent() or shift is None or not self._times:
                 return Verdict.NONE, ""
-            if self._times[-1] < ts_ms:
+            if self._times[-1] < ts_ms + 1000 * shift:
                 return Verdict.WAIT, ""
-        implied = self._implied(ts_ms // 1000, spot_in, EXACT_DEPTH)
+        implied = self._implied(ts_ms // 1000, spot_in, EXACT_DEPTH, shift)
         if implied is None or implied <= 0:
             return Verdict.NONE, ""
         with self._lock:
-            verdict, why = self._exact.verdict(
+            verdict, why = self._exacts[shift].verdict(
                 math.log(value / implied), f"the spot the {self.topic} reports give"
             )
         return verdict, (f"the spot {value:.8g} is {why}" if why else "")
 
+    def shift(self) -> int | None:
+        """The seconds between a report's stamp and the spot second it gives: once every
+        shift is learnt, the one with the tightest bound; before, 0 once it is learnt (the
+        points at the edge of the reports' history reach the larger shifts first), else
+        None."""
+        with self._lock:
+            bases = [ratios.basis for ratios in self._exacts]
+        if all(bases):
+            return min((basis[1], k) for k, basis in enumerate(bases) if basis)[1]
+        return 0 if bases[0] else None
+
     def learn_point(self, ts_ms: int, value: float, spot_in: SpotInSecond) -> None:
-        """A believed spot point: its distance from the spot the reports give is learnt."""
-        implied = self._implied(ts_ms // 1000, spot_in, 0)
-        if implied is not None and implied > 0:
-            with self._lock:
-                self._exact.learn(math.log(value / implied))
+        """A believed spot point: its distance from the spot the reports give, at every
+        shift, is learnt once their reports have come."""
+        with self._lock:
+            self._to_learn.append((ts_ms, value))
+            self._spot_in = spot_in
+        self._learn_points()
+
+    def _learn_points(self) -> None:
+        """Learn the waiting points whose second the reports now cover at every shift (those
+        too old for them to come are dropped)."""
+        with self._lock:
+            if not self._times or self._spot_in is None:
+                return
+            newest = self._times[-1] // 1000
+            ready = []
+            while self._to_learn and self._to_learn[0][0] // 1000 + SHIFTS[-1] <= newest:
+                ready.append(self._to_learn.popleft())
+            spot_in = self._spot_in
+        for ts_ms, value in ready:
+            for shift in SHIFTS:
+                implied = self._implied(ts_ms // 1000, spot_in, 0, shift)
+                if implied is not None and implied > 0:
+                    with self._lock:
+                        self._exacts[shift].learn(math.log(value / implied))
 
     def _report_in(self, second: int) -> float | None:
         """The newest report stamped within ``second``."""
         with self._lock:
             return newest_in_second(self._times, self._values, second)
 
-    def _implied(self, second: int, spot_in: SpotInSecond, depth: int) -> float | None:
-        """The spot of ``second`` as the reports give it (None where they cannot)."""
-        now, before = self._report_in(second), self._report_in(second - 1)
+    def _implied(self, second: int, spot_in: SpotInSecond, depth: int, shift: int) -> float | None:
+        """The spot of ``second`` as the reports ``shift`` seconds later give it (None where
+        they cannot)."""
+        now, before = self._report_in(second + shift), self._report_in(second + shift - 1)
         if now is None or before is None:
             return None
         lookback_s = self._lookback_ms // 1000
         earlier = spot_in(second - lookback_s)
         if earlier is None and depth > 0:
-            earlier = self._implied(second - lookback_s, spot_in, depth - 1)
+            earlier = self._implied(second - lookback_s, spot_in, depth - 1, shift)
         return None if earlier is None else earlier + lookback_s * (now - before)

@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from app.backtest.replay import TapeHttp
 from app.refresher import clocks
 from app.refresher.sources.polymarket.book import Books
 from app.refresher.sources.polymarket.gamma import UpstreamError, WindowMarket, parse_event
@@ -401,3 +402,30 @@ def test_gamma_asked_again_with_another_condition_keeps_the_checked_market(
         assert row.live is not None and not any("market" in r for r in row.live.suspect)
     finally:
         source.close()
+
+
+def test_a_replayed_tape_without_the_lookup_lets_the_books_decide() -> None:
+    """A replay asks the tape (``TapeHttp``): a lookup it never recorded (a tape from before
+    the lookup existed, or written by hand) cannot be asked again, so both books naming
+    Gamma's condition confirm it, as they did live then; a lookup the tape recorded as
+    failed fails closed, as it did live (issue 48, point 5)."""
+    gamma = WindowMarket(
+        T0, f"btc-updown-5m-{T0}", "111", "222", "spot", None, "0x" + "a" * 64, None
+    )
+    tape = TapeHttp()
+    identities = Identities(httpx.Client(transport=tape), "http://clob.tape")
+    identities.upkeep(gamma)
+    assert gamma.condition_id is not None
+    identities.note_book("111", gamma.condition_id)
+    identities.note_book("222", gamma.condition_id)
+    assert identities.verdict(gamma) is None
+
+    recorded = dataclasses.replace(gamma, condition_id="0x" + "b" * 64)
+    assert recorded.condition_id is not None
+    url = f"http://clob.tape/markets/{recorded.condition_id}"
+    tape.record({"method": "GET", "url": url, "status": 0})  # recorded: it failed
+    identities.upkeep(recorded)
+    identities.note_book("111", recorded.condition_id)
+    identities.note_book("222", recorded.condition_id)
+    verdict = identities.verdict(recorded)
+    assert verdict is not None and "not confirmed" in verdict.reason, verdict

@@ -381,3 +381,38 @@ def test_a_trailing_spot_is_believed_unless_the_reports_disagree(spot_lies: bool
         assert doubt is not None and "reports give" in doubt, doubt
     else:
         assert believed == (_ms(100), truth[100]), believed
+
+
+@pytest.mark.parametrize("shift", [0, 3])
+def test_the_reports_shift_is_learnt_and_a_wrong_point_refused_once_its_report_comes(
+    shift: int,
+) -> None:
+    """The real 60 s reports average the spot up to 3 s before their stamp (a public study of
+    RTDS: docs/reliability.md); the fakes', up to it. The witness learns which: the shift
+    whose spot-by-spot identity holds tightest. Then a point 0.5 % off waits for the report
+    ``shift`` seconds after its second, and is refused by it (issue 48, point 2)."""
+    clock = _Clock(T0)
+    twap = TwapWitness("crypto_prices_twap_sixty", 60, clock)
+    series = PriceSeries(SPOT_HISTORY_S, clock, twaps=(twap,))
+
+    def report(t: int) -> None:
+        last = t - shift
+        twap.report(_ms(t), sum(_walk(k) for k in range(last - 59, last + 1)) / 60)
+
+    for t in range(160):
+        clock.t = T0 + t
+        if t >= 59 + shift:
+            report(t)
+        series.offer(_ms(t), _walk(t))
+        series.settle()
+        twap.learn(series.mean_and_carry, _ms(t))
+    assert twap.shift() == shift
+    clock.t = T0 + 160
+    assert series.offer(_ms(160), _walk(160) * 1.005) is None  # waits for its report
+    for t in range(160, 161 + shift):
+        clock.t = T0 + t
+        report(t)
+        kinds = series.settle()
+    assert kinds == ["disagrees"], kinds
+    doubt = series.doubt()
+    assert doubt is not None and "reports give" in doubt, doubt
