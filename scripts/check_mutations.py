@@ -219,6 +219,50 @@ MUTATIONS: tuple[Mutation, ...] = (
         ),
         "a doubt not yet confirmed cleared (the row fresh while its identity check is pending)",
     ),
+    # Issue 48: the defences added with it, each with the test that sees it go.
+    *_constant(
+        "witness.py",
+        "TRAIL_MS",
+        "2_500",
+        ("0",),
+        tuple(
+            f"{UNIT}/test_witness.py::test_a_spot_trailing_a_fast_exchange_move_agrees_for_the_trail_only[{way}]"
+            for way in ("up", "down")
+        ),
+    ),
+    Mutation(
+        f"{POLYMARKET}/price_series.py",
+        "            return (exact, exact_why) if exact is not Verdict.NONE"
+        ' else (Verdict.AGREES, "")',
+        '            return Verdict.AGREES, ""',
+        (
+            f"{UNIT}/test_witness.py::"
+            "test_a_trailing_spot_is_believed_unless_the_reports_disagree[inside-the-move]",
+        ),
+        "the trail believed whatever the TWAP reports say",
+    ),
+    Mutation(
+        f"{POLYMARKET}/twap_witness.py",
+        "        if all(bases):",
+        "        if False:",
+        (
+            f"{UNIT}/test_witness.py::"
+            "test_the_reports_shift_is_learnt_and_a_wrong_point_refused_once_its_report_comes[3]",
+        ),
+        "the TWAP reports' shift never learnt (always 0)",
+    ),
+    Mutation(
+        f"{POLYMARKET}/identity.py",
+        "        if check.state == UNRECORDED"
+        " and all(found == condition for found in seen.values()):",
+        "        if check.state in (FAILED, UNRECORDED)"
+        " and all(found == condition for found in seen.values()):",
+        (
+            f"{UNIT}/test_polymarket_identity.py::"
+            "test_a_failed_lookup_fails_closed_and_is_asked_again",
+        ),
+        "a failed CLOB market lookup left to the books again (not failing closed)",
+    ),
 )
 
 

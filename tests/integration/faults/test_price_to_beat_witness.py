@@ -20,6 +20,8 @@ from __future__ import annotations
 import math
 from decimal import Decimal
 
+import pytest
+
 from app.refresher.model import TWAP
 from harness.fake_polymarket import SPOT_TOPIC, FakePolymarket
 from tests.support.upstream_faults import GAMMA, Sample, budget, staged
@@ -68,16 +70,21 @@ def test_both_twap_topics_1_percent_high_across_t0_are_not_the_price_to_beat() -
         stage.recovers("the TWAP topics true again (the report at T0 stays wrong)")
 
 
-def test_gamma_half_a_percent_high_across_a_hole_at_t0_is_refused_and_asked_again() -> None:
+@pytest.mark.parametrize("exchange", ["speaking", "silent"])
+def test_gamma_half_a_percent_high_across_a_hole_at_t0_is_refused_and_asked_again(
+    exchange: str,
+) -> None:
     """A spot window whose stream has a hole of 60 s on each side of T0, the site knowing
     nothing: Gamma's ``priceToBeat`` is 0.5 % high (above what the stream's two sides say)
-    from the first lookup, then the truth.
+    from the first lookup, then the truth; with the exchange price speaking, or silent
+    throughout (issue 48 saw one fresh-and-wrong sample of 410 that way).
 
     The issue saw it accepted (the bound grew with the hole, here to 0.57 %) and Gamma never
     asked again: P(up) fresh and wrong for the rest of the window."""
     with staged(
         budget(FIRST_LOOKUP_FAULT_S), price_to_beat_from=GAMMA, hole_ms=HOLE_S * 1000
     ) as stage:
+        stage.world.rtds.exchange_paused = exchange == "silent"
         gamma = stage.world.gamma
         gamma.price_to_beat_override = across_the_hole(stage.world, stage.t0) * GAMMA_HIGH
         samples = stage.hold(FIRST_LOOKUP_FAULT_S, "while Gamma's priceToBeat is 0.5 % high")

@@ -17,6 +17,7 @@ import pytest
 
 from app.refresher.sources.polymarket.rtds import SPOT_KEY
 from app.refresher.sources.polymarket.witness import Verdict
+from harness.fake_polymarket.wire import TWAP30_TOPIC, TWAP_TOPIC
 from tests.support.upstream_faults import Sample, Stage, budget, staged
 
 FRESH_SHARE = 0.8  # the issue's target while the spot and the TWAP reports agree
@@ -135,3 +136,27 @@ def test_with_the_exchange_silent_a_drifting_spot_is_refused_and_the_row_comes_b
         rtds.spot_glitch = None
         stage.recovers("the spot true again, the exchange still silent", RECOVERY_S)
         rtds.exchange_paused = False
+
+
+ALONE_S = 10.0  # both witnesses silent: 5 s until each is judged silent, then the rule
+
+
+def test_with_both_witnesses_silent_the_spot_alone_is_stale_and_says_why() -> None:
+    """The exchange price and both TWAP topics go silent (the socket up, the spot flowing):
+    one source is left, and a spot nothing can check is not shown as fresh. Within a few
+    seconds (each witness is judged silent after 5 s) the row is stale with the reason, never
+    fresh and wrong; once the witnesses speak again it is fresh and right (issue 48, point 1:
+    before, the spot alone was believed by its own plausibility for as long as it lasted)."""
+    with staged(budget(ALONE_S)) as stage:
+        stage.warm_up()
+        rtds = stage.world.rtds
+        rtds.exchange_paused = True
+        rtds.paused_topics = {TWAP_TOPIC, TWAP30_TOPIC}
+        samples = stage.hold(ALONE_S, "with the exchange price and the TWAP reports silent")
+        late = samples[-8:]  # the last two seconds: both witnesses long silent
+        assert all(not s.fresh for s in late), [s.row.get("suspect") for s in late]
+        reasons = " ".join(r for s in late for r in s.row.get("suspect") or [])
+        assert "no witness left" in reasons, reasons[:300]
+        rtds.exchange_paused = False
+        rtds.paused_topics = set()
+        stage.recovers("the witnesses speaking again", RECOVERY_S)

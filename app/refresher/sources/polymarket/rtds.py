@@ -276,6 +276,22 @@ class RtdsFeed(Feed):
                 return doubt
         return None
 
+    def alone_doubt(self, market: Market) -> str | None:
+        """Why ``market``'s spot has no witness left: its exchange price spoke, then went
+        silent, and no TWAP report judges; None otherwise. A feed that never carried the
+        exchange price (a tape recorded without it) is judged alone, as before (issue 48,
+        point 1: docs/reliability.md)."""
+        exchange = self.witnesses[market.exchange]
+        if exchange.judging or exchange.newest_ms() is None:
+            return None
+        keys = TWAP_KEYS.values()
+        if any(self._twap_witnesses[market.chainlink, key].judging for key in keys):
+            return None
+        return (
+            f"no witness left: the exchange price ({market.exchange}) is silent and no TWAP "
+            "report judges the spot"
+        )
+
     def _note_kinds(self, kinds: list[str], series: PriceSeries) -> None:
         """Count the points not believed, by kind (one log line per kind a minute at most)."""
         if not kinds:

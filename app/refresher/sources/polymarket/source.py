@@ -293,7 +293,7 @@ class PolymarketSource:
         spot = self._spot(coin)
         price_to_beat = window.price_to_beat
         answer = model_inputs.answer(market, price_to_beat, spot)
-        spot_doubts = (spot.doubt(), self.rtds.twap_doubt(coin))
+        spot_doubts = (spot.doubt(), self.rtds.twap_doubt(coin), self.rtds.alone_doubt(coin))
         return assemble_row(
             window, up, down, spot, spot_doubts, price_to_beat, answer, at, self.name
         )
