@@ -277,11 +277,13 @@ def test_limits_stream_caps_and_revocation_hold_across_hosts(
         # Revocation: both hosts refuse the key within AUTH_CACHE_MS (2 s by default).
         assert all(host.get(VERIFY, {"X-API-Key": key})[0] == 200 for host in hosts)
         accounts.cli.run("keys", "revoke", key)
-        refused = wait_until(
-            lambda: all(host.get(VERIFY, {"X-API-Key": key})[0] == 401 for host in hosts),
-            timeout=10,
-        )
-        assert refused
+        # Each host polled until it refuses, then left alone: every 401 counts a failed key
+        # attempt from this address (AUTH_FAILURE_LIMIT, 20 a minute), and polling a host
+        # that already refuses while the other's cache ran on blocked the address (429) in
+        # two CI runs, so neither could be seen refusing.
+        for host in hosts:
+            refused = wait_until(lambda h=host: h.get(VERIFY, {"X-API-Key": key})[0] == 401, 10)
+            assert refused, f"{host.port} still takes the revoked key"
 
 
 def test_a_killed_web_host_sends_its_traffic_to_the_other(
