@@ -24,7 +24,6 @@ import collections
 import random
 import sys
 
-from harness.fake_polymarket.wire import TWAP30_TOPIC, TWAP_TOPIC
 from tests.support.upstream_faults import Sample, budget, staged
 
 JUMP_EVERY_S = 30.0  # a jumpy day: the mean time between honest moves
@@ -46,14 +45,7 @@ def _jumps(rng: random.Random, seconds: int) -> dict[int, float]:
 def stretch(day: str, seconds: int, silent: str, seed: int) -> list[Sample]:
     """One window's samples of the realistic world."""
     with staged(budget(float(seconds)), feed=True) as stage:
-        rtds = stage.world.rtds
-        if silent == "twap-reports":
-            rtds.paused_topics = {TWAP_TOPIC, TWAP30_TOPIC}
-        if silent == "exchange":
-            rtds.exchange_paused = True
-            stage.watch(30.0, until=lambda: stage.sample().fresh_and_right)
-        else:
-            stage.warm_up()
+        stage.start_with_silent(silent, 30.0)
         if day == "jumpy":
             stage.play_jumps(_jumps(random.Random(seed), seconds))
         return stage.watch(float(seconds))

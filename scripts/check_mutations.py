@@ -243,8 +243,8 @@ MUTATIONS: tuple[Mutation, ...] = (
     ),
     Mutation(
         f"{POLYMARKET}/twap_witness.py",
-        "        if all(bases):",
-        "        if False:",
+        "            if all(bases):",
+        "            if False:",
         (
             f"{UNIT}/test_witness.py::"
             "test_the_reports_shift_is_learnt_and_a_wrong_point_refused_once_its_report_comes[3]",

@@ -61,6 +61,7 @@ from harness.clocks import OffsetClock
 from harness.exchange_view import ExchangeView
 from harness.fake_polymarket import FakeBook, FakeMarket, FakePolymarket, running
 from harness.fake_polymarket.brownian import live_span
+from harness.fake_polymarket.wire import TWAP30_TOPIC, TWAP_TOPIC
 from harness.paths import SeededPath
 from harness.settlement_feed import FeedParams, SettlementFeedPath
 from tests.support.live_source import sources_on
@@ -199,6 +200,21 @@ class Stage:
 
     def __post_init__(self) -> None:
         self.began = self.clock()
+
+    def start_with_silent(self, silent: str, within_s: float = 20.0) -> None:
+        """Silence a witness from the start (``none``, ``twap-reports``: both TWAP topics,
+        ``exchange``: the exchange price), then wait until the row is fresh and right: the
+        warm-up, or with the exchange silent (nothing for ``warm_up`` to learn) up to
+        ``within_s``."""
+        rtds = self.world.rtds
+        if silent == "twap-reports":
+            rtds.paused_topics = {TWAP_TOPIC, TWAP30_TOPIC}
+        if silent != "exchange":
+            self.warm_up()
+            return
+        rtds.exchange_paused = True
+        warm = self.watch(within_s, until=lambda: self.sample().fresh_and_right)
+        assert warm and warm[-1].fresh_and_right, "never fresh with the exchange silent"
 
     def play_jumps(self, jumps: dict[int, float]) -> None:
         """Honest jumps of a ``staged(feed=True)`` stage: seconds from now -> a log move of

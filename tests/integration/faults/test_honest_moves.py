@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import pytest
 
-from harness.fake_polymarket.wire import TWAP30_TOPIC, TWAP_TOPIC
 from tests.support.upstream_faults import budget, staged
 
 FRESH_SHARE = 0.8  # the issue's target through honest fast moves
@@ -32,15 +31,7 @@ def test_honest_fast_moves_keep_the_row_fresh(silent: str) -> None:
     """The issue saw 7 % stale and 2 fresh-and-wrong samples through three such moves (a
     move across a hole of refused points read as one second's return)."""
     with staged(budget(WATCH_S), feed=True) as stage:
-        rtds = stage.world.rtds
-        if silent == "twap-reports":
-            rtds.paused_topics = {TWAP_TOPIC, TWAP30_TOPIC}
-        if silent == "exchange":
-            rtds.exchange_paused = True
-            warm = stage.watch(START_S, until=lambda: stage.sample().fresh_and_right)
-            assert warm and warm[-1].fresh_and_right, "never fresh with the exchange silent"
-        else:
-            stage.warm_up()
+        stage.start_with_silent(silent, START_S)
         stage.play_jumps(JUMPS)
         samples = stage.hold(WATCH_S, f"honest moves of 0.3 % in 2 s, {silent} silent")
         fresh = sum(s.fresh_and_right for s in samples) / len(samples)

@@ -24,8 +24,6 @@ from app.refresher.sources.polymarket.witness import (
 
 SHIFTS = range(6)  # seconds a report's stamp may be after the spot second it gives (real: 3)
 
-# (after_ms, until_ms) -> the believed spot's mean over (after, until], None when its points
-# do not cover the span.
 # The spot's mean over (after, until] and its carried seconds' uncertainty, in 1-second
 # volatilities (``PriceSeries.mean_and_carry``); None when the span is not covered.
 SpotMean = Callable[[int, int], "tuple[float, float] | None"]
@@ -37,10 +35,10 @@ CARRY_SIGMAS = 4.0  # the mean's own uncertainty widens the bound by this many o
 class TwapWitness(Witness):
     """The spot's second witness: the settlement stream's own TWAP reports of one lookback.
 
-    A report stamped ``r`` is Chainlink's mean of the spot over about (r - L, r]; its exact
-    window is not published (public replays say it stops averaging about 3 s before its stamp),
-    so the offset is part of the basis, measured like the exchange's: the log-ratio of each
-    report to our mean of the believed spot over (r - L, r]. It judges the spot's MEAN, so it
+    A report stamped ``r`` is Chainlink's mean of the spot over (r - k - L, r - k], k the
+    shift the exact witness learns (``shift``: public replays say about 3 s, the fakes 0);
+    what offset remains is part of the basis, measured like the exchange's: the log-ratio of
+    each report to our mean of the believed spot over that span. It judges the spot's MEAN, so it
     is a row's witness, not a point's: while the exchange price has no verdict, a row whose
     spot's mean the newest report contradicts is stale (``RtdsFeed.twap_doubt``). A point
     moves the mean by 1/N of its error (N the points in the lookback): a level is seen at
@@ -62,7 +60,7 @@ class TwapWitness(Witness):
         self._exacts = [WitnessRatios() for _ in SHIFTS]
         self._to_learn: collections.deque[tuple[int, float]] = collections.deque(maxlen=256)
         self._spot_in: SpotInSecond | None = None
-        self._mean_shift = 0  # the shift the mean's basis (``_ratios``) is learnt at
+        self._shift: int | None = None  # learnt from ``_exacts`` (``_learn_points``)
         # The last report judged: (its stamp, the spot's newest stamp and sigma then, the
         # verdict's why).
         self._judged: tuple[int, int, float | None, str | None] | None = None
@@ -91,13 +89,8 @@ class TwapWitness(Witness):
 
     def _span(self, report_ms: int) -> tuple[int, int]:
         """The spot's span a report averages, (after, until] in ms: its lookback up to the
-        learnt shift before its stamp. A new shift forgets the mean's basis (learnt on the
-        spans of the old one)."""
-        shift = self.shift() or 0
-        with self._lock:
-            if shift != self._mean_shift:
-                self._mean_shift, self._ratios = shift, WitnessRatios()
-        until = report_ms - 1000 * shift
+        learnt shift before its stamp."""
+        until = report_ms - 1000 * (self.shift() or 0)
         return until - self._lookback_ms, until
 
     def doubt(self, mean: SpotMean, newest_spot_ms: int, sigma: float | None = None) -> str | None:
@@ -156,15 +149,10 @@ class TwapWitness(Witness):
         return verdict, (f"the spot {value:.8g} is {why}" if why else "")
 
     def shift(self) -> int | None:
-        """The seconds between a report's stamp and the spot second it gives: once every
-        shift is learnt, the one with the tightest bound; before, 0 once it is learnt (the
-        points at the edge of the reports' history reach the larger shifts first), else
-        None."""
+        """The seconds between a report's stamp and the spot second it gives (None before it
+        is learnt: ``_learn_points``)."""
         with self._lock:
-            bases = [ratios.basis for ratios in self._exacts]
-        if all(bases):
-            return min((basis[1], k) for k, basis in enumerate(bases) if basis)[1]
-        return 0 if bases[0] else None
+            return self._shift
 
     def learn_point(self, ts_ms: int, value: float, spot_in: SpotInSecond) -> None:
         """A believed spot point: its distance from the spot the reports give, at every
@@ -191,6 +179,23 @@ class TwapWitness(Witness):
                 if implied is not None and implied > 0:
                     with self._lock:
                         self._exacts[shift].learn(math.log(value / implied))
+        if ready:
+            self._choose_shift()
+
+    def _choose_shift(self) -> None:
+        """Once every shift is learnt, the one with the tightest bound; before, 0 once it is
+        learnt (the points at the edge of the reports' history reach the larger shifts
+        first), else None. A new shift forgets the mean's basis (learnt on the old spans)."""
+        with self._lock:
+            bases = [ratios.basis for ratios in self._exacts]
+            shift: int | None
+            if all(bases):
+                shift = min((basis[1], k) for k, basis in enumerate(bases) if basis)[1]
+            else:
+                shift = 0 if bases[0] else None
+            if (shift or 0) != (self._shift or 0):
+                self._ratios = WitnessRatios()
+            self._shift = shift
 
     def _report_in(self, second: int) -> float | None:
         """The newest report stamped within ``second``."""
