@@ -28,6 +28,7 @@ POLYMARKET = "app/refresher/sources/polymarket"
 PLAUSIBILITY = "tests/unit/refresher/sources/polymarket/test_plausibility.py"
 POLYMARKET_TESTS = "tests/unit/refresher/sources/polymarket/test_polymarket.py"
 UNIT = "tests/unit/refresher/sources/polymarket"
+SMOOTHING = f"{UNIT}/test_smoothing.py"
 TEST_TIMEOUT_S = 300  # one pytest process: setup.cfg's own per-test limit
 
 
@@ -262,6 +263,42 @@ MUTATIONS: tuple[Mutation, ...] = (
             "test_a_failed_lookup_fails_closed_and_is_asked_again",
         ),
         "a failed CLOB market lookup left to the books again (not failing closed)",
+    ),
+    Mutation(
+        f"{POLYMARKET}/witness.py",
+        "        fitted = self._smoothing.fitted",
+        "        fitted = None",
+        (
+            f"{SMOOTHING}::test_a_slow_smoothing_learnt_keeps_a_big_move_believed_past_the"
+            "_fixed_trail[learnt]",
+            f"{SMOOTHING}::test_through_a_fast_move_the_honest_spot_trails_and_a_frozen_or_lying"
+            "_one_does_not[up-quick]",
+        ),
+        "the learnt smoothing never used (the fixed trail always judges)",
+    ),
+    Mutation(
+        f"{POLYMARKET}/smoothing.py",
+        "    return Smoothing(direct / (direct + rest), decay)",
+        "    return Smoothing(direct, decay)",
+        (
+            f"{SMOOTHING}::test_noise_on_the_exchange_shrinks_the_weights_alike_and_their_sum"
+            "_restores_them[quick]",
+        ),
+        "the smoothing's weights not scaled to sum to one",
+    ),
+    Mutation(
+        f"{POLYMARKET}/smoothing.py",
+        "        if best is None or residual < best[0]:",
+        "        if best is None or residual > best[0]:",
+        (f"{SMOOTHING}::test_an_exact_smoothing_is_found[slow]",),
+        "the decay that explains the spot worst chosen",
+    ),
+    *_constant(
+        "smoothing.py",
+        "MIN_FIT",
+        "0.2",
+        ("-1.0",),
+        (f"{SMOOTHING}::test_none_before_min_rows_nor_without_a_link_nor_on_a_flat_exchange",),
     ),
 )
 

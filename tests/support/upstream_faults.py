@@ -216,6 +216,16 @@ class Stage:
         warm = self.watch(within_s, until=lambda: self.sample().fresh_and_right)
         assert warm and warm[-1].fresh_and_right, "never fresh with the exchange silent"
 
+    def learns_smoothing(self, within_s: float) -> list[float]:
+        """Until every exchange witness has learnt the spot's smoothing (a pair of believed
+        points a second: ``smoothing.MIN_ROWS`` seconds at least); fail after ``within_s``.
+        Returns the mean lags learnt."""
+        witnesses = list(self.source.rtds.witnesses.values())
+        self.watch(within_s, until=lambda: all(w.mean_lag_s is not None for w in witnesses))
+        lags = [w.mean_lag_s for w in witnesses]
+        assert all(lag is not None for lag in lags), f"no smoothing learnt in {within_s} s"
+        return [lag for lag in lags if lag is not None]
+
     def play_jumps(self, jumps: dict[int, float]) -> None:
         """Honest jumps of a ``staged(feed=True)`` stage: seconds from now -> a log move of
         the latent price, made over two seconds (half in each); the feed follows over the
@@ -455,6 +465,7 @@ def staged(
     hole_ms: int = HOLE_MS,
     feed: bool = False,
     twap_shift_s: int = 0,
+    feed_params: FeedParams = STEADY,
 ) -> Iterator[Stage]:
     """A ``Stage`` in a window with ``budget_s`` left; the source is made, not started (its
     first ``rows`` starts it), so a fault can be switched on before its first lookup.
@@ -473,7 +484,8 @@ def staged(
     many seconds before their stamp (the real ones: 3). Its volatility is steady (``STEADY``:
     the stand-in's regimes of volatility off, its smoothing, repeats and jumps kept) at
     ``SIGMA`` over long horizons; its 1-second returns show ``SIGMA / sqrt(2.15)`` (the
-    smoothing), and a right row's sigma may lie anywhere between the two (``FEED_SIGMAS``)."""
+    smoothing), and a right row's sigma may lie anywhere between the two (``FEED_SIGMAS``);
+    ``feed_params`` another stand-in (a slower smoothing, say)."""
     twap = rule == TWAP
     min_elapsed_s = max(MIN_ELAPSED_S, hole_ms / 1000 + HOLE_MARGIN_S)
     clock = settle_window(budget_s + (LOOKBACK_S if twap else 0), min_elapsed_s)
@@ -492,10 +504,13 @@ def staged(
         path: SeededPath
         if feed:
             span = live_span(HISTORY_S, int(clock()))
-            path = SettlementFeedPath(SEED, SIGMA, S0, *span, params=STEADY)
+            path = SettlementFeedPath(SEED, SIGMA, S0, *span, params=feed_params)
             exchange = ExchangeView(path, SEED).value
             world.rtds.live_on(path, period_s=TICK_S, history_s=HISTORY_S, exchange=exchange)
             sigmas = FEED_SIGMAS
+            if feed_params != STEADY:  # a smoother feed hides more in its 1 s returns
+                one_second = path.realised_sigma(span[0], span[0] + HISTORY_S, horizon=1)
+                sigmas = (min(sigmas[0], one_second * SIGMA_BAND[0]), sigmas[1])
         else:
             path = world.rtds.live(
                 period_s=TICK_S, history_s=HISTORY_S, seed=SEED, sigma=SIGMA, s0=S0

@@ -27,10 +27,15 @@ from __future__ import annotations
 import bisect
 import collections
 import enum
+import logging
 import math
 import threading
 import time
 from collections.abc import Callable
+
+from app.refresher.sources.polymarket.smoothing import HORIZON, SmoothingKernel
+
+log = logging.getLogger(__name__)
 
 BASIS_POINTS = 300  # the ratios the basis and the bound are measured on (5 min at 1 Hz)
 MIN_POINTS = 20  # ratios learned before the witness judges
@@ -44,10 +49,12 @@ SILENT_S = 5.0  # no exchange price received for this long: the witness is silen
 MAX_PENDING = 64  # spot points waiting for the exchange (the oldest go first)
 RELEARN_AFTER_S = 10  # seconds outvoted by the spot and the TWAP reports: the basis relearnt
 EXACT_DEPTH = 8  # lookbacks chained back to a believed spot second, at most
-# The spot may sit at any exchange price of this long before its stamp: Chainlink's feed is a
-# smoothed aggregate trailing the exchange (most of a move within 2 s, upstream.md); the
-# board's fresh promise is a true price of the last 3 s anyway (STALE_THRESHOLD_MS).
+# Until the spot's smoothing is learnt (``smoothing.SmoothingKernel``), the spot may sit at
+# any exchange price of this long before its stamp: Chainlink's feed is a smoothed aggregate
+# trailing the exchange (most of a move within 2 s, upstream.md); the board's fresh promise
+# is a true price of the last 3 s anyway (STALE_THRESHOLD_MS).
 TRAIL_MS = 2_500
+PAIR_SLACK_MS = 250  # two believed spot points this much over a second apart still pair
 
 
 class Verdict(enum.Enum):
@@ -56,8 +63,9 @@ class Verdict(enum.Enum):
     AGREES = "agrees"
     DISAGREES = "disagrees"
     WAIT = "wait"  # the exchange has not spoken for the point's second yet
-    # Outside the bound of the price at its stamp, within it of one of the trail before: a
-    # smoothed spot behind a fast move, or a lie inside the move (the reports then decide).
+    # Outside the bound of the price at its stamp, within it of the exchange's path as the
+    # spot smooths it (or, before that is learnt, of a price of the trail before): a spot
+    # behind a fast move, or a lie inside the move (the reports then decide).
     TRAILS = "trails"
     NONE = "none"  # silent, or the basis not learned yet: no verdict
 
@@ -138,10 +146,17 @@ class Witness:
 class ExchangeWitness(Witness):
     """One coin's exchange price and the basis of the spot to it; thread-safe."""
 
-    def __init__(self, pair: str, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        pair: str,
+        clock: Callable[[], float] = time.time,
+        smoothing: SmoothingKernel | None = None,
+    ) -> None:
         super().__init__(clock)
         self.pair = pair  # ``btcusdt``: shown in the reasons
         self._outvoted: set[int] = set()  # seconds the TWAP reports sided with the spot
+        self._smoothing = smoothing or SmoothingKernel()  # learnt from the believed points
+        self._last_learnt: tuple[int, float] | None = None  # (stamp, log value) of a spot point
 
     def outvoted(self, ts_ms: int) -> None:
         """It contradicted a spot point the TWAP reports confirm: two sources against one.
@@ -184,12 +199,17 @@ class ExchangeWitness(Witness):
         return verdict, (f"the spot {value:.8g} is {why}" if why else "")
 
     def _trailed(self, ts_ms: int, value: float) -> bool:
-        """Whether ``value`` is within the bound of an exchange price in force during the
+        """Whether ``value`` is within the bound of the exchange's path smoothed as the spot
+        smooths it, or before that is learnt, of an exchange price in force during the
         ``TRAIL_MS`` before ``ts_ms`` (the caller holds the lock; the basis is known).
         Chainlink's value is an aggregate smoothed over the last seconds: through a fast
         honest move it sits between the exchange's recent prices, not at the newest."""
         assert self._ratios.basis is not None
         basis, bound = self._ratios.basis
+        fitted = self._smoothing.fitted
+        if fitted is not None:
+            smoothed = fitted.smoothed(self._logs_back(ts_ms, HORIZON))
+            return abs(math.log(value) - smoothed - basis) <= bound
         first = max(0, bisect.bisect_right(self._times, ts_ms - TRAIL_MS) - 1)
         last = bisect.bisect_right(self._times, ts_ms)
         recent = self._values[first:last]
@@ -218,6 +238,51 @@ class ExchangeWitness(Witness):
             ratio = self._ratio(ts_ms, value)
             if ratio is not None:
                 self._ratios.learn(ratio)
+            self._learn_smoothing(ts_ms, math.log(value))
+
+    @property
+    def mean_lag_s(self) -> float | None:
+        """The learnt smoothing's mean lag in seconds (None before it is learnt)."""
+        with self._lock:
+            return self._smoothing.mean_lag_s
+
+    def _learn_smoothing(self, ts_ms: int, log_value: float) -> None:
+        """A believed spot point a second after the last one learnt (to ``PAIR_SLACK_MS``):
+        its return and the exchange's of the ``HORIZON`` seconds before fit the smoothing (the
+        caller locks). Points less than a second after the last are skipped: the real feed
+        stamps one a second, a faster one (the fakes') is paired a second apart too."""
+        last = self._last_learnt
+        if last is not None and ts_ms - last[0] < 1000:
+            return
+        self._last_learnt = (ts_ms, log_value)
+        if last is None or ts_ms - last[0] >= 1000 + PAIR_SLACK_MS:
+            return
+        logs = self._logs_back(ts_ms, HORIZON + 1)
+        first = self._smoothing.fitted is None
+        returns = tuple(logs[k] - logs[k + 1] for k in range(len(logs) - 1))
+        self._smoothing.learn(log_value - last[1], returns)
+        learnt = self._smoothing.fitted
+        if first and learnt is not None:
+            log.info(
+                "the spot's smoothing of %s learnt: %.0f %% at once, the rest decaying by"
+                " %.2f a second (mean lag %.2f s)",
+                self.pair,
+                learnt.direct * 100,
+                learnt.decay,
+                learnt.mean_lag_s,
+            )
+
+    def _logs_back(self, ts_ms: int, count: int) -> tuple[float, ...]:
+        """The log exchange prices in force at ``ts_ms`` and each second before it, newest
+        first: ``count`` of them, fewer where the history does not reach back that far
+        (the caller holds the lock and knows one is in force at ``ts_ms``)."""
+        logs = []
+        for k in range(count):
+            i = bisect.bisect_right(self._times, ts_ms - 1000 * k)
+            if not i:
+                break
+            logs.append(math.log(self._values[i - 1]))
+        return tuple(logs)
 
 
 def _basis_and_bound(ratios: list[float]) -> tuple[float, float]:

@@ -16,6 +16,7 @@ import pytest
 
 from app.markets import MARKETS
 from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceSeries
+from app.refresher.sources.polymarket.smoothing import SmoothingKernel
 from app.refresher.sources.polymarket.twap_witness import TwapWitness
 from app.refresher.sources.polymarket.witness import ExchangeWitness, Verdict
 
@@ -23,6 +24,7 @@ T0 = 1_800_000_000
 BTC = 100_000.0
 BASIS = 0.9997  # exchange / spot
 LEARN = 20  # ratios the witness needs before it judges (the module's doc says 20)
+UNREACHED = 10**6  # pairs a smoothing needs before it is used: never, within a test
 
 
 class _Clock:
@@ -350,11 +352,12 @@ def test_a_trailing_spot_is_believed_unless_the_reports_disagree(spot_lies: bool
     """The exchange moves 0.3 % at second 100 and stays; the spot stays at its level (the
     truth the reports average: Chainlink trailing), or lies halfway into the move (0.15 %
     up, the reports still of the true level). The exchange agrees with neither at its
-    stamp, with both within its 2.5 s trail: the reports decide, believing the honest
-    trailing point and refusing the lie (the trail's lenience is never the only word where
-    the reports speak: issue 48's drift attack passed through it before)."""
+    stamp, with both within its 2.5 s trail (the spot's smoothing not learnt yet): the
+    reports decide, believing the honest trailing point and refusing the lie (the trail's
+    lenience is never the only word where the reports speak: issue 48's drift attack passed
+    through it before)."""
     clock = _Clock(T0)
-    witness = ExchangeWitness("btcusdt", clock)
+    witness = ExchangeWitness("btcusdt", clock, SmoothingKernel(min_rows=UNREACHED))
     twap = TwapWitness("crypto_prices_twap_sixty", 60, clock)
     series = PriceSeries(SPOT_HISTORY_S, clock, witness=witness, twaps=(twap,))
     truth = [_walk(t) for t in range(101)]
