@@ -31,7 +31,7 @@ JUMP_SIZES = (0.002, 0.004)  # uniform in this range, either sign
 PRICE_PROBLEMS = ("price ", "priceToBeat", "book", "token", "slug", "windowStart", "settlement")
 
 
-def _jumps(rng: random.Random, seconds: int) -> dict[int, float]:
+def honest_jumps(rng: random.Random, seconds: int) -> dict[int, float]:
     """Honest moves at Poisson times over ``seconds`` (from 5 s on, 3 s apart at least)."""
     found: dict[int, float] = {}
     at = 5.0
@@ -47,17 +47,22 @@ def stretch(day: str, seconds: int, silent: str, seed: int) -> list[Sample]:
     with staged(budget(float(seconds)), feed=True) as stage:
         stage.start_with_silent(silent, 30.0)
         if day == "jumpy":
-            stage.play_jumps(_jumps(random.Random(seed), seconds))
+            stage.play_jumps(honest_jumps(random.Random(seed), seconds))
         return stage.watch(float(seconds))
+
+
+def world_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--day quiet|jumpy`` and ``--silent none|twap-reports|exchange``: the world played."""
+    parser.add_argument("--day", choices=("quiet", "jumpy"), default="quiet")
+    parser.add_argument("--silent", choices=("none", "twap-reports", "exchange"), default="none")
 
 
 def main(argv: list[str] | None = None) -> int:
     """Run the stretches and print the figures."""
     parser = argparse.ArgumentParser(prog="python -m bench.false_alarms")
-    parser.add_argument("--day", choices=("quiet", "jumpy"), default="quiet")
+    world_arguments(parser)
     parser.add_argument("--stretches", type=int, default=3)
     parser.add_argument("--seconds", type=int, default=240)
-    parser.add_argument("--silent", choices=("none", "twap-reports", "exchange"), default="none")
     args = parser.parse_args(argv)
     samples: list[Sample] = []
     for n in range(args.stretches):

@@ -22,9 +22,10 @@ from decimal import Decimal
 
 import pytest
 
+from app.markets import MARKETS
 from app.refresher.model import TWAP
 from harness.fake_polymarket import SPOT_TOPIC, FakePolymarket
-from tests.support.upstream_faults import GAMMA, Sample, budget, staged
+from tests.support.upstream_faults import GAMMA, SITE, Sample, budget, staged
 
 FIRST_LOOKUP_FAULT_S = 4.0  # from the source's start: its lookups, the history, the books
 TWAP_FAULT_S = 6.0
@@ -92,3 +93,21 @@ def test_gamma_half_a_percent_high_across_a_hole_at_t0_is_refused_and_asked_agai
         gamma.price_to_beat_override = None
         stage.recovers("Gamma's priceToBeat true again")
         assert gamma.lookups().count(stage.t0) >= 2  # asked again after the refusal
+
+
+@pytest.mark.parametrize("exchange", ["speaking", "silent"])
+def test_the_sites_open_of_another_coin_across_a_hole_at_t0_is_refused(exchange: str) -> None:
+    """A spot window whose stream has a hole of 60 s on each side of T0: the site answers
+    ETH's open (its market's level, about 3 % of BTC's) as BTC's ``openPrice`` from the first
+    lookup, then the truth; with the exchange price speaking, or silent throughout (issue 48
+    saw one fresh-and-wrong sample of 320 that way). Never fresh and wrong, stale while it
+    lasts, fresh and right once the site answers right."""
+    with staged(
+        budget(FIRST_LOOKUP_FAULT_S), price_to_beat_from=SITE, hole_ms=HOLE_S * 1000
+    ) as stage:
+        stage.world.rtds.exchange_paused = exchange == "silent"
+        stage.world.site.open_price_override = MARKETS["ETH"].start_price
+        samples = stage.hold(FIRST_LOOKUP_FAULT_S, "while the site answers ETH's open for BTC")
+        assert not any(s.fresh for s in samples), "fresh with another coin's open"
+        stage.world.site.open_price_override = None
+        stage.recovers("the site's openPrice true again")

@@ -21,11 +21,13 @@ from collections.abc import Callable
 # points (a huge history frame) drops the oldest, so memory is bounded by points, not time.
 MAX_POINTS = 20_000
 # A price's age counts from its own stamp plus the feed's normal arrival lag, measured live
-# (the median of the last LAG_SAMPLES newest points' lags) but never more than this: real
+# (the median of the last LAG_SAMPLES newest points' lags, each to when RTDS sent it where
+# its message says so, else to our receipt) but never more than this: real
 # Chainlink points arrive 1.3-1.6 s after their stamp, p95 about 2 s. A feed later than this
 # is as old as its information: a steady 9 s lag makes the row stale at the stale threshold.
 MAX_NORMAL_LAG_MS = 2_000
 LAG_SAMPLES = 31
+SENT_KEPT = 128  # send stamps remembered (points waiting for a witness: MAX_PENDING, 64)
 MEAN_GAP_MS = 3_000  # a mean the TWAP witness compares covers its span with no longer gap
 MAX_GAP_MS = 3000  # consecutive Chainlink points (about 1 Hz) further apart: a hole
 GAPS_KEPT = 8  # spans a reconnect may have missed, remembered at most
@@ -49,6 +51,9 @@ class Points:
         # the recent newest points arrived after their stamps (ms): the feed's normal lag.
         self.received_at = -math.inf
         self._lags_ms: collections.deque[int] = collections.deque(maxlen=LAG_SAMPLES)
+        # Stamp -> when the upstream sent the point (its message's own ``timestamp``), for
+        # the last points offered live: their lag is the upstream's, not our own delay.
+        self._sent_ms: dict[int, int] = {}
         # The stamp of the first believed point carrying the newest value, and whether it is
         # frozen (the judge saw the world move since): then as old as that first point.
         self._same_since = 0
@@ -93,6 +98,15 @@ class Points:
         with self._lock:
             self._add(ts_ms, value)
 
+    def note_sent(self, ts_ms: int, sent_ms: int) -> None:
+        """The upstream sent the point stamped ``ts_ms`` at ``sent_ms`` (its live message's
+        own stamp): once believed, its lag counts to then, not to our receipt (the lower of
+        the two). The last ``SENT_KEPT`` are remembered."""
+        with self._lock:
+            self._sent_ms[ts_ms] = sent_ms
+            if len(self._sent_ms) > SENT_KEPT:
+                del self._sent_ms[next(iter(self._sent_ms))]
+
     def _add(self, ts_ms: int, value: float) -> None:
         """``add`` (the caller holds the lock)."""
         # The first point after a reconnect closes its span.
@@ -111,7 +125,11 @@ class Points:
         self._values.insert(i, value)
         if newest:
             self.received_at = self._clock()
-            self._lags_ms.append(int(self.received_at * 1000) - ts_ms)
+            lag_ms = int(self.received_at * 1000) - ts_ms
+            sent_ms = self._sent_ms.get(ts_ms)
+            # Our own delay (a busy refresher, a point waiting for its witness) is no lag of
+            # the feed's: forgiving it would show an older price as fresh.
+            self._lags_ms.append(lag_ms if sent_ms is None else min(lag_ms, sent_ms - ts_ms))
         self._version += 1
         cut = bisect.bisect_left(self._times, self._times[-1] - self._history_ms)
         cut = max(cut, len(self._times) - MAX_POINTS)

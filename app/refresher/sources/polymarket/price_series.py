@@ -228,6 +228,11 @@ class PriceSeries(Points):
         kinds = (self.offer(ts_ms, value) for ts_ms, value in waiting)
         return [kind for kind in kinds if kind is not None]
 
+    def waiting(self) -> int:
+        """How many points wait for a witness's verdict (``settle`` judges them)."""
+        with self._lock:
+            return len(self._pending)
+
     def doubt(self) -> str | None:
         """Why the newest point offered is not believed, when the witness contradicted it
         (None when a believed point has come since)."""

@@ -140,7 +140,8 @@ def _aged(
     spot: PriceSeries, latest: tuple[int, float] | None, price_ms: int | None, at: Instant
 ) -> tuple[str, ...]:
     """Why the price is stale by its age alone (no witness contradicted it): a value frozen
-    while the exchange moved, or no newer point believed; nothing while it is fresh."""
+    while the exchange moved, or no newer point believed (and how many newer ones wait for a
+    witness's verdict); nothing while it is fresh."""
     if latest is None or price_ms is None or at.now_ms - price_ms <= at.stale_after_ms:
         return ()
     age_s = (at.now_ms - price_ms) / 1000
@@ -150,5 +151,11 @@ def _aged(
         return (
             f"price: the spot {latest[1]:.8g} has not moved for {held_s:.1f} s while the "
             "exchange price moved",
+        )
+    waiting = spot.waiting()
+    if waiting:
+        return (
+            f"price: no newer spot point believed for {age_s:.1f} s; {waiting} newer wait for"
+            " a witness's verdict (the exchange price or the TWAP report of their second)",
         )
     return (f"price: no newer spot point believed for {age_s:.1f} s",)

@@ -228,6 +228,10 @@ class RtdsFeed(Feed):
             if isinstance(data, list):
                 kinds = series.merge(points)
             else:
+                sent = _number(item.get("timestamp"))  # when RTDS sent it (its own clock)
+                if sent is not None and not isinstance(item.get("timestamp"), str):
+                    for ts_ms, _ in points:
+                        series.note_sent(ts_ms, int(sent))
                 verdicts = [(point, series.offer(*point)) for point in points]
                 kinds = [kind for _, kind in verdicts if kind is not None]
                 twap = self._twap_witnesses.get((chainlink, key))

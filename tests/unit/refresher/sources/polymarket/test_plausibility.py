@@ -370,14 +370,18 @@ def test_a_price_point_stamped_long_ago_is_old_news() -> None:
     assert spot.information_ms() == (T0 + 59) * 1000 + 2_000
 
 
-def _steady_feed(lag_s: float, seconds: int = 40) -> RtdsFeed:
-    """A spot point a second, each stamped ``lag_s`` before it arrives."""
+def _steady_feed(lag_s: float, seconds: int = 40, delay_s: float = 0.0) -> RtdsFeed:
+    """A spot point a second, each sent by RTDS ``lag_s`` after its stamp (the message's own
+    ``timestamp``) and handled ``delay_s`` after that (our own delay)."""
     clock = _Clock(T0 + lag_s)
     feed = RtdsFeed("ws://127.0.0.1:9", threading.Event(), BTC_ONLY, clock=clock)  # never started
     _history(feed, range(0, 1))
     for t in range(1, seconds):
-        clock.t = T0 + t + lag_s
-        feed.handle(FakeRtds.update(SPOT_TOPIC, (T0 + t) * 1000, Decimal(str(BTC + t % 3))))
+        sent_s = T0 + t + lag_s
+        clock.t = sent_s + delay_s
+        value = Decimal(str(BTC + t % 3))
+        sent_ms = int(sent_s * 1000)
+        feed.handle(FakeRtds.update(SPOT_TOPIC, (T0 + t) * 1000, value, sent_ms=sent_ms))
     return feed
 
 
@@ -403,6 +407,19 @@ def test_a_healthy_feeds_lag_is_allowed_for(lag_s: float) -> None:
     assert spot.information_ms() == int(spot.received_at * 1000)
 
 
+@pytest.mark.parametrize("lag_s", [0.0, 1.5])
+def test_our_own_delay_is_no_lag_of_the_feeds(lag_s: float) -> None:
+    """RTDS sends each point ``lag_s`` after its stamp (its message says when), and we
+    handle it 1.5 s later still (a busy refresher, as under a flood of history frames): only
+    the feed's lag is forgiven, so the price is as old as its stamp plus ``lag_s``. Before,
+    our 1.5 s counted as the feed's too, and a price 4.5 s old showed fresh at 3 s."""
+    feed = _steady_feed(lag_s, delay_s=1.5)
+    spot = feed.series[SPOT_KEY]
+    newest_stamp = (T0 + 39) * 1000
+    assert spot.received_at == pytest.approx(T0 + 39 + lag_s + 1.5)
+    assert spot.information_ms() == newest_stamp + int(lag_s * 1000)
+
+
 def test_the_normal_lag_is_the_median_of_the_last_31_points() -> None:
     # docs/reliability.md ("A price is as old as its information"): the feed's normal lag is
     # the median lag of the last 31 newest points. 40 points 1 s late, then 15 at 1.5 s: 15
@@ -414,7 +431,8 @@ def test_the_normal_lag_is_the_median_of_the_last_31_points() -> None:
 
     def arrive(t: int, lag_s: float) -> None:
         clock.t = T0 + t + lag_s
-        feed.handle(FakeRtds.update(SPOT_TOPIC, (T0 + t) * 1000, Decimal(str(BTC + t % 3))))
+        value, sent_ms = Decimal(str(BTC + t % 3)), int(clock.t * 1000)
+        feed.handle(FakeRtds.update(SPOT_TOPIC, (T0 + t) * 1000, value, sent_ms=sent_ms))
 
     for t in range(1, 40):
         arrive(t, 1.0)

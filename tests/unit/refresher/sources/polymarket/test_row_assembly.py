@@ -122,6 +122,29 @@ def test_a_price_stale_by_its_age_alone_says_so() -> None:
     assert row["suspect"] == ["price: no newer spot point believed for 3.0 s"], row["suspect"]
 
 
+def test_a_price_stale_while_newer_points_wait_for_a_witness_says_so() -> None:
+    """The exchange price stopped 5 s ago (not yet silent for its witness) and the spot's
+    last four points wait for it to speak for their seconds (as they wait for the TWAP
+    report of their second, 3 s behind, while the exchange is silent): the row is stale
+    and says that newer points are waiting, not only that none was believed."""
+    clock = [NOW - 40]
+    witness = ExchangeWitness("btcusdt", lambda: clock[0])
+    spot = PriceSeries(SPOT_HISTORY_S, clock=lambda: clock[0], witness=witness)
+    for t in range(-40, 0):
+        clock[0] = NOW + t
+        if t < -4:
+            witness.add(int((NOW + t) * 1000), round((100_000.0 + t) * 0.9997, 2))
+        spot.offer(int((NOW + t) * 1000), 100_000.0 + t)
+    clock[0] = NOW
+    assert spot.latest() == (int((NOW - 5) * 1000), 100_000.0 - 5)
+    row = _aged_row(spot)
+    assert _is_stale(row), row
+    assert row["suspect"] == [
+        "price: no newer spot point believed for 5.0 s; 4 newer wait for a witness's verdict"
+        " (the exchange price or the TWAP report of their second)"
+    ], row["suspect"]
+
+
 def test_a_frozen_price_stale_by_its_age_says_it_did_not_move() -> None:
     """The spot repeats one value for 5 s while the exchange moves 30 bp: frozen, as old as
     its first point, and the row says so; a second younger, the same row is fresh and
