@@ -30,13 +30,33 @@ def _fresh_share(samples: list[Sample]) -> float:
     return sum(s.fresh_and_right for s in samples) / len(samples)
 
 
+# The real TWAP reports average up to 3 s before their stamp: a spot point they confirm is
+# confirmed 3 s (and the report's arrival lag) after its stamp, when its freshness ends. With
+# the exchange lying, the rows then wait for the reports and are stale, never wrong, and say
+# why (24-56 % fresh over these attacks, docs/reliability.md); fresh on FRESH_SHARE only with
+# reports to their stamp.
+SHIFTS = pytest.mark.parametrize(
+    "twap_shift_s", [0, 3], ids=["reports-to-their-stamp", "reports-3-s-back"]
+)
+
+
+def _judged(samples: list[Sample], twap_shift_s: int) -> None:
+    """Fresh on ``FRESH_SHARE`` of the samples with reports to their stamp; with the real
+    shift, every stale sample with a reason (no sample fresh and wrong: ``hold``)."""
+    if twap_shift_s == 0:
+        assert _fresh_share(samples) >= FRESH_SHARE, _fresh_share(samples)
+        return
+    silent = [s for s in samples if not s.fresh and not s.row.get("suspect")]
+    assert not silent, f"{len(silent)} stale samples without a reason: {silent[0].row}"
+
+
 def _learnt(stage: Stage) -> None:
     """A fresh and right row, and every witness with its bound measured."""
     stage.warm_up()
     stage.hold(LEARN_S, "before the attack", fresh=True)
 
 
-@pytest.mark.parametrize("twap_shift_s", [0, 3], ids=["reports-to-their-stamp", "reports-3-s-back"])
+@SHIFTS
 def test_with_the_exchange_silent_a_frozen_spot_is_refused_at_its_second(twap_shift_s: int) -> None:
     """The exchange price silent, the spot frozen at one value with current stamps while
     the world moves on. The issue saw 38 fresh-and-wrong samples of 100: the TWAP reports'
@@ -60,29 +80,31 @@ def test_with_the_exchange_silent_a_frozen_spot_is_refused_at_its_second(twap_sh
         stage.recovers("the spot true and the exchange price back")
 
 
-def test_an_exchange_frozen_at_one_value_is_outvoted() -> None:
+@SHIFTS
+def test_an_exchange_frozen_at_one_value_is_outvoted(twap_shift_s: int) -> None:
     """Binance's price frozen while the spot moves, the TWAP reports honest. The issue saw
     the row stale 69 % of the time: the exchange alone vetoed every spot point."""
-    with staged(budget(LEARN_S, ATTACK_S)) as stage:
+    with staged(budget(LEARN_S, ATTACK_S), twap_shift_s=twap_shift_s) as stage:
         _learnt(stage)
         rtds = stage.world.rtds
         frozen = (Decimal(str(stage.spot_now())) * rtds.exchange_basis).quantize(Decimal("0.01"))
         rtds.exchange_glitch = lambda _: frozen
         samples = stage.hold(ATTACK_S, "with the exchange price frozen")
-        assert _fresh_share(samples) >= FRESH_SHARE, _fresh_share(samples)
+        _judged(samples, twap_shift_s)
         rtds.exchange_glitch = None
         stage.recovers("the exchange price moving again")
 
 
-def test_another_coins_price_as_the_exchange_price_is_outvoted() -> None:
+@SHIFTS
+def test_another_coins_price_as_the_exchange_price_is_outvoted(twap_shift_s: int) -> None:
     """``btcusdt`` carries a price about 3 % of BTC's (ETH's level). The issue saw the row
     stale 98 % of the time."""
-    with staged(budget(LEARN_S, ATTACK_S)) as stage:
+    with staged(budget(LEARN_S, ATTACK_S), twap_shift_s=twap_shift_s) as stage:
         _learnt(stage)
         rtds = stage.world.rtds
         rtds.exchange_glitch = lambda value: (value * Decimal("0.03")).quantize(Decimal("0.01"))
         samples = stage.hold(ATTACK_S, "with another coin's price as the exchange price")
-        assert _fresh_share(samples) >= FRESH_SHARE, _fresh_share(samples)
+        _judged(samples, twap_shift_s)
         rtds.exchange_glitch = None
         stage.recovers("the exchange price BTC's again")
 
@@ -90,17 +112,18 @@ def test_another_coins_price_as_the_exchange_price_is_outvoted() -> None:
 DE_PEG_S = 20.0  # ten outvoted seconds, then 20 points to learn the new basis, and margin
 
 
-def test_a_de_pegged_exchange_is_outvoted_then_its_new_basis_learnt() -> None:
+@SHIFTS
+def test_a_de_pegged_exchange_is_outvoted_then_its_new_basis_learnt(twap_shift_s: int) -> None:
     """The exchange's basis steps from -3 bp to -43 bp (-0.4 %) and stays. The issue saw
     the row stale 99 % of the time for 120 s, never fresh again. Two sources agree on the
     spot: the row stays fresh, and after ten outvoted seconds the exchange's basis is
     forgotten and learnt again, so it judges once more and agrees with the true spot."""
-    with staged(budget(LEARN_S, DE_PEG_S)) as stage:
+    with staged(budget(LEARN_S, DE_PEG_S), twap_shift_s=twap_shift_s) as stage:
         _learnt(stage)
         rtds = stage.world.rtds
         rtds.exchange_basis = Decimal("0.9957")
         samples = stage.hold(DE_PEG_S, "with the exchange's basis 0.4 % lower")
-        assert _fresh_share(samples) >= FRESH_SHARE, _fresh_share(samples)
+        _judged(samples, twap_shift_s)
         witness = next(iter(stage.source.rtds.witnesses.values()))
         assert witness.learned, "the exchange never learnt its new basis"
         latest = stage.source.rtds.series[SPOT_KEY].latest()
