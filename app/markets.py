@@ -58,9 +58,20 @@ def _names(text: str, known: Collection[str], what: str, upper: bool) -> list[st
     return names
 
 
+# Polymarket's other up/down horizons: known (app/horizons.py, docs/horizons.md), not served.
+NOT_SERVED_YET = ("1h", "4h")
+
+
 def parse_windows(text: str) -> tuple[Span, ...]:
     """The spans of a ``WINDOWS`` value (comma-separated, case-insensitive, in board order);
-    ``ValueError`` naming the bad value for an unknown, repeated or empty one."""
+    ``ValueError`` naming the bad value for an unknown, repeated or empty one, or for a
+    horizon Polymarket lists that the board does not serve yet."""
+    for part in text.split(","):
+        if part.strip().lower() in NOT_SERVED_YET:
+            raise ValueError(
+                f"window {part.strip()!r} in {text!r} is not served yet (served: "
+                f"{', '.join(SPANS)}; the hourly and 4-hour markets: docs/horizons.md)"
+            )
     return tuple(SPANS[name] for name in _names(text, SPANS, "window", upper=False))
 
 
