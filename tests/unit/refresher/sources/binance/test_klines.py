@@ -1,0 +1,136 @@
+"""Binance's settlement candle for the hourly markets (issue 49, point 2:
+``app/refresher/sources/binance/klines.py``), read by the real client from the loopback
+stand-in (``harness/fake_binance.py``) that answers in Binance's documented format, and
+parsed from the documented example and its awkward variants."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from app.refresher.sources.binance.klines import Candle, KlinesClient, KlinesError, parse_candle
+from harness.fake_binance import FakeBinance
+
+T0 = 1_772_373_600  # 2026-03-01 14:00 UTC: the 9AM ET hourly market
+HOUR_MS = 3_600_000
+ROW = [T0 * 1000, "66123.45", "66300.00", "66010.12", "66250.01", "812.3", T0 * 1000 + HOUR_MS - 1,
+       "53712345.6", 101234, "401.2", "26512345.1", "0"]  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def binance() -> Iterator[FakeBinance]:
+    fake = FakeBinance()
+    fake.clock = lambda: T0 + 7200.0  # two hours after T0: its candle is over
+    fake.start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+@pytest.fixture
+def client(binance: FakeBinance) -> Iterator[KlinesClient]:
+    binance.candles.clear()
+    binance.refuse = None
+    binance.set_candle("BTCUSDT", "1h", T0 * 1000, "66123.45", "66300.00", "66010.12", "66250.01")
+    client = KlinesClient(binance.url + "/")
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def test_the_documented_candle_is_read_with_its_outcome() -> None:
+    candle = parse_candle([ROW], T0 * 1000, "1h")
+    assert candle == Candle(T0 * 1000, T0 * 1000 + HOUR_MS - 1, 66123.45, 66250.01)
+    assert candle.up
+    assert not candle.final(T0 * 1000 + HOUR_MS - 1) and candle.final(T0 * 1000 + HOUR_MS)
+
+
+def test_a_tie_is_up_and_a_lower_close_down() -> None:
+    tie = parse_candle([[*ROW[:4], "66123.45", *ROW[5:]]], T0 * 1000, "1h")
+    lower = parse_candle([[*ROW[:4], "66123.44", *ROW[5:]]], T0 * 1000, "1h")
+    assert tie is not None and tie.up
+    assert lower is not None and not lower.up
+
+
+@pytest.mark.parametrize(
+    ("payload", "said"),
+    [
+        ({"code": -1121, "msg": "Invalid symbol."}, "Invalid symbol"),
+        ({"rows": []}, "expected a list of candles"),
+        ([[T0 * 1000, "1"]], "at least 7 items"),
+        ([[T0 * 1000 + HOUR_MS, *ROW[1:6], T0 * 1000 + 2 * HOUR_MS - 1, *ROW[7:]]], "got one from"),
+        ([[str(T0 * 1000), *ROW[1:]]], "open time is no integer"),
+        ([[*ROW[:1], "NaN", *ROW[2:]]], "open is no price"),
+        ([[*ROW[:4], "0", *ROW[5:]]], "close is no price"),
+        ([[*ROW[:4], True, *ROW[5:]]], "close is no price"),
+    ],
+    ids=[
+        "error-object",
+        "not-a-list",
+        "short",
+        "next-candle",
+        "stamp-string",
+        "nan",
+        "zero",
+        "bool",
+    ],
+)
+def test_every_other_answer_is_a_clear_error(payload: Any, said: str) -> None:
+    with pytest.raises(KlinesError, match=said):
+        parse_candle(payload, T0 * 1000, "1h")
+
+
+def test_no_candle_yet_is_none() -> None:
+    assert parse_candle([], T0 * 1000, "1h") is None
+
+
+def test_the_client_reads_the_candle_binance_serves(
+    binance: FakeBinance, client: KlinesClient
+) -> None:
+    candle = client.candle("BTCUSDT", T0)
+    assert candle is not None and (candle.open, candle.close, candle.up) == (
+        66123.45,
+        66250.01,
+        True,
+    )
+    hit = binance.requests_to("/api/v3/klines")[-1]
+    assert hit.query == {
+        "symbol": "BTCUSDT", "interval": "1h", "startTime": str(T0 * 1000), "limit": "1"
+    }  # fmt: skip
+    assert client.candle("BTCUSDT", T0 + 3600) is None  # the next hour: no candle set
+
+
+def test_a_later_candle_for_a_missing_one_is_refused(
+    binance: FakeBinance, client: KlinesClient
+) -> None:
+    """Binance answers the first candle at or after startTime: with the hour's candle
+    missing, the next hour's comes, and is not taken for it."""
+    binance.set_candle("BTCUSDT", "1h", (T0 + 3600) * 1000, "1", "1", "1", "1")
+    with pytest.raises(KlinesError, match="got one from"):
+        client.candle("BTCUSDT", T0 - 3600)
+
+
+@pytest.mark.parametrize(
+    ("refuse", "said"),
+    [
+        ((451, "Service unavailable from a restricted location"), "451"),
+        ((429, "Too many requests"), "429"),
+    ],
+)
+def test_binance_refusing_is_a_clear_error(
+    binance: FakeBinance, client: KlinesClient, refuse: tuple[int, str], said: str
+) -> None:
+    binance.refuse = refuse
+    with pytest.raises(KlinesError, match=f"Binance answered {said}: '{refuse[1]}'"):
+        client.candle("BTCUSDT", T0)
+
+
+def test_an_unknown_pair_and_interval_say_so(client: KlinesClient) -> None:
+    with pytest.raises(KlinesError, match="Invalid symbol"):
+        client.candle("DOGEBTC", T0)
+    with pytest.raises(ValueError, match="unknown interval '2h'"):
+        client.candle("BTCUSDT", T0, "2h")
