@@ -39,7 +39,8 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
-from app.markets import MARKETS
+from app.markets import MARKETS, Market
+from app.refresher.sources.polymarket.price_series import PriceSeries
 from app.refresher.sources.polymarket.rtds import RtdsFeed
 from bench.false_alarms import honest_jumps, world_arguments
 from harness.exchange_view import ExchangeView
@@ -126,7 +127,12 @@ def simulate(day: str, hours: float, silent: str, seed: int) -> Tally:
 
 
 def _sample(
-    tally: Tally, feed: RtdsFeed, spot: Any, path: SettlementFeedPath, now: float, market: Any
+    tally: Tally,
+    feed: RtdsFeed,
+    spot: PriceSeries,
+    path: SettlementFeedPath,
+    now: float,
+    market: Market,
 ) -> None:
     """Judge the price as the row would at ``now``."""
     tally.samples += 1
@@ -157,11 +163,10 @@ def _sample(
         return
     # The promise: fresh while the stamp plus the feed's normal lag (the median of the last
     # points' own arrival lags, at most 2 s) is at most the stale threshold old.
-    lags = [path.arrival_lag(t) for t in range(int(now) - 40, int(now) + 1)]
     arrived = sorted(
         lag
-        for t, lag in zip(range(int(now) - 40, int(now) + 1), lags, strict=True)
-        if lag is not None and t + lag <= now
+        for t in range(int(now) - 40, int(now) + 1)
+        if (lag := path.arrival_lag(t)) is not None and t + lag <= now
     )
     normal = min(arrived[len(arrived) // 2], 2.0) if arrived else 0.0
     age = now - stamp_s - normal

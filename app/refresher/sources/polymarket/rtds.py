@@ -65,6 +65,11 @@ def _number(raw: Any) -> float | None:
     return value if math.isfinite(value) and value > 0 else None
 
 
+def _stamp(raw: Any) -> float | None:
+    """A message's or point's ``timestamp``: epoch ms as a JSON number (a string is none)."""
+    return None if isinstance(raw, str) else _number(raw)
+
+
 def point_value(point: dict[str, Any]) -> float | None:
     """The price of one point: ``full_accuracy_value`` when it agrees with ``value``
     (read as scaled by 1e18 or as a plain decimal, whichever agrees), else ``value``;
@@ -228,8 +233,8 @@ class RtdsFeed(Feed):
             if isinstance(data, list):
                 kinds = series.merge(points)
             else:
-                sent = _number(item.get("timestamp"))  # when RTDS sent it (its own clock)
-                if sent is not None and not isinstance(item.get("timestamp"), str):
+                sent = _stamp(item.get("timestamp"))  # when RTDS sent it (its own clock)
+                if sent is not None:
                     for ts_ms, _ in points:
                         series.note_sent(ts_ms, int(sent))
                 verdicts = [(point, series.offer(*point)) for point in points]
@@ -314,8 +319,8 @@ class RtdsFeed(Feed):
         horizon_ms = self._clock() * 1000 + MAX_SKEW_MS
         points, bad, future = [], 0, 0
         for point in items:
-            ts, value = _number(point.get("timestamp")), point_value(point)
-            if ts is None or value is None or isinstance(point.get("timestamp"), str):
+            ts, value = _stamp(point.get("timestamp")), point_value(point)
+            if ts is None or value is None:
                 bad += 1
             elif ts > horizon_ms:
                 future += 1
