@@ -84,6 +84,8 @@ class Volatility:
     rho: tuple[float, ...] = ()  # the history's autocorrelations (``History.rho``)
     ratios: tuple[tuple[int, float], ...] = ()  # ``History.ratios``
     last_return: float = 0.0  # the last 1-second log return: what may continue
+    # The point it ends at (stamp ms, value): the price its last return continues from.
+    newest: tuple[int, float] | None = None
     factors: Factors = field(default=(), repr=False)
 
     def factor(
@@ -178,5 +180,6 @@ def estimate(
         rho=past.rho,
         ratios=past.ratios,
         last_return=last_one_second_return(times_ms, returns),
+        newest=(times_ms[-1], values[-1]),
         factors=past.factors,
     )

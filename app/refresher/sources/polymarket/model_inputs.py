@@ -19,23 +19,29 @@ from app.refresher.sources.polymarket.price_series import PriceSeries
 
 class ModelAnswer(NamedTuple):
     """P(up) and P(down) in percent, the sigma used, the variance scale over the time left,
-    and the model's own unrounded P(up); each None when the model cannot answer."""
+    and the model's own unrounded P(up); each None when the model cannot answer. ``point``:
+    the spot point (stamp ms, value) it read, which the row shows (None: the row reads the
+    newest)."""
 
     p_up_pct: float | None
     p_down_pct: float | None
     sigma: float | None
     sigma_scale: float | None
     p_up: float | None
+    point: tuple[int, float] | None = None
 
 
 def answer(
     market: WindowMarket | None, price_to_beat: float | None, spot: PriceSeries
 ) -> ModelAnswer:
-    """The model's answer for ``market``'s window against ``price_to_beat``, from ``spot``."""
+    """The model's answer for ``market``'s window against ``price_to_beat``, from ``spot``.
+
+    One reading: the price is the point the volatility estimate ends at, so its last return
+    is the one into that price, whatever point the RTDS thread adds meanwhile."""
     vol = spot.volatility()
     sigma = vol.sigma if vol else None
-    nothing = ModelAnswer(None, None, sigma, vol.scale if vol else None, None)
-    latest = spot.latest()
+    latest = vol.newest if vol is not None else spot.latest()
+    nothing = ModelAnswer(None, None, sigma, vol.scale if vol else None, None, latest)
     if market is None or price_to_beat is None or latest is None or vol is None:
         return nothing
     ts_ms, price = latest
@@ -68,4 +74,4 @@ def answer(
     )
     up, down = percentages(p_up)
     # The variance scale applied over the time left (the feed's own, from its smoothing).
-    return ModelAnswer(up, down, sigma, horizon_ratio(vol.rho, tau, vol.ratios), p_up)
+    return ModelAnswer(up, down, sigma, horizon_ratio(vol.rho, tau, vol.ratios), p_up, latest)

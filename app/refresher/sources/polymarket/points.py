@@ -248,8 +248,9 @@ class Points:
         with self._lock:
             return self._same_since if self._frozen and self._times else None
 
-    def information_ms(self) -> int | None:
-        """When the newest point's information was true, for its age: its own stamp plus the
+    def information_ms(self, stamp_ms: int | None = None) -> int | None:
+        """When the newest point's information (or that of the point stamped ``stamp_ms``,
+        the one a row shows) was true, for its age: its own stamp plus the
         feed's normal arrival lag (the median of the recent newest points' lags, at most
         ``MAX_NORMAL_LAG_MS``), never later than its receipt on our clock (a stamp from the
         future cannot keep a row fresh). None before the first point.
@@ -262,5 +263,7 @@ class Points:
                 return None
             lags = sorted(self._lags_ms)
             normal = min(max(0, lags[len(lags) // 2]), MAX_NORMAL_LAG_MS) if lags else 0
-            stamp = self._same_since if self._frozen else self._times[-1]
+            stamp = self._times[-1] if stamp_ms is None else min(stamp_ms, self._times[-1])
+            if self._frozen:
+                stamp = min(stamp, self._same_since)
             return min(int(self.received_at * 1000), stamp + normal)

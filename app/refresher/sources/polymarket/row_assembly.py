@@ -68,10 +68,12 @@ def assemble_row(
     beat (read once by the caller: the one the model was given) and the model's answer,
     each with its provenance and age."""
     market = window.market
-    latest = spot.latest()
+    # The point the model read (its price and age go with its P(up)), else the newest.
+    latest = model.point if model.point is not None else spot.latest()
     up_token = market.up_token_id if market else None
     down_token = market.down_token_id if market else None
-    price_ms = spot.information_ms()  # its stamp plus the feed's normal lag (points.py)
+    # Its stamp plus the feed's normal lag (points.py).
+    price_ms = spot.information_ms(latest[0] if latest else None)
     input_times = {
         "upBook": at.quote_ms(up, up_token),
         "downBook": at.quote_ms(down, down_token),
