@@ -2,10 +2,11 @@
 
 A market is data (``Market``): what differs between BTC, ETH, SOL and XRP lives in one table
 here, and the setting ``SYMBOLS`` picks the board's rows from it (``parse_symbols``). A
-window's length is data too (``Span``: 5 and 15 minutes), picked by ``WINDOWS``
-(``parse_windows``); ``WINDOW_S`` and ``window_start`` are the 5-minute window's, the
-contract's board. This module imports nothing of the package, so the web app, the refresher,
-calibration and the backtest all import it downwards.
+window kind is data too (``Span``: its boundaries, slugs, settlement, checkpoints, model
+horizons and chart step), picked by ``WINDOWS`` (``parse_windows``); ``DEFAULT_SPAN`` is the
+contract's 5-minute board. This module imports only ``app.horizons`` (which imports nothing
+of the package), so the web app, the refresher, calibration and the backtest all import it
+downwards.
 """
 
 from __future__ import annotations
@@ -14,32 +15,106 @@ import math
 from collections.abc import Collection
 from dataclasses import dataclass
 
-WINDOW_S = 300
+from app import horizons
 
-
-def window_start(t: float) -> int:
-    """Start (unix seconds) of the 5-minute window containing ``t``: floor, never ceil."""
-    return math.floor(t / WINDOW_S) * WINDOW_S
+# How a kind's windows are bounded, and named on Gamma.
+UTC_FIXED = "utc-fixed"  # fixed-length windows on multiples of their length in UTC
+EASTERN_BLOCKS = "eastern-4h"  # 00, 04, ... 20 h America/New_York (``app.horizons``)
+UPDOWN_SLUG = "updown"  # ``btc-updown-5m-<start>``
+HOURLY_WORDS_SLUG = "words"  # ``bitcoin-up-or-down-march-29-2026-12am-et`` (and yearless)
+# What a kind's windows settle on (``settlement`` in docs/horizons.md).
+CHAINLINK = "chainlink"  # the coin's Chainlink stream on RTDS, by the market's own rule
+BINANCE_CANDLE = "binance-candle"  # Binance's 1-hour candle of the pair: close >= open
 
 
 @dataclass(frozen=True)
 class Span:
-    """A window's length as every part of the service needs it: its name (``5m``: the
-    ``?window=`` value and the slugs' tag), its seconds, and the site's name for it."""
+    """A window kind, as every part of the service needs it: one entry of ``SPANS``.
+
+    ``name`` is the ``?window=`` value and the up/down slugs' tag; ``seconds`` its length
+    (a 4-hour window across a change of clocks is 3 or 5 real hours: ``end``);
+    ``site_variant`` the site's crypto-price ``variant=`` (None: the site is not asked);
+    ``boundaries`` and ``slug_scheme`` how its windows are bounded and named; ``settlement``
+    what they settle on; ``rems`` the track record's checkpoints (seconds left);
+    ``factor_horizons`` the model's horizons measured on pseudo-windows of this length
+    (``app.refresher.volatility.settlement``); ``trail_step_s`` the window chart's step;
+    ``served`` whether ``WINDOWS`` may name it yet."""
 
     name: str
     seconds: int
-    site_variant: str  # ``variant=`` of the site's crypto-price endpoint
+    site_variant: str | None
+    rems: tuple[int, ...]
+    factor_horizons: tuple[int, ...] = ()
+    trail_step_s: int = 1
+    settlement: str = CHAINLINK
+    boundaries: str = UTC_FIXED
+    slug_scheme: str = UPDOWN_SLUG
+    served: bool = True
 
     def start(self, t: float) -> int:
-        """Start (unix seconds) of this span's window containing ``t``: floor, never ceil."""
+        """Start (unix seconds) of this kind's window containing ``t``: floor, never ceil."""
+        if self.boundaries == EASTERN_BLOCKS:
+            return horizons.eastern_block_start(t)
         return math.floor(t / self.seconds) * self.seconds
 
+    def end(self, t0: int) -> int:
+        """End (unix seconds) of this kind's window starting at ``t0``: the next one's start."""
+        if self.boundaries == EASTERN_BLOCKS:
+            return horizons.eastern_block_end(t0)
+        return t0 + self.seconds
 
+    def slugs(self, symbol: str, t0: int) -> tuple[str, ...]:
+        """The Gamma slugs of ``symbol``'s window starting at ``t0``, the current form first
+        (the hourly markets had no year in their slugs until March 2026)."""
+        if self.slug_scheme == HOURLY_WORDS_SLUG:
+            return horizons.hourly_slugs(symbol, t0)
+        return (f"{symbol.lower()}-updown-{self.name}-{t0}",)
+
+
+# One entry per kind Polymarket lists (facts and sources: docs/horizons.md). The 5-minute
+# checkpoints are the contract's; the hourly and 4-hour kinds are known, not served yet
+# (issue 49): their model horizons wait for the klines history.
 SPANS: dict[str, Span] = {
-    span.name: span for span in (Span("5m", 300, "fiveminute"), Span("15m", 900, "fifteen"))
+    span.name: span
+    for span in (
+        Span(
+            "5m",
+            300,
+            "fiveminute",
+            rems=(290, 240, 180, 120, 90, 60, 30, 15, 5),
+            factor_horizons=(5, 15, 30, 60, 120, 180, 290),
+        ),
+        Span(
+            "15m",
+            900,
+            "fifteen",
+            rems=(870, 720, 600, 480, 300, 180, 120, 60, 30, 15, 5),
+            # Beyond 290 s only: its shorter times left keep the 5-minute pseudo-windows'.
+            factor_horizons=(420, 600),
+            trail_step_s=3,
+        ),
+        Span(
+            "1h",
+            horizons.HOUR_S,
+            None,
+            rems=(3540, 3000, 2400, 1800, 1200, 600, 300, 120, 60, 30, 15, 5),
+            trail_step_s=12,
+            settlement=BINANCE_CANDLE,
+            slug_scheme=HOURLY_WORDS_SLUG,
+            served=False,
+        ),
+        Span(
+            "4h",
+            horizons.BLOCK_HOURS * horizons.HOUR_S,
+            None,
+            rems=(14100, 12600, 10800, 7200, 3600, 1800, 900, 300, 120, 60, 30, 15, 5),
+            trail_step_s=48,
+            boundaries=EASTERN_BLOCKS,
+            served=False,
+        ),
+    )
 }
-FIVE_MINUTES = SPANS["5m"]  # the contract's board
+DEFAULT_SPAN = SPANS["5m"]  # the contract's board (``/latest`` without ``window``)
 
 
 def _names(text: str, known: Collection[str], what: str, upper: bool) -> list[str]:
@@ -58,26 +133,24 @@ def _names(text: str, known: Collection[str], what: str, upper: bool) -> list[st
     return names
 
 
-# Polymarket's other up/down horizons: known (app/horizons.py, docs/horizons.md), not served.
-NOT_SERVED_YET = ("1h", "4h")
-
-
 def parse_windows(text: str) -> tuple[Span, ...]:
     """The spans of a ``WINDOWS`` value (comma-separated, case-insensitive, in board order);
     ``ValueError`` naming the bad value for an unknown, repeated or empty one, or for a
     horizon Polymarket lists that the board does not serve yet."""
+    served = {name: span for name, span in SPANS.items() if span.served}
     for part in text.split(","):
-        if part.strip().lower() in NOT_SERVED_YET:
+        known = SPANS.get(part.strip().lower())
+        if known is not None and not known.served:
             raise ValueError(
                 f"window {part.strip()!r} in {text!r} is not served yet (served: "
-                f"{', '.join(SPANS)}; the hourly and 4-hour markets: docs/horizons.md)"
+                f"{', '.join(served)}; the hourly and 4-hour markets: docs/horizons.md)"
             )
-    return tuple(SPANS[name] for name in _names(text, SPANS, "window", upper=False))
+    return tuple(served[name] for name in _names(text, served, "window", upper=False))
 
 
 @dataclass(frozen=True)
 class Market:
-    """One coin's 5-minute up/down market, as every part of the service needs it."""
+    """One coin's up/down markets, as every part of the service needs them."""
 
     symbol: str  # the board row's ``symbol`` (upper case)
     chainlink: str  # its Chainlink stream on RTDS (``btc/usd``): the settlement source
@@ -95,19 +168,10 @@ class Market:
     # is never believed, whatever confirms it: another coin's price under this coin's name.
     window_move: float
 
-    @property
-    def slug_prefix(self) -> str:
-        """``btc-updown-5m-``: a window's slug is this and its start in unix seconds."""
-        return f"{self.symbol.lower()}-updown-5m-"
-
-    def slug(self, window_start: int) -> str:
-        """The Gamma slug of the 5-minute window starting at ``window_start``."""
-        return f"{self.slug_prefix}{window_start}"
-
-    def span_slug(self, window_start: int, span: Span) -> str:
-        """The Gamma slug of ``span``'s window starting at ``window_start``
+    def slug(self, window_start: int, span: Span) -> str:
+        """The Gamma slug (current form) of ``span``'s window starting at ``window_start``
         (``btc-updown-15m-<start>``)."""
-        return f"{self.symbol.lower()}-updown-{span.name}-{window_start}"
+        return span.slugs(self.symbol, window_start)[0]
 
     @property
     def key(self) -> str:

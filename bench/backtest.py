@@ -26,9 +26,9 @@ from pathlib import Path
 
 from app.backtest.report import backtest
 from app.backtest.tapes import read_tapes
-from app.markets import WINDOW_S
 from harness.fake_polymarket import TWAP, BrownianPath
 from harness.processes import ROOT
+from harness.spans import WINDOW_S
 from harness.tapes import TapeSpec, write
 
 RESULTS = ROOT / "bench" / "results.json"

@@ -25,8 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.markets import FIVE_MINUTES, Span
+from app.markets import Span
 from harness.fake_polymarket import FakePolymarket
+from harness.spans import FIVE_MINUTES
 
 State = tuple[float | None, float | None]  # the (UP, DOWN) best bids of one market
 TICK = 0.01

@@ -36,10 +36,10 @@ from pathlib import Path
 from typing import Any
 
 from app.calibration import scores
-from app.calibration.checkpoints import REMS_OF_WINDOW
 from app.markets import SPANS
 from app.refresher import model, volatility
 from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S as HISTORY_S
+from harness.spans import REMS_OF_WINDOW
 
 RULES: dict[str, tuple[str, int | None]] = {
     "spot": (model.SPOT, None),
@@ -73,7 +73,7 @@ def replay(
 ) -> dict[str, Scored]:
     """Every whole ``window`` (5m, 15m) starting at or after ``from_s`` with ``HISTORY_S``
     before it, scored at the window's checkpoints per rule."""
-    length, rems = SPANS[window].seconds, REMS_OF_WINDOW[window]
+    length, rems = SPANS[window].seconds, SPANS[window].rems
     times = [(start_s + k) * 1000 for k in range(len(prices))]
     found = {name: Scored({c: [] for c in rems}) for name in RULES}
     warm = ((start_s + HISTORY_S) // length + 1) * length

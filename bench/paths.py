@@ -39,13 +39,13 @@ from pathlib import Path
 from typing import Any
 
 from app.backtest.report import document_of
-from app.calibration.checkpoints import REMS_OF_WINDOW
 from app.markets import SPANS
 from bench.real import block, figures
 from harness.fake_polymarket import SPOT, TWAP, BrownianPath
 from harness.paths import SeededPath
 from harness.processes import BIN, ROOT
 from harness.settlement_feed import FEED_SIGMA, SettlementFeedPath
+from harness.spans import REMS_OF_WINDOW
 from harness.tapes import TapeSpec, exact_p_up, write
 
 T0 = 1_800_000_000
@@ -159,7 +159,7 @@ def main() -> int:
         with ThreadPoolExecutor(max_workers=args.jobs) as pool:
             done = pool.map(lambda job: _replay(trees[job[1]], tapes[job[0]], args.window), jobs)
             reports = dict(zip(jobs, done, strict=True))
-    rems = REMS_OF_WINDOW[args.window]
+    rems = SPANS[args.window].rems
 
     def scored(windows: list[dict[str, Any]]) -> dict[str, Any]:
         return figures(windows, OUTCOME, rems)

@@ -72,9 +72,10 @@ from app.backtest.replay import UNNAMED_TAPE_MARKET
 from app.calibration import outcomes, scores
 from app.calibration.checkpoints import REMS
 from app.config import DEFAULT_SYMBOL
-from app.markets import MARKETS, WINDOW_S
+from app.markets import MARKETS
 from harness.fake_polymarket import SPOT, TWAP
 from harness.real_data import binance, cronos, files, klines
+from harness.spans import WINDOW_S
 
 FIT_DAYS = (date(2026, 3, 12), date(2026, 3, 13), date(2026, 3, 14))
 COIN = 0.5

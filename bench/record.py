@@ -45,12 +45,13 @@ from pathlib import Path
 from typing import Any
 
 from app.calibration.periods import SPANS
-from app.markets import parse_symbols, window_start
+from app.markets import parse_symbols
 from bench.latest import Board, serve, wrk
 from bench.record_data import batches, fill_postgres, fill_sqlite
 from harness.databases import scratch_postgres_database
 from harness.processes import BIN, ROOT, on_cpus, service_env
 from harness.processes import http_get as get
+from harness.spans import FIVE_MINUTES, window_start
 
 RESULTS = ROOT / "bench" / "results.json"
 SERVER_CPUS, LOAD_CPUS = "0", "1"
@@ -199,7 +200,7 @@ def _score_in_python(url: str) -> int:
     with engine.connect() as conn:
         loaded = store.load(conn, "simulated")
     load_s = time.monotonic() - started
-    mine = [w for w in loaded if str(w["slug"]).startswith(MARKETS[0].slug_prefix)]
+    mine = [w for w in loaded if str(w["slug"]).startswith(MARKETS[0].slug(0, FIVE_MINUTES)[:-1])]
     summary.summarize(mine)
     total_s = time.monotonic() - started
     peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -17,7 +17,8 @@ from typing import Any
 import psycopg
 
 from app.calibration.checkpoints import REMS
-from app.markets import WINDOW_S, Market
+from app.markets import Market
+from harness.spans import FIVE_MINUTES, WINDOW_S
 
 WINDOW_COLUMNS = (
     "slug", "window_start", "source", "symbol", "rule", "price_to_beat", "outcome",
@@ -39,7 +40,7 @@ def batches(markets: tuple[Market, ...], end: int, days: int, seed: int = 36) ->
             windows: list[tuple[Any, ...]] = []
             points: list[tuple[Any, ...]] = []
             for start in range(day, min(day + 86_400, end), WINDOW_S):
-                slug = market.slug(start)
+                slug = market.slug(start, FIVE_MINUTES)
                 ptb = market.start_price * (1 + rng.gauss(0, 0.01))
                 drift = rng.gauss(0, 1)
                 settled = start + WINDOW_S < end

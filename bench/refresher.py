@@ -24,9 +24,9 @@ from typing import Any
 import redis
 
 from app.bus.redis_bus import BOARD_CHANNEL
-from app.markets import window_start
 from harness.fake_polymarket import FakePolymarket
 from harness.processes import BIN, ROOT, Process, RedisServer, service_env
+from harness.spans import window_start
 
 RESULTS = ROOT / "bench" / "results.json"
 

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.markets import FIVE_MINUTES, MARKETS, parse_symbols, parse_windows
+from app.markets import MARKETS, parse_symbols, parse_windows
 from bench.cpu import CpuMeter
 from bench.market_maker import MarketMaker, change_delays
 from harness.fake_polymarket import FakePolymarket
@@ -55,6 +55,7 @@ from harness.processes import (
     service_env,
 )
 from harness.processes import http_get as get
+from harness.spans import FIVE_MINUTES
 
 RESULTS = ROOT / "bench" / "results.json"
 SERVER_CPUS = "0"  # --pinned: redis-server, the refresher, gunicorn

@@ -21,7 +21,7 @@ import sys
 import time
 from typing import Any
 
-from app.markets import FIVE_MINUTES
+from harness.spans import FIVE_MINUTES
 
 SETTLE_S = 2.0  # as bench.stream_client: connected, then this long before measuring
 DRAIN_S = 1.0

@@ -35,12 +35,13 @@ import threading
 import time
 from decimal import Decimal
 
-from app.markets import FIVE_MINUTES, MARKETS, SPANS, Span
+from app.markets import MARKETS, SPANS, Span
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
 from harness import tapes
 from harness.fake_polymarket import TWAP, FakeBook, FakeMarket, FakePolymarket, live_span
 from harness.paths import SeededPath
 from harness.settlement_feed import FEED_SIGMA, SettlementFeedPath
+from harness.spans import FIVE_MINUTES
 
 SIGMA = 1.2e-4
 STALE_MS = 3000

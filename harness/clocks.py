@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from app.markets import WINDOW_S
+from harness.spans import WINDOW_S
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
-from app.markets import FIVE_MINUTES, WINDOW_S, Span
+from app.markets import Span
 from harness.fake_polymarket import (
     SPOT,
     SPOT_HISTORY_TOPIC,
@@ -42,6 +42,7 @@ from harness.fake_polymarket import (
 )
 from harness.paths import SeededPath
 from harness.settlement_feed import SettlementFeedPath
+from harness.spans import FIVE_MINUTES, WINDOW_S
 
 POINT_DELAY_S = 0.05  # a second's price arrives this long after the second
 QUOTE_DELAY_S = 0.06  # the market's quote of that second, just after the price

@@ -14,7 +14,7 @@ Over one period: ``?period=24h`` (``7d``, ``30d``; ``all``, the default), the wi
 started within it; anything else is 400 ``invalid_period`` (``app.api.periods``). The
 answer's ``span`` names the period and its ``period`` the first and last windows scored.
 Of one window length: ``?window=15m`` (any served window, as on ``/latest``: issue 39), the
-15-minute windows' record, scored at their own checkpoints (``REMS_OF_WINDOW``); without
+15-minute windows' record, scored at their own checkpoints (``Span.rems``); without
 it, the default window's (the contract's 5 minutes), the answer exactly as before there
 were others; anything else is 400 ``invalid_window`` (``app.api.window_param``).
 

@@ -15,10 +15,9 @@ from flask import Blueprint, Response, request
 from app.api.symbols import requested_symbols
 from app.api.vary import VARY
 from app.board.timefmt import now_ms
-from app.board.trail import STEP_MS
+from app.board.trail import CHARTED, STEP_MS
 from app.errors import json_response
 from app.limits import rate_limit_headers
-from app.markets import WINDOW_S
 from app.metrics.web import PLAN_KEY
 from app.plans import GUEST
 from app.services import Services, services
@@ -31,7 +30,7 @@ def _seeded(held: Services) -> None:
     if not held.trail.seeded:
         held.bus.latest()  # starts the worker's subscription: no board falls between
         now = now_ms()
-        held.trail.seed(held.bus.sampled(now - WINDOW_S * 1000, now, STEP_MS))
+        held.trail.seed(held.bus.sampled(now - CHARTED.seconds * 1000, now, STEP_MS))
 
 
 @bp.get("/api/probboard/trail")

@@ -30,7 +30,7 @@ from app.calibration.store import Track
 from app.errors import ApiError, json_response
 from app.extensions import db
 from app.limits import rate_limit_headers
-from app.markets import FIVE_MINUTES
+from app.markets import DEFAULT_SPAN
 from app.services import services
 
 bp = Blueprint("windows", __name__)
@@ -76,7 +76,7 @@ def windows() -> Response:
     symbol = asked.market.symbol
     if asked.media == CSV:
         # The 5-minute file keeps its name from before there were other lengths.
-        length = "" if asked.window == FIVE_MINUTES else f"-{asked.window.name}"
+        length = "" if asked.window == DEFAULT_SPAN else f"-{asked.window.name}"
         name = f"{symbol.lower()}{length}-windows.csv"
         headers["Content-Disposition"] = f'attachment; filename="{name}"'
         headers["Cache-Control"] = "no-store"

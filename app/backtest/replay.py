@@ -21,7 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 import httpx
 
 from app.board.row import BoardRow
-from app.markets import FIVE_MINUTES, MARKETS, SPANS, Market, Span
+from app.markets import DEFAULT_SPAN, MARKETS, SPANS, Market, Span
 from app.refresher import clocks
 from app.refresher.sources.polymarket.clob import winners_of
 from app.refresher.sources.polymarket.identity import UnrecordedError
@@ -126,7 +126,7 @@ def new_replay(
     stale_after_ms: int,
     start_t: float,
     markets: tuple[Market, ...],
-    spans: tuple[Span, ...] = (FIVE_MINUTES,),
+    spans: tuple[Span, ...] = (DEFAULT_SPAN,),
 ) -> Replay:
     """A threadless live source of ``markets`` over ``spans`` on a virtual clock, answered
     from the tape; the source comes to life at ``start_t`` (the tape's first ``t``), as the
@@ -175,7 +175,7 @@ def spans_of(lines: list[dict[str, Any]]) -> tuple[Span, ...]:
             found = GAMMA_WINDOW.search(str(line.get("url", "")))
             if found is not None:
                 named.add(found.group(1))
-    return tuple(span for name, span in SPANS.items() if name in named) or (FIVE_MINUTES,)
+    return tuple(span for name, span in SPANS.items() if name in named) or (DEFAULT_SPAN,)
 
 
 def _chainlink_symbol(subscription: Any) -> str | None:

@@ -11,8 +11,8 @@ from typing import Any
 
 from app.backtest.replay import Replay, markets_of, new_replay, run, spans_of
 from app.calibration import outcomes, summary
-from app.calibration.checkpoints import REMS, REMS_OF_WINDOW, Window, settled, track
-from app.markets import FIVE_MINUTES
+from app.calibration.checkpoints import REMS, Window, settled, track
+from app.markets import DEFAULT_SPAN
 
 # Lines read ahead for the tape's RTDS subscription and first Gamma lookups (they come
 # first: the source subscribes and looks its windows up as it starts).
@@ -57,7 +57,7 @@ def backtest(
             windows.get((market.symbol, span.name), {}),
             boards.get((market.symbol, span.name), 0),
             elapsed,
-            REMS_OF_WINDOW[span.name],
+            span.rems,
         )
         for span in replay.source.spans
         for market in replay.source.markets
@@ -69,11 +69,11 @@ def keyed(documents: dict[Part, dict[str, Any]]) -> dict[str, Any]:
     """The report of ``documents`` (by symbol and window name): one market's 5-minute
     windows alone, its document as it is; otherwise the 5-minute documents under
     ``symbols`` and each other length's under ``windows.<name>.symbols``."""
-    if len(documents) == 1 and next(iter(documents))[1] == FIVE_MINUTES.name:
+    if len(documents) == 1 and next(iter(documents))[1] == DEFAULT_SPAN.name:
         return next(iter(documents.values()))
     found: dict[str, Any] = {}
     for (symbol, window), doc in documents.items():
-        place = found if window == FIVE_MINUTES.name else (
+        place = found if window == DEFAULT_SPAN.name else (
             found.setdefault("windows", {}).setdefault(window, {})
         )  # fmt: skip
         place.setdefault("symbols", {})[symbol] = doc
@@ -81,15 +81,15 @@ def keyed(documents: dict[Part, dict[str, Any]]) -> dict[str, Any]:
 
 
 def document_of(
-    report: dict[str, Any], window: str = FIVE_MINUTES.name, symbol: str | None = None
+    report: dict[str, Any], window: str = DEFAULT_SPAN.name, symbol: str | None = None
 ) -> dict[str, Any]:
     """The document of one (market, window) in a report of any shape; ``symbol`` may be
     left out where the report has one market."""
     if "symbols" not in report and not isinstance(report.get("windows"), dict):
-        if window != FIVE_MINUTES.name:
+        if window != DEFAULT_SPAN.name:
             raise KeyError(window)
         return report  # one market's 5-minute windows
-    place = report if window == FIVE_MINUTES.name else report["windows"][window]
+    place = report if window == DEFAULT_SPAN.name else report["windows"][window]
     by_symbol: dict[str, dict[str, Any]] = place["symbols"]
     if symbol is None:
         [only] = by_symbol.values()
@@ -147,7 +147,7 @@ def text(doc: dict[str, Any]) -> str:
     """The report as a terminal reads it (a section per market and window when there are
     several: ``== BTC 15m``)."""
     sections = [
-        (symbol, FIVE_MINUTES.name, part) for symbol, part in doc.get("symbols", {}).items()
+        (symbol, DEFAULT_SPAN.name, part) for symbol, part in doc.get("symbols", {}).items()
     ]
     if isinstance(doc.get("windows"), dict):
         for window, place in doc["windows"].items():

@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from operator import attrgetter
 from typing import Any, Literal, NamedTuple
 
-DEFAULT_WINDOW = "5m"  # the contract's window (``app.markets.FIVE_MINUTES``'s name)
+from app.markets import DEFAULT_SPAN
+
+DEFAULT_WINDOW = DEFAULT_SPAN.name  # the contract's window
 
 
 @dataclass(frozen=True, slots=True)

@@ -25,10 +25,12 @@ from typing import Any
 
 from app.board.row import DEFAULT_WINDOW
 from app.board.snapshot import Snapshot, dumps
-from app.markets import WINDOW_S
+from app.markets import SPANS
 
-STEP_MS = 1000  # one point a second: the chart is 420-600 px wide over 300 s
-MAX_POINTS = 2 * WINDOW_S  # a bound on a window's points, whatever the clock does
+CHARTED = SPANS[DEFAULT_WINDOW]  # the kind charted (its length and step: app/markets.py)
+STEP_MS = CHARTED.trail_step_s * 1000  # one point a second: the chart is 420-600 px over 300 s
+# A bound on a window's points, whatever the clock does.
+MAX_POINTS = 2 * CHARTED.seconds // CHARTED.trail_step_s
 # A point: seconds into the window, the model's P(up) (0-1) and the market's UP mid, either
 # None while the row was stale or the value missing (the chart leaves a gap, as the page does).
 Point = tuple[float, float | None, float | None]
@@ -50,7 +52,7 @@ def _point(row: dict[str, Any], age_ms: int, stale_ms: int) -> Point:
     bid, ask = row.get("up_bid"), row.get("up_ask")
     p = None if stale or up is None else round(up / 100, 6)
     mid = None if stale or bid is None or ask is None else round((bid + ask) / 2, 6)
-    return (round(WINDOW_S - row["rem_secs"], 3), p, mid)
+    return (round(CHARTED.seconds - row["rem_secs"], 3), p, mid)
 
 
 class WindowTrail:

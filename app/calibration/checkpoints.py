@@ -6,8 +6,8 @@ in). ``pUp`` is the model's own fraction, ``marketMid`` the mid of UP's best bid
 (None when a side is empty); both None when the row was stale at that board. Rows are taken
 typed (``BoardRow``), as the refresher and the backtest build them, never as their JSON.
 
-Each window length has its own checkpoints (``REMS_OF_WINDOW``: ``REMS`` for the 5-minute
-windows, the contract's) and its own end (its start plus its ``Span``'s seconds). A window is
+Each window kind has its own checkpoints (``Span.rems``, app/markets.py: ``REMS`` for the
+5-minute windows, the contract's) and its own end (``Span.end``). A window is
 named by its slug, which names the market and the length (``btc-updown-15m-...``), so a
 15-minute row can never mix into a 5-minute window's record.
 """
@@ -19,16 +19,14 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from app.calibration import outcomes
-from app.markets import FIVE_MINUTES, MARKETS, SPANS, Span
+from app.markets import DEFAULT_SPAN, MARKETS, SPANS, Span
 
 if TYPE_CHECKING:
     # For the annotations only: the board's package imports the schemas, which import this
     # package (app.calibration.periods), so a real import would knot the folders together.
     from app.board.row import BoardRow
 
-REMS = (290, 240, 180, 120, 90, 60, 30, 15, 5)  # the 5-minute windows' (the contract's)
-# The times left each window length is scored at, by its name (``Span.name``).
-REMS_OF_WINDOW = {"5m": REMS, "15m": (870, 720, 600, 480, 300, 180, 120, 60, 30, 15, 5)}
+REMS = DEFAULT_SPAN.rems  # the 5-minute windows' (the contract's)
 GRACE_S = 2.0
 
 
@@ -38,7 +36,7 @@ class Window:
 
     slug: str
     window_start: int
-    span: Span = FIVE_MINUTES  # the window's length
+    span: Span  # the window's kind
     rule: str | None = None
     lookback_s: int | None = None  # a TWAP's lookback (the row's ``twapLookbackS``)
     price_to_beat: float | None = None
@@ -50,12 +48,12 @@ class Window:
     @property
     def end(self) -> int:
         """When the window ends (epoch seconds)."""
-        return self.window_start + self.span.seconds
+        return self.span.end(self.window_start)
 
     @property
     def rems(self) -> tuple[int, ...]:
         """The times left this window is scored at (its length's)."""
-        return REMS_OF_WINDOW[self.span.name]
+        return self.span.rems
 
     @property
     def next_slug(self) -> str | None:
@@ -79,7 +77,7 @@ def track(
     """Take the board row built at ``at`` (with the model's own P(up), ``model_p_up``) into
     its window; the window, or None for a row of no window (or of a length not scored)."""
     span = SPANS.get(row.window)
-    if span is None or span.name not in REMS_OF_WINDOW:
+    if span is None:
         return None
     start = row.window_start
     live = row.live
@@ -89,7 +87,7 @@ def track(
         slug = live.slug
     else:
         market = MARKETS.get(row.symbol)
-        slug = market.span_slug(start, span) if market is not None else None
+        slug = market.slug(start, span) if market is not None else None
     if slug is None:
         return None
     window = windows.get(slug)

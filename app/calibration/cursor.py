@@ -26,7 +26,7 @@ import re
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from app.markets import FIVE_MINUTES, SPANS
+from app.markets import DEFAULT_SPAN, SPANS
 
 VERSION = 1
 PURPOSE = b"probboard/windows-cursor"  # the derived key's purpose: no other use shares it
@@ -50,7 +50,7 @@ class Cursor:
     start: int | None
     end: int | None
     before: int
-    window: str = FIVE_MINUTES.name  # the windows' length (``Span.name``)
+    window: str = DEFAULT_SPAN.name  # the windows' length (``Span.name``)
 
 
 def _b64(raw: bytes) -> str:
@@ -91,7 +91,7 @@ class WindowCursors:
     def encode(self, cursor: Cursor) -> str:
         """The opaque text of ``cursor``."""
         fields = [VERSION, cursor.symbol, cursor.start, cursor.end, cursor.before]
-        if cursor.window != FIVE_MINUTES.name:
+        if cursor.window != DEFAULT_SPAN.name:
             fields.append(cursor.window)
         return self.sign(json.dumps(fields, separators=(",", ":")).encode())
 
@@ -120,7 +120,7 @@ class WindowCursors:
         version, symbol, start, end, before, *rest = fields
         if type(version) is not int or version != VERSION:
             raise CursorError("a cursor of another version")
-        window = rest[0] if rest else FIVE_MINUTES.name
+        window = rest[0] if rest else DEFAULT_SPAN.name
         if not isinstance(symbol, str) or symbol not in self._symbols:
             raise CursorError("not a served symbol")
         if not isinstance(window, str) or window not in SPANS:

@@ -35,7 +35,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
-from app.markets import FIVE_MINUTES
+from app.markets import DEFAULT_SPAN
 
 metadata = MetaData()
 
@@ -51,7 +51,7 @@ windows = Table(
     Column("symbol", String(16)),
     # The window's length (``Span.name``); the rows recorded before lengths were stored are
     # the 5-minute ones, as every window was then.
-    Column("window", String(8), nullable=False, server_default=FIVE_MINUTES.name),
+    Column("window", String(8), nullable=False, server_default=DEFAULT_SPAN.name),
     Column("rule", String(8)),
     Column("lookback_s", Integer),  # a TWAP's lookback; null for spot, unknown, or older rows
     Column("price_to_beat", Float),
@@ -182,7 +182,7 @@ def save_window(conn: Connection, window: Mapping[str, Any]) -> None:
     absent; ``window``: its length, ``5m`` when absent, set once; ``lookback_s`` when
     known). A known outcome is never erased."""
     symbol = window.get("symbol") or symbol_of(str(window["slug"]))
-    length = window.get("window") or FIVE_MINUTES.name
+    length = window.get("window") or DEFAULT_SPAN.name
     values = {**window, "symbol": symbol, "window": length, "updated_at": datetime.now(UTC)}
     update = ["rule", "price_to_beat", "updated_at"]
     if window.get("lookback_s") is not None:  # learnt late (or never): never erased
@@ -224,7 +224,7 @@ def note_change(conn: Connection, track: Track, window_start: int) -> None:
     way on another connection cannot miss it: see ``app.calibration.kept``)."""
     month = month_of(window_start)
     _count_change(conn, kept_months, {**track.key(), "month": month})
-    if track.window == FIVE_MINUTES.name:  # the previous release's record (see its table)
+    if track.window == DEFAULT_SPAN.name:  # the previous release's record (see its table)
         _count_change(conn, legacy_kept_months, {**track.key(), "month": month})
 
 
@@ -236,7 +236,7 @@ def _count_change(conn: Connection, table: Table, key: dict[str, Any]) -> None:
     conn.execute(statement.on_conflict_do_update(index_elements=names, set_=changed))
 
 
-def load(conn: Connection, source: str, window: str = FIVE_MINUTES.name) -> list[dict[str, Any]]:
+def load(conn: Connection, source: str, window: str = DEFAULT_SPAN.name) -> list[dict[str, Any]]:
     """The windows of ``source`` of one length (``window``; the contract's 5 minutes unless
     named) in time order, each with its checkpoints (the shape ``app.calibration.summary``
     scores)."""

@@ -8,7 +8,7 @@ from which every figure of the answer is a sum and one division (``score``). A s
 counts the windows and finds the period's first and last. Both read one record
 (``store.Track``: one source's windows of one market and one length) from ``window_start``
 on, an index range of (source, symbol, window, window_start), at that length's checkpoints
-(``REMS_OF_WINDOW``).
+(``Span.rems``).
 
 Means are sums divided by counts, as in ``scores``, with the database's own (not
 compensated) summation: equal to ``summarize``'s to about 1e-12, which a test checks on
@@ -28,8 +28,8 @@ from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
 from app.calibration import kept, outcomes, scores
-from app.calibration.checkpoints import REMS_OF_WINDOW
 from app.calibration.store import Track, checkpoints, windows
+from app.markets import SPANS
 
 
 @dataclass
@@ -125,7 +125,7 @@ def rem_table(
         )
         .select_from(windows.join(checkpoints, checkpoints.c.slug == windows.c.slug))
         .where(*_where(track, since, until), windows.c.outcome.is_not(None))
-        .where(checkpoints.c.rem_s.in_(REMS_OF_WINDOW[track.window]))
+        .where(checkpoints.c.rem_s.in_(SPANS[track.window].rems))
         .group_by(checkpoints.c.rem_s, model_bin, market_bin)
     )
     return list(conn.execute(statement))
@@ -169,7 +169,7 @@ def _difference(rem: Rem) -> dict[str, Any]:
 def score(rows: list[Any], window: str) -> dict[str, Any]:
     """``summary.summarize``'s answer (buckets, reliability, reliabilityMarket) from
     ``rem_table``'s rows of a record of ``window``'s length (scored at its checkpoints)."""
-    rems = {rem: Rem() for rem in REMS_OF_WINDOW[window]}
+    rems = {rem: Rem() for rem in SPANS[window].rems}
     model_bins = [Bin() for _ in range(scores.BINS)]
     market_bins = [Bin() for _ in range(scores.BINS)]
     for rem_s, model_bin, market_bin, n, *sums, ups in rows:

@@ -7,7 +7,7 @@ from typing import Any
 from marshmallow import INCLUDE, RAISE, Schema, ValidationError, fields, validate, validates_schema
 
 from app.config import MIN_REFRESH_MS
-from app.markets import FIVE_MINUTES, MARKETS, SPANS
+from app.markets import DEFAULT_SPAN, MARKETS, SPANS
 from app.plans import ALL_PLANS
 from app.schemas import EXTENSION
 from app.schemas.fields import StrictBoolean, StrictInteger, StrictNumber
@@ -130,7 +130,7 @@ class BoardItemSchema(Schema):
 
     @validates_schema
     def _rem_secs_within_its_window(self, data: dict[str, Any], **kwargs: Any) -> None:
-        span = SPANS.get(str(data.get("window", FIVE_MINUTES.name)), FIVE_MINUTES)
+        span = SPANS.get(str(data.get("window", DEFAULT_SPAN.name)), DEFAULT_SPAN)
         rem = data.get("rem_secs")
         if rem is not None and rem > span.seconds:
             raise ValidationError(f"rem_secs {rem} is past a {span.name} window's length.")

@@ -7,7 +7,7 @@ from typing import Any
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
 from app.config import MIN_REFRESH_MS
-from app.markets import MARKETS, WINDOW_S
+from app.markets import DEFAULT_SPAN, MARKETS
 from app.schemas.fields import StrictBoolean, StrictInteger
 
 
@@ -18,7 +18,11 @@ class PointField(fields.Field[list[Any]]):
         if not isinstance(value, list) or len(value) != 3:
             raise ValidationError("a point is [s, pUp, mid].")
         s, *rest = value
-        if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s <= WINDOW_S:
+        if (
+            isinstance(s, bool)
+            or not isinstance(s, int | float)
+            or not 0 <= s <= DEFAULT_SPAN.seconds
+        ):  # the charted kind
             raise ValidationError("s is seconds into the window, 0 to 300.")
         for v in rest:
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):

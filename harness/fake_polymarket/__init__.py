@@ -21,7 +21,8 @@ serve, their start and stop, ``env()``; ``running``), ``market.py`` (``FakeMarke
 ``http_server.py`` and ``ws_server.py`` (the servers every HTTP / WebSocket stand-in is
 built on, with the switches they all have: ``mode``, ``trickle_bps``; ``drop()``,
 ``refuse``, ``silent``, ``freeze()``) and ``brownian.py`` (``BrownianPath``: the seeded
-spot path RTDS plays). The window's length is ``app.markets.WINDOW_S``, re-exported here.
+spot path RTDS plays). The 5-minute window's length is ``harness.spans.WINDOW_S``,
+re-exported here.
 
 Faults of VALUE (issue 27): well-formed answers that are wrong. Each is a switch a test turns
 on, leaves on for a while and turns off; all are off by default, and off they change nothing
@@ -30,7 +31,6 @@ on the wire. Each module's docstring lists its own.
 
 from __future__ import annotations
 
-from app.markets import WINDOW_S
 from harness.fake_polymarket.brownian import LIVE_S, BrownianPath, live_span, wave_price
 from harness.fake_polymarket.clob import FakeClobRest
 from harness.fake_polymarket.clob_ws import (
@@ -85,6 +85,7 @@ from harness.fake_polymarket.wire import (
     twap_topic,
 )
 from harness.fake_polymarket.world import FakePolymarket, running
+from harness.spans import WINDOW_S
 
 __all__ = [
     "CHAINLINK_OF_PAIR",

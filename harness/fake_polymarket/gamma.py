@@ -18,14 +18,47 @@ from the window that many away (slug and times stay right); ``swapped_outcomes``
 from __future__ import annotations
 
 import json
+import re
+from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from app.markets import FIVE_MINUTES, MARKETS, SPANS, WINDOW_S, Span
+from app.horizons import EASTERN, HOURLY_WORDS, MONTHS
+from app.markets import MARKETS, SPANS, Span
 from harness.fake_polymarket.http_server import _HttpFake
 from harness.fake_polymarket.wire import DEFAULT_SYMBOL
+from harness.spans import FIVE_MINUTES, WINDOW_S
 
 if TYPE_CHECKING:
     from harness.fake_polymarket.world import FakePolymarket
+
+
+HOURLY_SLUG = re.compile(
+    r"(?P<coin>[a-z]+)-up-or-down-(?P<month>[a-z]+)-(?P<day>[0-9]{1,2})(?:-(?P<year>[0-9]{4}))?"
+    r"-(?P<hour>[0-9]{1,2})(?P<half>am|pm)-et"
+)
+YEARLESS_UNTIL = 2026  # the hourly slugs carry their year since March 2026 (docs/horizons.md)
+
+
+def _hourly_start(slug: str) -> tuple[str, int, Span] | None:
+    """(symbol, the hour's start, the hourly kind) of an hourly slug in words (the year
+    missing: 2026's, as Polymarket listed such slugs until March 2026), else None. Only a
+    slug the service itself would write for that hour is known (round trip)."""
+    found = HOURLY_SLUG.fullmatch(slug)
+    words = {word: symbol for symbol, word in HOURLY_WORDS.items()}
+    if found is None or found["coin"] not in words or found["month"] not in MONTHS:
+        return None
+    hour = int(found["hour"])
+    if not 1 <= hour <= 12 or not 1 <= int(found["day"]) <= 31:
+        return None
+    year = int(found["year"] or YEARLESS_UNTIL)
+    month = MONTHS.index(found["month"]) + 1
+    try:
+        local = datetime(year, month, int(found["day"]), hour % 12 + 12 * (found["half"] == "pm"))
+    except ValueError:  # february-30
+        return None
+    start = int(local.replace(tzinfo=EASTERN).timestamp())
+    symbol, span = words[found["coin"]], SPANS["1h"]
+    return (symbol, start, span) if slug in span.slugs(symbol, start) else None
 
 
 class FakeGamma(_HttpFake):
@@ -76,11 +109,16 @@ class FakeGamma(_HttpFake):
     @staticmethod
     def parse_span_slug(slug: str) -> tuple[str, int, Span] | None:
         """(symbol, window start, span) of an up/down slug of a known market (``btc-updown-
-        15m-<T0>``), else None."""
-        for symbol, known in MARKETS.items():
+        15m-<T0>``, ``btc-updown-4h-<T0>`` on a 4-hour start, or an hourly market's Eastern
+        hour in words, with or without its year), else None."""
+        hourly = _hourly_start(slug)
+        if hourly is not None:
+            return hourly
+        for symbol in MARKETS:
             for span in SPANS.values():
-                rest = slug.removeprefix(known.span_slug(0, span)[:-1])
-                if rest != slug and rest.isdigit():
+                prefix = f"{symbol.lower()}-updown-{span.name}-"
+                rest = slug.removeprefix(prefix)
+                if rest != slug and rest.isdigit() and span.start(int(rest)) == int(rest):
                     return symbol, int(rest), span
         return None
 
@@ -92,7 +130,8 @@ class FakeGamma(_HttpFake):
         symbol, window, span = parsed
         if span != FIVE_MINUTES:  # the faults are the 5-minute markets'
             other = self.world.market_of(symbol, window, span)
-            return None if other is None else other.event()
+            # An hourly market answers to the form of slug it was listed under only.
+            return None if other is None or other.slug != slug else other.event()
         market = self.world.market_of(symbol, window + self.window_offset * WINDOW_S)
         if market is None:
             return None

@@ -10,10 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
+from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from app.markets import FIVE_MINUTES, MARKETS, Span
+from app.horizons import EASTERN
+from app.markets import BINANCE_CANDLE, MARKETS, SPANS, Span
 from harness.fake_polymarket.wire import (
     COIN_NAMES,
     DEFAULT_SYMBOL,
@@ -26,6 +28,15 @@ from harness.fake_polymarket.wire import (
     resolution_source,
     token_id,
 )
+from harness.spans import FIVE_MINUTES
+
+
+def shifted(span: Span, t0: int, offset: int) -> int:
+    """The start of ``span``'s window ``offset`` windows away from the one starting at ``t0``
+    (a 4-hour window is 3 to 5 hours long: counted block by block)."""
+    for _ in range(abs(offset)):
+        t0 = span.end(t0) if offset > 0 else span.start(t0 - 1)
+    return t0
 
 
 @dataclass
@@ -50,7 +61,8 @@ class FakeMarket:
     down_token: str = ""
     condition: str = ""
     symbol: str = DEFAULT_SYMBOL
-    span: Span = FIVE_MINUTES  # the window's length (``15m``: the 15-minute market)
+    span: Span = FIVE_MINUTES  # the window's kind (``15m``, ``1h``, ``4h``: that market)
+    yearless: bool = False  # an hourly market listed before March 2026: no year in its slug
 
     def __post_init__(self) -> None:
         chainlink_of(self.symbol)  # an unknown market fails here, not at its first request
@@ -64,12 +76,36 @@ class FakeMarket:
     @property
     def slug(self) -> str:
         """``btc-updown-5m-<T0>`` (``eth-updown-15m-<T0>``... for another market or length)."""
-        return MARKETS[self.symbol].span_slug(self.window_start, self.span)
+        slugs = self.span.slugs(self.symbol, self.window_start)
+        return slugs[-1] if self.yearless else slugs[0]
+
+    @property
+    def binance(self) -> bool:
+        """Settled on Binance's candle (an hourly market), not on a Chainlink stream."""
+        return self.span.settlement == BINANCE_CANDLE
 
     @property
     def window_end(self) -> int:
-        """When the window ends (unix seconds)."""
-        return self.window_start + self.span.seconds
+        """When the window ends (unix seconds; a 4-hour one across a change of clocks: 3 or
+        5 hours after its start)."""
+        return self.span.end(self.window_start)
+
+    @property
+    def series_tag(self) -> str:
+        """The kind's tag in the Gamma series' slug (``btc-up-or-down-hourly``)."""
+        return "hourly" if self.span.name == "1h" else self.span.name
+
+    def title(self) -> str:
+        """The event's title as Polymarket writes it, in US Eastern time."""
+        coin = COIN_NAMES.get(self.symbol, self.symbol)
+        start = datetime.fromtimestamp(self.window_start, EASTERN)
+        day = f"{start:%B} {start.day}"
+        if self.span.name == "1h":
+            return f"{coin} Up or Down - {day}, {start.hour % 12 or 12}{start:%p} ET"
+        end = datetime.fromtimestamp(self.window_end, EASTERN)
+        clock = "{}:{:%M%p}".format
+        span = f"{clock(start.hour % 12 or 12, start)}-{clock(end.hour % 12 or 12, end)}"
+        return f"{coin} Up or Down - {day}, {span} ET"
 
     @property
     def chainlink(self) -> str:
@@ -112,14 +148,15 @@ class FakeMarket:
         by_label = {"Up": self.up_token, "Down": self.down_token}
         twap = self.rule == TWAP
         rank = list(MARKETS).index(self.symbol)  # 0 for BTC: its ids as they always were
-        rank += 0 if self.span == FIVE_MINUTES else len(MARKETS)
-        coin = COIN_NAMES.get(self.symbol, self.symbol)
+        rank += list(SPANS).index(self.span.name) * len(MARKETS)  # 0 for the 5-minute kind
         market: dict[str, Any] = {
             "id": str(500000 + rank * 100000 + t0 // self.span.seconds % 100000),
-            "question": f"{coin} Up or Down - (US Eastern title, never parsed)",
+            "question": self.title(),
             "conditionId": self.condition,
             "slug": self.slug,
-            "resolutionSource": resolution_source(self.symbol, self.rule, self.lookback),
+            "resolutionSource": resolution_source(
+                self.symbol, self.rule, self.lookback, self.binance
+            ),
             "startDate": iso(t0 - 86400),  # the listing time: NOT the window start
             "eventStartTime": iso(t0),
             "endDate": iso(self.window_end),
@@ -136,7 +173,7 @@ class FakeMarket:
             "bestAsk": 0.99,
             "lastTradePrice": 0.5,
         }
-        if self.with_config:
+        if self.with_config and not self.binance:  # the hourly markets name Binance's page
             market["cryptoMarketConfig"] = {
                 "asset": self.symbol,
                 "duration": self.span.name,
@@ -147,7 +184,7 @@ class FakeMarket:
             "id": market["id"],
             "slug": self.slug,
             "title": market["question"],
-            "seriesSlug": MARKETS[self.symbol].series.replace("-5m", f"-{self.span.name}"),
+            "seriesSlug": MARKETS[self.symbol].series.replace("-5m", f"-{self.series_tag}"),
             "startDate": market["startDate"],
             "endDate": market["endDate"],
             "markets": [market],

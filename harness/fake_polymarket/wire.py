@@ -3,7 +3,7 @@ the markets' identifiers (token and condition ids, slugs, Chainlink streams), ti
 writes them, prices as the CLOB writes them, ``full_accuracy_value`` as RTDS writes it.
 
 Nothing here listens or sends: the servers are in the other modules of the package. The
-window's length is ``app.markets.WINDOW_S``.
+window's length is its kind's (``app.markets.SPANS``).
 """
 
 from __future__ import annotations
@@ -80,9 +80,12 @@ def chainlink_of(symbol: str) -> str:
         raise ValueError(f"unknown symbol {symbol!r} (known: {', '.join(MARKETS)})") from None
 
 
-def resolution_source(symbol: str, rule: str, lookback: int = 60) -> str:
-    """A market's ``resolutionSource``: its Chainlink stream, the TWAP one for ``TWAP``."""
+def resolution_source(symbol: str, rule: str, lookback: int = 60, binance: bool = False) -> str:
+    """A market's ``resolutionSource``: its Chainlink stream, the TWAP one for ``TWAP``; with
+    ``binance`` (an hourly market) the Binance pair's page."""
     chainlink_of(symbol)  # an unknown market is a mistake in the test
+    if binance:
+        return f"https://www.binance.com/en/trade/{symbol}_USDT"
     coin = symbol.lower()
     if rule == TWAP:
         return TWAP_RESOLUTION_SOURCE.replace("btc-", f"{coin}-").replace("60s", f"{lookback}s")

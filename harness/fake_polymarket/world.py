@@ -13,16 +13,17 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from app.markets import FIVE_MINUTES, MARKETS, SPANS, Span
+from app.markets import MARKETS, SPANS, Span
 from harness.fake_polymarket.clob import FakeClobRest
 from harness.fake_polymarket.clob_ws import FakeClobWs, PriceChange
 from harness.fake_polymarket.gamma import FakeGamma
 from harness.fake_polymarket.http_server import _HttpFake
-from harness.fake_polymarket.market import FakeBook, FakeMarket, default_books
+from harness.fake_polymarket.market import FakeBook, FakeMarket, default_books, shifted
 from harness.fake_polymarket.rtds import FakeRtds
 from harness.fake_polymarket.site import FakeSite
 from harness.fake_polymarket.wire import DEFAULT_SYMBOL, SPOT, chainlink_of
 from harness.fake_polymarket.ws_server import _WsFake
+from harness.spans import FIVE_MINUTES
 
 
 @dataclass
@@ -157,7 +158,7 @@ class FakePolymarket:
         """``symbol``'s market of a window of ``span`` (made up when ``auto_markets``)."""
         with self._lock:
             market = self.markets_of(symbol, span).get(window_start)
-            if market is None and self.auto_markets and window_start % span.seconds == 0:
+            if market is None and self.auto_markets and span.start(window_start) == window_start:
                 made = FakeMarket(window_start, rule=self.auto_rule, symbol=symbol, span=span)
                 market = self.list_market(made)
             return market
@@ -178,7 +179,7 @@ class FakePolymarket:
         (of the same market), if listed."""
         for market in self.all_markets():
             if asset in market.tokens:
-                start = market.window_start + offset * market.span.seconds
+                start = shifted(market.span, market.window_start, offset)
                 other = self.market_of(market.symbol, start, market.span)
                 if other is None:
                     return None

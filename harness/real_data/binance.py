@@ -38,7 +38,6 @@ from pathlib import Path
 from typing import Any
 
 from app.backtest.replay import UNNAMED_TAPE_MARKET
-from app.markets import WINDOW_S
 from harness.fake_polymarket import (
     SPOT,
     SPOT_HISTORY_TOPIC,
@@ -53,6 +52,7 @@ from harness.fake_polymarket import (
 )
 from harness.real_data.files import PUBLISHED_MARKET
 from harness.real_data.klines import DAY_S, Ticks, day_start
+from harness.spans import WINDOW_S
 
 ARRIVAL_LAG_S = 1.4  # a Chainlink point reaches RTDS clients this long after its stamp (median)
 HISTORY_S = 10_800  # the snapshot at connect: 3 h, what the fake RTDS keeps (history_limit)

@@ -34,9 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.markets import WINDOW_S
 from harness.fake_polymarket import SLUG_PREFIX, FakeMarket
 from harness.real_data.binance import DOWN, GAMMA_AHEAD_S, UP, gamma_line, line
+from harness.spans import WINDOW_S
 
 COLUMNS = ["timestamp", "slug", "asset_id", "raw_data"]
 OUTCOME_WITHIN_S = 10.0

@@ -60,7 +60,7 @@ from app.board.timefmt import now_ms  # noqa: E402
 from app.bus.redis_bus import RedisBoardBus  # noqa: E402
 from app.calibration import store  # noqa: E402
 from app.calibration.recorder import Recorder  # noqa: E402
-from app.markets import WINDOW_S, parse_symbols  # noqa: E402
+from app.markets import parse_symbols  # noqa: E402
 from app.refresher.loop import Refresher  # noqa: E402
 from app.refresher.sources.simulated import SimulatedSource  # noqa: E402
 from harness.accounts import TEST_PEPPER  # noqa: E402
@@ -72,6 +72,7 @@ from harness.processes import (  # noqa: E402
     http_get,
     service_env,
 )
+from harness.spans import WINDOW_S  # noqa: E402
 from tests.support.accounts import AccountsCli, scratch_accounts  # noqa: E402
 from tests.support.track_record import record_both_windows, run_simulated  # noqa: E402
 

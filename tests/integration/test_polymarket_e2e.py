@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
-from app.markets import window_start
 from app.schemas import check
 from app.schemas.board import PublishedBoardSchema
 from harness.fake_polymarket import SPOT_TOPIC, FakePolymarket, running
 from harness.processes import BIN, ROOT, RedisServer, Service, service_env
+from harness.spans import window_start
 from tests.support.contract import validated
 
 LATEST = "/api/probboard/latest"

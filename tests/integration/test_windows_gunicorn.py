@@ -25,6 +25,7 @@ from app.calibration import store
 from app.calibration.checkpoints import REMS
 from app.markets import MARKETS
 from harness.processes import ROOT, RedisServer, Service, service_env
+from harness.spans import FIVE_MINUTES
 from tests.support.accounts import scratch_accounts
 from tests.support.contract import validated
 
@@ -41,7 +42,7 @@ def fill(url: str) -> None:
         for symbol in ("BTC", "ETH"):
             for i in range(COUNT):
                 start = T0 + 300 * i
-                slug = MARKETS[symbol].slug(start)
+                slug = MARKETS[symbol].slug(start, FIVE_MINUTES)
                 store.save_window(conn, {
                     "slug": slug, "window_start": start, "source": "simulated", "rule": "spot",
                     "price_to_beat": 100.0 + i, "outcome": "up" if i % 2 else "down",

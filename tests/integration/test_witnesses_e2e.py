@@ -29,10 +29,10 @@ from typing import Any
 
 import pytest
 
-from app.markets import WINDOW_S, window_start
 from harness.clocks import OffsetClock
 from harness.fake_polymarket import BrownianPath, FakeBook, FakePolymarket, running
 from harness.processes import RedisServer, Service, service_env
+from harness.spans import WINDOW_S, window_start
 from tests.support.contract import validated
 
 LATEST = "/api/probboard/latest"

@@ -14,8 +14,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from app.markets import WINDOW_S
 from harness.fake_polymarket import BrownianPath
+from harness.spans import WINDOW_S
 
 DAY = "2026-03-12"
 D0 = 1_773_273_600  # 2026-03-12 00:00 UTC

@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from app.board.row import BoardRow, LiveDetails
-from app.markets import WINDOW_S
+from harness.spans import WINDOW_S
 
 _NULL = BoardRow(
     symbol="BTC",

@@ -9,11 +9,12 @@ from typing import Any
 
 from app.bus.memory import MemoryBoardBus
 from app.calibration import summary
-from app.calibration.checkpoints import GRACE_S, REMS_OF_WINDOW
+from app.calibration.checkpoints import GRACE_S
 from app.calibration.recorder import Recorder
-from app.markets import FIVE_MINUTES, MARKETS, Market, Span
+from app.markets import MARKETS, SPANS, Market, Span
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
+from harness.spans import FIVE_MINUTES
 from tests.support.rows import live_row
 
 
@@ -56,7 +57,7 @@ def _stored_or_settled(t: float, span: Span) -> bool:
     """Whether a board at ``t`` settles an outcome (``_settles``) or can take the window's
     first checkpoint, where the recorder first stores a window (an ended one is stored
     anyway)."""
-    first = max(REMS_OF_WINDOW[span.name])
+    first = max(SPANS[span.name].rems)
     return _settles(t, span) or first - GRACE_S < span.seconds - t % span.seconds <= first
 
 
@@ -66,7 +67,7 @@ def recordable(t: float, span: Span) -> bool:
     (within ``GRACE_S`` + 1 s of a start, past the ``GRACE_S`` after the end it waits for)."""
     into = t % span.seconds
     rem = span.seconds - into
-    return _settles(t, span) or any(c - GRACE_S < rem <= c for c in REMS_OF_WINDOW[span.name])
+    return _settles(t, span) or any(c - GRACE_S < rem <= c for c in SPANS[span.name].rems)
 
 
 def record_both_windows(recorder: Recorder, start: int, seconds: int) -> None:

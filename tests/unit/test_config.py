@@ -10,6 +10,7 @@ import pytest
 from app.config import ConfigError, Settings, load_settings, load_web_settings
 from app.services import services_of
 from app.web import create_app
+from harness.spans import FIVE_MINUTES
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 
@@ -276,7 +277,7 @@ def test_symbols_choose_the_board_rows_in_order() -> None:
     four = load_settings({"SYMBOLS": " xrp, BTC ,sol,Eth "})
     assert [m.symbol for m in four.markets] == ["XRP", "BTC", "SOL", "ETH"]
     assert [m.chainlink for m in four.markets] == ["xrp/usd", "btc/usd", "sol/usd", "eth/usd"]
-    assert four.markets[0].slug(1_795_516_200) == "xrp-updown-5m-1795516200"
+    assert four.markets[0].slug(1_795_516_200, FIVE_MINUTES) == "xrp-updown-5m-1795516200"
 
 
 @pytest.mark.parametrize(
@@ -305,9 +306,7 @@ def test_windows_choose_the_spans_served_in_order() -> None:
     ]
     assert both.windows[0].start(1_795_516_799.9) == 1_795_516_200  # a multiple of 900
     assert both.windows[1].start(1_795_516_799.9) == 1_795_516_500
-    assert both.markets[0].span_slug(1_795_516_200, both.windows[0]) == (
-        "btc-updown-15m-1795516200"
-    )
+    assert both.markets[0].slug(1_795_516_200, both.windows[0]) == ("btc-updown-15m-1795516200")
 
 
 # -- TRUSTED_PROXIES and TRUSTED_PROXY_HOPS (issue 46) ----------------------------------------

@@ -13,25 +13,26 @@ import math
 import random
 
 from app.board.row import BoardRow
-from app.markets import FIVE_MINUTES, WINDOW_S, Market, Span, window_start
+from app.markets import DEFAULT_SPAN, Market, Span
 from app.refresher.model import SPOT, RealizedVolatility, percentages, probability_up
 
 SECONDS_PER_YEAR = 365 * 24 * 3600
 # The first simulated market: its token ids and walk keep the form they had before there were
-# others (the same seed gives the same ids and path as it always did).
+# others (the same seed gives the same ids and path as it always did), as do the first kind's.
 UNSALTED_SYMBOL = "BTC"
+UNSALTED_SPAN = "5m"
 WARM_UP_S = 900.0  # history simulated before the first board, so the estimate is live
 MAX_CATCH_UP_S = 3600.0  # after a longer pause (a suspended laptop), start afresh
 TICK = 0.01
 
 
-def token_id(seed: int, slot: int, outcome: str, symbol: str, span: Span = FIVE_MINUTES) -> str:
+def token_id(seed: int, slot: int, outcome: str, symbol: str, span: Span) -> str:
     """A 77-digit decimal token id, stable for (seed, symbol, span, window, outcome), new each
-    window (``slot``: the window's start over the span's length)."""
+    window (``slot``: the window's start, over the span's length for the first kinds)."""
     name = f"probboard-sim:{seed}:{slot}:{outcome}"
     if symbol != UNSALTED_SYMBOL:
         name = f"{name}:{symbol}"
-    if span != FIVE_MINUTES:
+    if span.name != UNSALTED_SPAN:
         name = f"{name}:{span.name}"
     digest = hashlib.sha256(name.encode()).digest()
     return str(10**76 + int.from_bytes(digest, "big") % (9 * 10**76))
@@ -51,9 +52,9 @@ class _Walk:
         self.sigma = sigma or market.sigma_per_year / math.sqrt(SECONDS_PER_YEAR)
         self.t: float | None = None
         self.price = market.start_price
-        self.window = 0  # the 5-minute grid the walk stops on (every span's starts are on it)
-        # Each span's current window: (start, its price to beat), by the span's seconds.
-        self.latched: dict[int, tuple[int, float]] = {}
+        # Each span's current window: (start, its price to beat), by the span's name; the
+        # walk stops on each window's end, where the next one's price to beat is latched.
+        self.latched: dict[str, tuple[int, float]] = {}
         self.spans: tuple[Span, ...] = ()
         self.gap = 0.0  # market's disagreement with the model, in probability
         self.vol = RealizedVolatility(fallback=self.sigma)
@@ -68,21 +69,20 @@ class _Walk:
         """Walk up to ``now`` (afresh after a long pause or a step back in time)."""
         if self.t is None or now - self.t > MAX_CATCH_UP_S or now < self.t:
             self.t = now - WARM_UP_S
-            self.window = window_start(self.t)
-            self.latched = {s.seconds: (s.start(self.t), self.price) for s in self.spans}
+            self.latched = {s.name: (s.start(self.t), self.price) for s in self.spans}
             self.vol = RealizedVolatility(fallback=self.sigma)
             self.vol.add(self.t, self.price)
         t = self.t
         while t < now:
-            boundary = self.window + WINDOW_S
+            ends = {s.name: s.end(self.latched[s.name][0]) for s in self.spans}
+            boundary = min(ends.values())
             target = min(now, t + 1.0, boundary)
             self._step(target - t)
             t = target
             if t >= boundary:
-                self.window = boundary
-                for span in self.spans:  # latched at each window's start
-                    if boundary % span.seconds == 0:
-                        self.latched[span.seconds] = (boundary, self.price)
+                for name, end in ends.items():  # latched at each window's start
+                    if end == boundary:
+                        self.latched[name] = (boundary, self.price)
             self.vol.add(t, self.price)
         self.t = now
 
@@ -97,7 +97,7 @@ class SimulatedSource:
         markets: tuple[Market, ...],
         seed: int | None = None,
         sigma: float | None = None,
-        spans: tuple[Span, ...] = (FIVE_MINUTES,),
+        spans: tuple[Span, ...] = (DEFAULT_SPAN,),
     ) -> None:
         if not markets or not spans:
             raise ValueError("a source serves at least one market and one window")
@@ -124,8 +124,11 @@ class SimulatedSource:
 
     def _row(self, walk: _Walk, span: Span, now: float) -> BoardRow:
         walk.advance(now)
-        t0, price_to_beat = walk.latched[span.seconds]
-        rem = max(0.0, t0 + span.seconds - now)
+        t0, price_to_beat = walk.latched[span.name]
+        end = span.end(t0)
+        rem = max(0.0, end - now)
+        # The window's number on a fixed grid; a start off it (an Eastern 4-hour block) itself.
+        slot = t0 // span.seconds if t0 % span.seconds == 0 else t0
         p_up = probability_up(walk.price, price_to_beat, rem, walk.vol.sigma(), SPOT)
         up_pct, down_pct = percentages(p_up)
         fair = min(0.985, max(0.015, p_up + walk.gap))
@@ -141,12 +144,12 @@ class SimulatedSource:
             up_ask=up_ask,
             down_bid=round(1.0 - up_ask, 2),
             down_ask=round(1.0 - up_bid, 2),
-            up_token_id=token_id(self._seed, t0 // span.seconds, "up", symbol, span),
-            down_token_id=token_id(self._seed, t0 // span.seconds, "down", symbol, span),
+            up_token_id=token_id(self._seed, slot, "up", symbol, span),
+            down_token_id=token_id(self._seed, slot, "down", symbol, span),
             rem_secs=round(rem, 3),
             ts=int(now * 1000),
             window_start=t0,
-            window_end=t0 + span.seconds,
+            window_end=end,
             price=_price(walk.price),
             price_to_beat=_price(price_to_beat),
             sigma=walk.vol.sigma(),

@@ -54,7 +54,7 @@ on a Brownian path it is 1 (in a TWAP's last seconds, the discrete average's own
 which the continuous formula misses by up to a third). Under ``MIN_PSEUDO_S`` seconds of
 pseudo-windows the block inflation stands; each horizon's factor is shrunk (in log) toward
 the shorter horizon's (the first toward the inflation) as if ``PRIOR_SPANS`` spans of it had
-said so. A 15-minute window's time left beyond them (``LONG_FACTOR_HORIZONS``) is measured
+said so. A longer kind's time left beyond them (its ``Span.factor_horizons``) is measured
 on 15-minute pseudo-windows, only when such windows are served (``history``'s ``windows``).
 
 Where each part lives: ``sigma`` (the 1-second grid, sigma and the horizon scale), ``regimes``
@@ -85,16 +85,14 @@ from app.refresher.volatility.regimes import (
 )
 from app.refresher.volatility.settlement import (
     DISTANCE_QUANTILES,
-    FACTOR_HISTORY_S,
     FACTOR_HORIZONS,
     FACTOR_RANGE,
     FACTOR_TOLERANCE,
-    LONG_FACTOR_HORIZONS,
-    LONG_FACTOR_WINDOW_S,
     MIN_PSEUDO_S,
     PRIOR_SPANS,
     PSEUDO_STEP_S,
     RULES,
+    SHORTEST,
     Factors,
     factor_at,
     factor_history_s,
@@ -115,7 +113,6 @@ from app.refresher.volatility.sigma import (
 __all__ = [
     "BLOCK_S",
     "DISTANCE_QUANTILES",
-    "FACTOR_HISTORY_S",
     "FACTOR_HORIZONS",
     "FACTOR_RANGE",
     "FACTOR_TOLERANCE",
@@ -125,8 +122,6 @@ __all__ = [
     "INFLATION_CAP",
     "JUMP_SIGMAS",
     "LAGS",
-    "LONG_FACTOR_HORIZONS",
-    "LONG_FACTOR_WINDOW_S",
     "LONG_HORIZONS",
     "MIN_PSEUDO_S",
     "MIN_RETURNS",
@@ -138,6 +133,7 @@ __all__ = [
     "RHO_WINDOW_S",
     "RULES",
     "SCALE_BOUNDS",
+    "SHORTEST",
     "SIGMA_WINDOW_S",
     "U_CAP",
     "Factors",

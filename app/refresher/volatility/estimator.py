@@ -8,7 +8,6 @@ import math
 from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 
-from app.markets import WINDOW_S
 from app.refresher.model import ratio_from_autocorrelations
 from app.refresher.volatility.autocorrelation import LONG_HORIZONS, RHO_WINDOW_S, autocorrelations
 from app.refresher.volatility.regimes import (
@@ -19,7 +18,6 @@ from app.refresher.volatility.regimes import (
     regime_variances,
 )
 from app.refresher.volatility.settlement import (
-    LONG_FACTOR_WINDOW_S,
     Factors,
     factor_at,
     settlement_factors,
@@ -88,16 +86,14 @@ class Volatility:
     newest: tuple[int, float] | None = None
     factors: Factors = field(default=(), repr=False)
 
-    def factor(
-        self, rule: str, lookback_s: int | None, tau_s: float, window_s: int = WINDOW_S
-    ) -> float:
+    def factor(self, rule: str, lookback_s: int | None, tau_s: float, window_s: int) -> float:
         """The variance factor at ``tau_s`` seconds left for a settlement of ``rule`` (and
         ``lookback_s``) in a ``window_s``-second window: measured on the settlement's own
         horizon and rule, else the block inflation."""
         return factor_at(self.factors, rule, lookback_s, tau_s, self.inflation, window_s)
 
     def spread(
-        self, rule: str, lookback_s: int | None, tau_s: float, window_s: int = WINDOW_S
+        self, rule: str, lookback_s: int | None, tau_s: float, window_s: int
     ) -> tuple[float, float]:
         """(sigma, a jump's mean square size) for the model at ``tau_s`` left under ``rule``
         in a ``window_s``-second window: the diffusion and the jumps times the settlement's
@@ -110,8 +106,8 @@ class Volatility:
 def history(
     times_ms: Sequence[int],
     values: Sequence[float],
+    windows: Collection[int],
     factors: Factors | None = None,
-    windows: Collection[int] = (WINDOW_S,),
 ) -> History:
     """The horizon scale, the jumps, the variance's inflation, the autocorrelations and the
     settlement factors over the whole history, for windows of ``windows`` seconds (those
@@ -137,8 +133,9 @@ def history(
         (h, scale_of(grid, h, ratio_from_autocorrelations(rho, h))[0]) for h in LONG_HORIZONS
     )
     if factors is None:
-        long = LONG_FACTOR_WINDOW_S in windows
-        factors = settlement_factors(grid, regimes, rate * jump_var, rho, horizons, inflation, long)
+        factors = settlement_factors(
+            grid, regimes, rate * jump_var, rho, horizons, inflation, windows
+        )
     return History(scale, history_s, rate, jump_var, inflation, rho, horizons, factors)
 
 

@@ -8,9 +8,9 @@ import bisect
 import itertools
 import math
 import operator
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
-from app.markets import SPANS, WINDOW_S
+from app.markets import SPANS
 from app.refresher.model import TWAP, continuation, horizon_ratio, normal_cdf, remaining_variance
 from app.refresher.volatility.regimes import U_CAP
 from app.refresher.volatility.sigma import SIGMA_WINDOW_S
@@ -23,17 +23,19 @@ from app.refresher.volatility.sigma import SIGMA_WINDOW_S
 # a spot settlement's last second carries it whole, and a regime the estimate lags moves the
 # distance and the miss together, which pairing every distance with every miss cannot see.
 RULES: tuple[tuple[str, int], ...] = ((TWAP, 30), (TWAP, 60))
-FACTOR_HORIZONS = (5, 15, 30, 60, 120, 180, 290)
-# A 15-minute window's time left beyond 290 s (issue 39) is measured on pseudo-windows of its
-# own length, and only when a 15-minute window is served (``history``'s ``windows``), by the
+# The horizons are each window kind's own (``Span.factor_horizons``, app/markets.py): the
+# shortest kind's are measured on pseudo-windows of its length for every kind.
+SHORTEST = min(SPANS.values(), key=operator.attrgetter("seconds"))
+FACTOR_HORIZONS = SHORTEST.factor_horizons
+# A longer kind's time left beyond those (issue 39: a 15-minute window's beyond 290 s) is
+# measured on pseudo-windows of its own length, only when that kind is served (``history``'s
+# ``windows``), by the
 # misses' mean square (``_variance_factor``). Its shorter horizons keep the 5-minute
 # pseudo-windows: there a 15-minute window's price has wandered far from the price to beat,
 # nearly every pseudo-window is decided by the sign of its distance, and the factor is not
 # identified (on Brownian paths the 60 s TWAP's at 5 s left came out anywhere in 0.3-1.5).
 # Not at 890 s either: 10 s into the window the distance is about 0 and so is what the
 # factor changes; 600 s's holds beyond.
-LONG_FACTOR_WINDOW_S = SPANS["15m"].seconds
-LONG_FACTOR_HORIZONS = (420, 600)
 PSEUDO_STEP_S = 10
 FACTOR_RANGE = (0.3, 4.0)  # a factor outside this is a broken feed, not a market
 FACTOR_TOLERANCE = 0.02  # in log: the factor to 2 %
@@ -42,13 +44,10 @@ MIN_PSEUDO_S = 3600  # fewer seconds of pseudo-windows (an hour): the block infl
 PRIOR_SPANS = 20.0  # a horizon's factor is shrunk toward the shorter one's by 20 spans' worth
 
 
-def factor_history_s(window_s: int = WINDOW_S) -> int:
+def factor_history_s(window_s: int) -> int:
     """The history the factors of ``window_s``-second windows need before all are measured
     (``MIN_PSEUDO_S`` of the longest lookback's pseudo-windows of that length)."""
     return SIGMA_WINDOW_S + window_s + 60 + MIN_PSEUDO_S
-
-
-FACTOR_HISTORY_S = factor_history_s()  # the 5-minute windows'
 
 
 # Per settlement rule (rule, lookback): (horizon, variance factor) ascending.
@@ -152,19 +151,22 @@ def settlement_factors(
     rho: Sequence[float],
     ratios: Sequence[tuple[int, float]],
     prior: float,
-    long: bool = False,
+    windows: Collection[int],
 ) -> Factors:
-    """Per TWAP rule of ``RULES``, (horizon, variance factor) at ``FACTOR_HORIZONS`` (and with
-    ``long`` at ``LONG_FACTOR_HORIZONS``, on ``LONG_FACTOR_WINDOW_S`` pseudo-windows): the model
+    """Per TWAP rule of ``RULES``, (horizon, variance factor) at ``FACTOR_HORIZONS`` (and at
+    each longer kind's own horizons, on pseudo-windows of its length, when its length is in
+    ``windows``, the kinds served): the model
     replayed on pseudo-windows of the history ``grid`` (log prices per second; ``regimes[t]``
     the diffusion's variance known at second ``t``, ``jump_per_s`` the jumps' variance per
     second), scored as the module says, shrunk toward ``prior``."""
     prefix = [0.0]
     for x in grid:
         prefix.append(prefix[-1] + x)
-    passes: list[tuple[int, tuple[int, ...]]] = [(WINDOW_S, FACTOR_HORIZONS)]
-    if long:
-        passes.append((LONG_FACTOR_WINDOW_S, LONG_FACTOR_HORIZONS))
+    passes = [(SHORTEST.seconds, FACTOR_HORIZONS)] + [
+        (span.seconds, span.factor_horizons)
+        for span in SPANS.values()
+        if span is not SHORTEST and span.seconds in windows and span.factor_horizons
+    ]
     found = []
     for rule, lookback in RULES:
         seen: dict[int, tuple[list[float], list[float]]] = {}
@@ -195,7 +197,7 @@ def settlement_factors(
             # is known better (a long horizon's pseudo-windows start near their price to
             # beat, where the factor hardly changes the score).
             lookbacks = seen_s / h
-            score = _variance_factor if h in LONG_FACTOR_HORIZONS else _best_factor
+            score = _variance_factor if h > SHORTEST.seconds else _best_factor
             log_k = math.log(score(misses, distances))
             toward = math.exp(
                 (lookbacks * log_k + PRIOR_SPANS * math.log(toward)) / (lookbacks + PRIOR_SPANS)
@@ -211,7 +213,7 @@ def factor_at(
     lookback_s: int | None,
     tau_s: float,
     default: float,
-    window_s: int = WINDOW_S,
+    window_s: int,
 ) -> float:
     """The factor of ``rule`` (the nearest lookback of a TWAP) at ``tau_s`` in a
     ``window_s``-second window (its horizons: those shorter than it), interpolated in log

@@ -21,10 +21,9 @@ from app.backtest.report import backtest
 from app.backtest.tapes import read_tapes
 from app.calibration import scores
 from app.calibration.checkpoints import REMS
-from app.markets import WINDOW_S
 from app.refresher import volatility
-from app.refresher.sources.polymarket.gamma import slug_for
 from harness.fake_polymarket import SPOT, TWAP, BrownianPath
+from harness.spans import FIVE_MINUTES, WINDOW_S
 from harness.tapes import TapeSpec, exact_p_up, settled_up, write
 from tests.support.live_source import BTC_ONLY
 
@@ -142,7 +141,7 @@ def test_outcomes_come_from_the_market_when_it_said_and_from_the_feed_otherwise(
         w for w in doc["perWindow"] if w["windowStart"] < T0 + WINDOWS * 300
     ):
         start = window["windowStart"]
-        assert window["slug"] == slug_for(start, BTC_ONLY[0]) and window["rule"] == rule
+        assert window["slug"] == BTC_ONLY[0].slug(start, FIVE_MINUTES) and window["rule"] == rule
         up = settled_up(spec.path, rule, spec.lookback, start)
         assert window["outcome"] == ("up" if up else "down"), window
         expected = "market" if (start - T0) // WINDOW_S % spec.resolved_every == 0 else "feed"

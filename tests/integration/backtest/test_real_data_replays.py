@@ -17,7 +17,6 @@ import pytest
 from app.backtest.report import backtest
 from app.backtest.tapes import read_tapes
 from app.calibration.checkpoints import REMS
-from app.markets import WINDOW_S
 from harness.fake_polymarket import (
     TWAP,
     TWAP_TOPIC,
@@ -25,6 +24,7 @@ from harness.fake_polymarket import (
 )
 from harness.real_data import __main__ as cli
 from harness.real_data import binance, files, klines
+from harness.spans import WINDOW_S
 from tests.support.kline_inputs import (
     END,
     START,

@@ -11,9 +11,9 @@ import pytest
 
 from app.backtest.report import backtest
 from app.backtest.tapes import read_tapes
-from app.markets import WINDOW_S
 from harness.fake_polymarket import SPOT_TOPIC, TWAP, BrownianPath
 from harness.settlement_feed import FEED_SIGMA, SettlementFeedPath
+from harness.spans import WINDOW_S
 from harness.tapes import LEAD_S, PATHS, POINT_DELAY_S, TapeSpec, lines, settled_up, write
 
 T0 = 1_800_000_000

@@ -15,9 +15,10 @@ import pytest
 from app.backtest.replay import spans_of
 from app.backtest.report import backtest, document_of, text
 from app.backtest.tapes import read_tapes
-from app.calibration.checkpoints import REMS, REMS_OF_WINDOW
-from app.markets import FIVE_MINUTES, SPANS
+from app.calibration.checkpoints import REMS
+from app.markets import SPANS
 from harness.fake_polymarket import TWAP, BrownianPath
+from harness.spans import FIVE_MINUTES
 from harness.tapes import TapeSpec, settled_up, write
 
 T0 = 1_800_000_000  # a multiple of 900: starts a 5- and a 15-minute window
@@ -63,7 +64,7 @@ def test_a_tape_of_both_lengths_reports_a_document_per_market_and_window(
     scored = [w for w in fifteen["perWindow"] if w["windowStart"] in starts]
     assert [w["slug"] for w in scored] == [f"btc-updown-15m-{s}" for s in starts]
     assert all(w["slug"].startswith("btc-updown-15m-") for w in fifteen["perWindow"])
-    assert [b["remS"] for b in fifteen["buckets"]] == list(REMS_OF_WINDOW["15m"])
+    assert [b["remS"] for b in fifteen["buckets"]] == list(SPANS["15m"].rems)
     assert fifteen["windowsWithOutcome"] == WINDOWS_15M
     for i, window in enumerate(scored):
         up = settled_up(tape.path, TWAP, tape.lookback, window["windowStart"], 900)
@@ -72,7 +73,7 @@ def test_a_tape_of_both_lengths_reports_a_document_per_market_and_window(
         assert window["priceToBeat"] == pytest.approx(float(tape.path.twap(window["windowStart"],
                                                                            60)))  # fmt: skip
         rems = [c["remS"] for c in window["checkpoints"]]
-        assert rems == list(REMS_OF_WINDOW["15m"]), window["slug"]
+        assert rems == list(SPANS["15m"].rems), window["slug"]
         assert all(c["pUp"] is not None and c["marketMid"] is not None
                    for c in window["checkpoints"])  # fmt: skip
     # Each bucket counts its windows; the replay counts each document's own boards.

@@ -17,12 +17,12 @@ from decimal import Decimal
 
 import pytest
 
-from app.markets import WINDOW_S
 from app.refresher.sources.polymarket import discovery as discovery_module
 from app.refresher.sources.polymarket import feed as feed_module
 from app.refresher.sources.polymarket.price_series import PriceSeries
 from app.refresher.sources.polymarket.rtds import SPOT_KEY
 from harness.fake_polymarket import Trickle
+from harness.spans import WINDOW_S
 from tests.support.live_source import wait_for
 from tests.support.upstream_faults import SITE, Sample, budget, staged
 

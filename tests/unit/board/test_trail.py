@@ -22,12 +22,13 @@ from app.board.trail import STEP_MS, WindowTrail
 from app.bus.base import BoardBus
 from app.bus.memory import MemoryBoardBus
 from app.bus.redis_bus import RedisBoardBus
-from app.markets import WINDOW_S, parse_symbols, parse_windows
+from app.markets import parse_symbols, parse_windows
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
 from app.web import create_app
 from harness.processes import RedisServer
+from harness.spans import WINDOW_S
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import SCHEMAS, validated
 

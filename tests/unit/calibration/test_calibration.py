@@ -21,10 +21,11 @@ import app.api.calibration as calibration_view
 import app.calibration.recorder as recorder_module
 from app.board.row import BoardRow
 from app.calibration import store
-from app.calibration.checkpoints import REMS, REMS_OF_WINDOW
+from app.calibration.checkpoints import REMS
 from app.calibration.recorder import Recorder
-from app.markets import parse_symbols
+from app.markets import SPANS, parse_symbols
 from app.web import create_app
+from harness.spans import REMS_OF_WINDOW
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 from tests.support.rows import live_row
@@ -125,7 +126,7 @@ def test_fifteen_minute_windows_have_their_own_record(engine: Engine) -> None:
     assert [w["slug"] for w in lengths["5m"]] == fives
     assert [w["slug"] for w in lengths["15m"]] == fifteens
     assert [c["remS"] for c in found[fives[0]]["checkpoints"]] == list(REMS)
-    assert [c["remS"] for c in found[fifteens[0]]["checkpoints"]] == list(REMS_OF_WINDOW["15m"])
+    assert [c["remS"] for c in found[fifteens[0]]["checkpoints"]] == list(SPANS["15m"].rems)
     # Settled by its own length's next window (price to beat 100 + 900 against 100), not by
     # the 5-minute window after it.
     assert (found[fifteens[0]]["outcome"], found[fifteens[0]]["outcomeSource"]) == ("up", "feed")

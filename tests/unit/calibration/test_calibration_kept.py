@@ -22,6 +22,7 @@ from app.calibration.checkpoints import REMS
 from app.calibration.store import Track
 from app.markets import parse_symbols
 from app.web import create_app
+from harness.spans import FIVE_MINUTES
 from tests.conftest import BASE_CONFIG
 from tests.support.track_record import assert_close, scored_in_python
 
@@ -36,7 +37,7 @@ def _fill(engine: Engine, rng: random.Random) -> None:
     rows, points = [], []
     for market in (BTC, ETH):
         for start in range(FIRST, NOW, 3 * 3600):
-            slug = market.slug(start)
+            slug = market.slug(start, FIVE_MINUTES)
             outcome = rng.choice(["up", "down", None])
             rows.append({"slug": slug, "window_start": start, "source": "simulated",
                          "symbol": market.symbol, "rule": "spot", "price_to_beat": 1.0,
@@ -112,7 +113,7 @@ def test_a_write_into_a_kept_month_is_in_the_next_answer(engine: Engine, change:
     _fill(engine, random.Random(37))
     _answer(engine, "BTC")  # keeps the closed months
     start = FIRST + 24 * 3 * 3600  # a window of September, with every checkpoint
-    slug = BTC.slug(start)
+    slug = BTC.slug(start, FIVE_MINUTES)
     with engine.begin() as conn:
         if change == "outcome":  # the market's resolution replaces the feed's outcome
             outcome = conn.execute(
@@ -124,7 +125,7 @@ def test_a_write_into_a_kept_month_is_in_the_next_answer(engine: Engine, change:
                                      "outcome_source": "market"})  # fmt: skip
         else:
             if change == "window":  # a window recorded late, then its checkpoint
-                start, slug = start + 300, BTC.slug(start + 300)
+                start, slug = start + 300, BTC.slug(start + 300, FIVE_MINUTES)
                 store.save_window(conn, {"slug": slug, "window_start": start, "source": "simulated",
                                          "rule": "spot", "price_to_beat": 1.0, "outcome": "up",
                                          "outcome_source": "feed"})  # fmt: skip
@@ -147,7 +148,7 @@ def test_a_write_committed_while_a_month_is_summed_is_never_missed(
     may include it, the kept sums are marked out of date, the next answer sums it again."""
     _fill(engine, random.Random(38))
     start = FIRST + 4 * 3600  # not on the 3-hour grid: a new window of September
-    slug = BTC.slug(start)
+    slug = BTC.slug(start, FIVE_MINUTES)
     summed = totals.rem_table
     written: list[int] = []
 

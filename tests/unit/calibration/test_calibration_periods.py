@@ -32,6 +32,7 @@ from app.markets import parse_symbols
 from app.web import create_app
 from harness.databases import scratch_postgres_database
 from harness.processes import wait_until
+from harness.spans import FIVE_MINUTES
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 from tests.support.track_record import assert_close, scored_in_python
@@ -61,7 +62,7 @@ def _generate(rng: random.Random) -> tuple[list[dict[str, Any]], list[dict[str, 
     rows, points = [], []
     for market in MARKETS:
         for start in starts:
-            slug = market.slug(start)
+            slug = market.slug(start, FIVE_MINUTES)
             outcome = rng.choice(["up", "down", "up", "down", None])
             source = "simulated" if rng.random() < 0.9 else "polymarket"
             rows.append({"slug": slug, "window_start": start, "source": source,
@@ -132,10 +133,13 @@ def test_the_endpoint_scores_the_period_asked_for(
     monkeypatch.setattr(calibration_view, "clock", lambda: float(NOW))
     with engine.begin() as conn:
         for start in (NOW - 2 * DAY, NOW - 3600, NOW - 40 * DAY):
-            store.save_window(conn, {"slug": MARKETS[0].slug(start), "window_start": start,
+            slug = MARKETS[0].slug(start, FIVE_MINUTES)
+            store.save_window(conn, {"slug": slug, "window_start": start,
                                      "source": "simulated", "rule": "spot", "price_to_beat": 1.0,
                                      "outcome": "up", "outcome_source": "feed"})  # fmt: skip
-            store.save_checkpoint(conn, MARKETS[0].slug(start), {"rem_s": 30, "p_up": 0.8})
+            store.save_checkpoint(
+                conn, MARKETS[0].slug(start, FIVE_MINUTES), {"rem_s": 30, "p_up": 0.8}
+            )
     app = create_app({**BASE_CONFIG, "DATABASE_URL": database_url})
     try:
         client = app.test_client()

@@ -21,12 +21,12 @@ from sqlalchemy.engine import Connection, Engine
 
 import app.api.calibration as calibration_view
 from app.calibration import kept, store, totals
-from app.calibration.checkpoints import REMS_OF_WINDOW
 from app.calibration.recorder import Recorder
 from app.calibration.store import Track
-from app.markets import MARKETS
+from app.markets import MARKETS, SPANS
 from app.web import create_app
 from harness.databases import scratch_postgres_database
+from harness.spans import FIVE_MINUTES, REMS_OF_WINDOW
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 from tests.support.track_record import assert_close, record_both_windows, scored_in_python
@@ -76,13 +76,13 @@ def test_each_window_has_its_own_calibration(
         assert client.get(CALIBRATION).data == default.data
     finally:
         _close(app)
-    assert [b["remS"] for b in five["buckets"]] == list(REMS_OF_WINDOW["5m"])
+    assert [b["remS"] for b in five["buckets"]] == list(SPANS["5m"].rems)
     assert (five["windowsRecorded"], five["windows"]) == (4, 3)
     assert all(b["n"] == 3 and b["nMarket"] == 3 for b in five["buckets"])
-    assert [b["remS"] for b in fifteen["buckets"]] == list(REMS_OF_WINDOW["15m"])
+    assert [b["remS"] for b in fifteen["buckets"]] == list(SPANS["15m"].rems)
     assert (fifteen["windowsRecorded"], fifteen["windows"]) == (2, 1)
     assert all(b["n"] == 1 and b["nMarket"] == 1 for b in fifteen["buckets"])
-    assert sum(b["n"] for b in fifteen["reliability"]) == len(REMS_OF_WINDOW["15m"])
+    assert sum(b["n"] for b in fifteen["reliability"]) == len(SPANS["15m"].rems)
     assert fifteen["period"] == {"start": "2027-01-15T08:00:00.000Z",
                                  "end": "2027-01-15T08:30:00.000Z"}  # fmt: skip
 
@@ -126,7 +126,7 @@ def test_the_export_serves_each_windows_own(database_url: str, recorded: Engine)
         f"btc-updown-15m-{T0}",
     )
     assert (oldest["windowStart"], oldest["windowEnd"], second["next"]) == (T0, T0 + 900, None)
-    assert [c["remS"] for c in oldest["checkpoints"]] == list(REMS_OF_WINDOW["15m"])
+    assert [c["remS"] for c in oldest["checkpoints"]] == list(SPANS["15m"].rems)
     assert 'filename="btc-15m-windows.csv"' in csv.headers["Content-Disposition"]
     assert f"btc-updown-15m-{T0}" in csv.get_data(as_text=True)
     assert "btc-updown-5m-" not in csv.get_data(as_text=True)
@@ -215,7 +215,7 @@ def _columns(conn: Connection, table: str) -> set[str]:
 
 
 def test_the_migration_makes_older_rows_five_minute_ones_and_goes_back(tmp_path: Path) -> None:
-    slug = MARKETS["BTC"].slug(T0)
+    slug = MARKETS["BTC"].slug(T0, FIVE_MINUTES)
     sqlite_file = nullcontext(f"sqlite:///{tmp_path / 'before.sqlite3'}")
     # Own database: migrated to the release before this one, then back.
     for url_context in (sqlite_file, scratch_postgres_database()):

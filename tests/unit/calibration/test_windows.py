@@ -25,6 +25,7 @@ from app.calibration.recorder import Recorder
 from app.markets import MARKETS
 from app.services import services_of
 from app.web import create_app
+from harness.spans import FIVE_MINUTES
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 from tests.support.rows import live_row
@@ -48,7 +49,7 @@ def fill(engine: Engine) -> None:
     for symbol in ("BTC", "ETH"):
         for i in range(COUNT):
             start = T0 + 300 * i
-            slug = MARKETS[symbol].slug(start)
+            slug = MARKETS[symbol].slug(start, FIVE_MINUTES)
             outcome = None if i == COUNT - 1 else ("up" if i % 2 else "down")
             rows.append({
                 "slug": slug, "window_start": start, "source": "simulated", "symbol": symbol,
@@ -63,7 +64,8 @@ def fill(engine: Engine) -> None:
                 "recorded_at": now,
             } for rem in REMS]  # fmt: skip
     rows.append({
-        "slug": MARKETS["BTC"].slug(T0 + 300 * COUNT), "window_start": T0 + 300 * COUNT,
+        "slug": MARKETS["BTC"].slug(T0 + 300 * COUNT, FIVE_MINUTES),
+        "window_start": T0 + 300 * COUNT,
         "source": "polymarket", "symbol": "BTC", "window": "5m", "rule": "spot",
         "lookback_s": None, "price_to_beat": 1.0, "outcome": None, "outcome_source": None,
         "updated_at": now,
@@ -179,7 +181,7 @@ def test_limit_default_max_and_invalid(caller: Caller, engine: Engine) -> None:
     # BTC's windows after COUNT's (another source's, which saving again would leave as it
     # is): 1,099, more than a page of the maximum, in one statement, as save_window stores
     # them (its symbol, 5-minute length and time of update).
-    added = [{"slug": MARKETS["BTC"].slug(T0 + 300 * i), "window_start": T0 + 300 * i,
+    added = [{"slug": MARKETS["BTC"].slug(T0 + 300 * i, FIVE_MINUTES), "window_start": T0 + 300 * i,
               "source": "simulated", "symbol": "BTC", "window": "5m",
               "updated_at": datetime.now(UTC)}
              for i in range(COUNT + 1, COUNT + 1100)]  # fmt: skip
@@ -203,7 +205,8 @@ def test_paging_with_the_cursor_has_no_duplicate_and_no_gap(
     pages = 1
     newer = T0 + 300 * COUNT  # recorded after the first page: the next pages do not shift
     with engine.begin() as conn:
-        store.save_window(conn, {"slug": MARKETS["ETH"].slug(newer), "window_start": newer,
+        slug = MARKETS["ETH"].slug(newer, FIVE_MINUTES)
+        store.save_window(conn, {"slug": slug, "window_start": newer,
                                  "source": "simulated"})  # fmt: skip
     while body["next"] is not None:
         seen += starts(body)
@@ -296,7 +299,8 @@ def test_csv_pages_like_json_and_json_stays_the_default(caller: Caller) -> None:
 def test_a_window_without_checkpoints_is_one_csv_line(caller: Caller, engine: Engine) -> None:
     start = T0 + 300 * (COUNT + 1)  # after polymarket's window (the same slug at COUNT)
     with engine.begin() as conn:
-        store.save_window(conn, {"slug": MARKETS["BTC"].slug(start), "window_start": start,
+        slug = MARKETS["BTC"].slug(start, FIVE_MINUTES)
+        store.save_window(conn, {"slug": slug, "window_start": start,
                                  "source": "simulated", "rule": "spot"})  # fmt: skip
     [line] = read_csv(caller.get({"format": "csv", "limit": "1"}))
     assert (line["windowStart"], line["remS"], line["pUp"]) == (str(start), "", "")

@@ -8,9 +8,9 @@ import urllib.request
 
 import pytest
 
-from app.markets import WINDOW_S, window_start
 from harness.clocks import REAL, OffsetClock
 from harness.fake_polymarket import FakeMarket, running
+from harness.spans import WINDOW_S, window_start
 
 HOUR_S = 3600
 

@@ -35,6 +35,7 @@ from harness.fake_polymarket import (
     running,
     token_id,
 )
+from harness.spans import FIVE_MINUTES
 
 T0 = 1_795_516_200  # a window start (a multiple of 300)
 RECV_S = 5.0  # generous: another process may be loading the machine
@@ -139,7 +140,7 @@ def test_every_market_is_made_up_on_demand() -> None:
     """With ``auto_markets``, any market's slug of any window answers, each market its own."""
     # Own fakes: with every market made up on demand.
     with running(auto_markets=True) as world:
-        slugs = {symbol: MARKETS[symbol].slug(T0) for symbol in MARKETS}
+        slugs = {symbol: MARKETS[symbol].slug(T0, FIVE_MINUTES) for symbol in MARKETS}
         with httpx.Client(base_url=world.gamma.url, timeout=RECV_S) as gamma:
             events = {s: gamma.get(f"/events/slug/{slug}").json() for s, slug in slugs.items()}
     assert {s: e["slug"] for s, e in events.items()} == slugs

@@ -20,7 +20,6 @@ import pytest
 
 from app.backtest.report import backtest
 from app.calibration.checkpoints import REMS
-from app.markets import WINDOW_S
 from bench import real
 from harness.fake_polymarket import (
     SPOT_HISTORY_TOPIC,
@@ -28,6 +27,7 @@ from harness.fake_polymarket import (
     FakeMarket,
 )
 from harness.real_data import binance, cronos, files, klines
+from harness.spans import WINDOW_S
 from tests.support.kline_inputs import (
     D0,
     DAY,

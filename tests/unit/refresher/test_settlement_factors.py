@@ -10,12 +10,13 @@ import random
 
 import pytest
 
-from app.markets import WINDOW_S
+from app.markets import SPANS
 from app.refresher import volatility
 from app.refresher.model import SPOT, TWAP
 from app.refresher.sources.polymarket.price_series import PriceSeries
 from app.refresher.volatility import settlement
 from harness.settlement_feed import FEED_SIGMA, SettlementFeedPath
+from harness.spans import WINDOW_S
 
 SIGMA = 1.2e-4
 START_MS = 1_800_000_000_000
@@ -47,7 +48,7 @@ def _discrete_twap_ratio(tau: int) -> float:
 
 @pytest.mark.parametrize("seed", [1, 2])
 def test_on_a_brownian_path_the_factors_are_the_exact_models(seed: int) -> None:
-    past = volatility.history(*_brownian(4 * 3600, seed))
+    past = volatility.history(*_brownian(4 * 3600, seed), (WINDOW_S,))
     assert past.inflation < 1.05
     factors = dict(past.factors)
     assert set(factors) == set(volatility.RULES)
@@ -62,7 +63,7 @@ def test_on_a_brownian_path_the_factors_are_the_exact_models(seed: int) -> None:
 def test_in_a_twaps_last_seconds_the_factor_is_the_discrete_averages_variance() -> None:
     """5 s before the end of a per-second TWAP the future seconds weigh 1..5 steps: 55/41.7
     of the continuous formula. The replay finds it without being told."""
-    past = volatility.history(*_brownian(4 * 3600, 3))
+    past = volatility.history(*_brownian(4 * 3600, 3), (WINDOW_S,))
     for rule in ((TWAP, 30), (TWAP, 60)):
         factor = dict(dict(past.factors)[rule])[5]
         assert factor == pytest.approx(_discrete_twap_ratio(5), abs=0.12)
@@ -71,24 +72,26 @@ def test_in_a_twaps_last_seconds_the_factor_is_the_discrete_averages_variance() 
 def test_a_short_history_keeps_the_block_inflation() -> None:
     """Too few pseudo-windows to say anything: every factor is the inflation."""
     times, values = _feed(volatility.SIGMA_WINDOW_S + WINDOW_S + 3000, 5)
-    past = volatility.history(times, values)
+    past = volatility.history(times, values, (WINDOW_S,))
     for _, points in past.factors:
         assert all(factor == past.inflation for _, factor in points)
     estimate = volatility.estimate(times, values, past)
     assert estimate is not None
     # Then the spread is the inflated one, as before the factors.
-    sigma, jump_var = estimate.spread(TWAP, 30, 60.0)
+    sigma, jump_var = estimate.spread(TWAP, 30, 60.0, WINDOW_S)
     assert sigma == pytest.approx(estimate.sigma)
     assert jump_var == pytest.approx(estimate.jump_var)
 
 
 def test_factors_interpolate_in_log_horizon_and_take_the_nearest_lookback() -> None:
     factors = (((SPOT, 0), ((10, 1.0), (40, 4.0))), ((TWAP, 30), ((10, 2.0),)))
-    assert volatility.factor_at(factors, SPOT, None, 5.0, 9.0) == 1.0
-    assert volatility.factor_at(factors, SPOT, None, 20.0, 9.0) == pytest.approx(2.0)
-    assert volatility.factor_at(factors, SPOT, None, 100.0, 9.0) == 4.0
-    assert volatility.factor_at(factors, TWAP, 45, 60.0, 9.0) == 2.0  # 30 s is the nearest
-    assert volatility.factor_at((), TWAP, 30, 60.0, 9.0) == 9.0
+    assert volatility.factor_at(factors, SPOT, None, 5.0, 9.0, WINDOW_S) == 1.0
+    assert volatility.factor_at(factors, SPOT, None, 20.0, 9.0, WINDOW_S) == pytest.approx(2.0)
+    assert volatility.factor_at(factors, SPOT, None, 100.0, 9.0, WINDOW_S) == 4.0
+    assert (
+        volatility.factor_at(factors, TWAP, 45, 60.0, 9.0, WINDOW_S) == 2.0
+    )  # 30 s is the nearest
+    assert volatility.factor_at((), TWAP, 30, 60.0, 9.0, WINDOW_S) == 9.0
 
 
 def test_on_the_settlement_feed_stand_in_the_factor_is_far_below_the_inflation() -> None:
@@ -96,7 +99,7 @@ def test_on_the_settlement_feed_stand_in_the_factor_is_far_below_the_inflation()
     the stand-in it doubles the variance, while the settlement's own misses say about 1
     (docs/model.md has the scores: bench/paths.py, bench/real.py)."""
     times, values = _feed(4 * 3600, 1)
-    past = volatility.history(times, values)
+    past = volatility.history(times, values, (WINDOW_S,))
     assert past.inflation > 1.5
     for _, points in past.factors:
         for horizon, factor in points:
@@ -106,12 +109,12 @@ def test_on_the_settlement_feed_stand_in_the_factor_is_far_below_the_inflation()
 
 def test_a_spot_settlement_keeps_the_inflation() -> None:
     times, values = _feed(4 * 3600, 1)
-    past = volatility.history(times, values)
+    past = volatility.history(times, values, (WINDOW_S,))
     estimate = volatility.estimate(times, values, past)
     assert estimate is not None
     assert past.factors and all(rule == TWAP for (rule, _), _ in past.factors)
-    assert estimate.spread(SPOT, None, 60.0) == (estimate.sigma, estimate.jump_var)
-    sigma, _ = estimate.spread(TWAP, 30, 60.0)
+    assert estimate.spread(SPOT, None, 60.0, WINDOW_S) == (estimate.sigma, estimate.jump_var)
+    sigma, _ = estimate.spread(TWAP, 30, 60.0, WINDOW_S)
     assert sigma < 0.9 * estimate.sigma
 
 
@@ -119,12 +122,12 @@ def test_factors_given_are_kept_and_not_measured_again() -> None:
     """The live series measures them every 5 minutes and keeps them between (rtds.py)."""
     times, values = _brownian(2 * 3600, 4)
     kept = (((TWAP, 30), ((5, 2.0), (290, 3.0))),)
-    past = volatility.history(times, values, kept)
+    past = volatility.history(times, values, (WINDOW_S,), kept)
     assert past.factors == kept
     estimate = volatility.estimate(times, values, past)
     assert estimate is not None
-    assert estimate.factor(TWAP, 30, 5.0) == 2.0
-    assert volatility.history(times, values).factors != kept
+    assert estimate.factor(TWAP, 30, 5.0, WINDOW_S) == 2.0
+    assert volatility.history(times, values, (WINDOW_S,)).factors != kept
 
 
 def _beyond_the_ratios(seconds: int, seed: int, trend: bool) -> tuple[list[int], list[float]]:
@@ -152,9 +155,9 @@ def test_the_long_horizons_are_measured_only_for_fifteen_minute_windows() -> Non
     """Served 5-minute windows only, the factors are what they were; with 15-minute ones the
     long horizons are added, and the 5-minute horizons (their own pseudo-windows) unchanged."""
     times, values = _brownian(4 * 3600, 5)
-    five = volatility.history(times, values)
+    five = volatility.history(times, values, (WINDOW_S,))
     both = volatility.history(times, values, windows=(WINDOW_S, 900))
-    long = volatility.LONG_FACTOR_HORIZONS
+    long = SPANS["15m"].factor_horizons
     for (rule, short), (same_rule, points) in zip(five.factors, both.factors, strict=True):
         assert rule == same_rule
         assert [h for h, _ in short] == list(volatility.FACTOR_HORIZONS)
@@ -186,11 +189,11 @@ def test_a_long_horizon_is_measured_on_fifteen_minute_pseudo_windows(trend: bool
 def test_a_fifteen_minute_window_reads_its_long_horizons_and_a_five_minute_one_never() -> None:
     factors = (((TWAP, 60), ((120, 1.0), (290, 1.2), (420, 0.6), (600, 0.5))),)
     read = volatility.factor_at
-    assert read(factors, TWAP, 60, 300.0, 9.0) == 1.2  # held beyond 290 s, as before
+    assert read(factors, TWAP, 60, 300.0, 9.0, WINDOW_S) == 1.2  # held beyond 290 s, as before
     assert read(factors, TWAP, 60, 300.0, 9.0, 900) < 1.2  # toward 420 s's
     assert read(factors, TWAP, 60, 600.0, 9.0, 900) == 0.5
     assert read(factors, TWAP, 60, 870.0, 9.0, 900) == 0.5  # 600 s's holds beyond
-    assert read(factors, TWAP, 60, 120.0, 9.0, 900) == read(factors, TWAP, 60, 120.0, 9.0)
+    assert read(factors, TWAP, 60, 120.0, 9.0, 900) == read(factors, TWAP, 60, 120.0, 9.0, WINDOW_S)
 
 
 def test_too_short_a_history_for_fifteen_minute_pseudo_windows_keeps_the_inflation() -> None:
@@ -204,9 +207,11 @@ def test_too_short_a_history_for_fifteen_minute_pseudo_windows_keeps_the_inflati
     for rule, points in past.factors:
         factors = dict(points)
         assert factors[290] != past.inflation  # measured
-        assert all(factors[h] == past.inflation for h in volatility.LONG_FACTOR_HORIZONS)
+        assert all(factors[h] == past.inflation for h in SPANS["15m"].factor_horizons)
         assert estimate.factor(*rule, 600.0, 900) == past.inflation
-        assert estimate.factor(*rule, 600.0) == factors[290]  # a 5-minute window's reading
+        assert (
+            estimate.factor(*rule, 600.0, WINDOW_S) == factors[290]
+        )  # a 5-minute window's reading
 
 
 def test_the_live_series_measures_the_long_horizons_for_the_windows_it_serves() -> None:
@@ -220,7 +225,7 @@ def test_the_live_series_measures_the_long_horizons_for_the_windows_it_serves() 
         assert estimate is not None
         found[windows] = {h for _, points in estimate.factors for h, _ in points}
     assert found[WINDOW_S,] == set(volatility.FACTOR_HORIZONS)
-    assert found[WINDOW_S, 900] == {*volatility.FACTOR_HORIZONS, *volatility.LONG_FACTOR_HORIZONS}
+    assert found[WINDOW_S, 900] == {*volatility.FACTOR_HORIZONS, *SPANS["15m"].factor_horizons}
 
 
 def test_a_long_horizons_factor_is_the_misses_mean_square_a_single_one_capped() -> None:

@@ -10,6 +10,7 @@ import pytest
 from app.refresher import volatility
 from app.refresher.model import horizon_ratio
 from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceSeries
+from harness.spans import WINDOW_S
 
 SIGMA = 1.2e-4
 
@@ -66,7 +67,7 @@ def test_noisy_one_second_returns_are_scaled_down() -> None:
     returns' negative autocorrelation (and the measured scale) see it, and bring the
     model's volatility over the time left back toward the true one."""
     times, values = _split(_path(4 * 3600, SIGMA, seed=17, noise=SIGMA))
-    estimate = volatility.estimate(times, values, volatility.history(times, values))
+    estimate = volatility.estimate(times, values, volatility.history(times, values, (WINDOW_S,)))
     assert estimate is not None
     assert estimate.scale < 0.75
     assert estimate.rho[0] < -0.25  # noise of the path's own size: -1/3 at lag 1
@@ -157,7 +158,7 @@ def _jump_path(
 def test_on_a_brownian_path_the_model_is_the_plain_one(seed: int) -> None:
     """No jumps found to speak of, no inflation: the digital option of the exact sigma."""
     times, values = _split(_path(4 * 3600, SIGMA, seed))
-    past = volatility.history(times, values)
+    past = volatility.history(times, values, (WINDOW_S,))
     assert past.jump_rate * past.jump_var * 300 < 0.02 * SIGMA**2 * 300
     assert past.inflation < 1.05
     estimate = volatility.estimate(times, values, past)
@@ -169,7 +170,7 @@ def test_jumps_are_found_and_measured() -> None:
     """A known jump-diffusion: one jump every 100 s, ten sigmas in size on average."""
     jump_sd = 10 * SIGMA
     times, values = _split(_jump_path(4 * 3600, [SIGMA], 23, jump_rate=0.01, jump_sd=jump_sd))
-    past = volatility.history(times, values)
+    past = volatility.history(times, values, (WINDOW_S,))
     # A jump under four sigmas is taken for diffusion (about a third of N(0, 10 sigma) are):
     # fewer jumps are found, larger on average, and the variance they carry is the same.
     assert 0.005 < past.jump_rate < 0.012
@@ -185,7 +186,7 @@ def test_jumps_are_found_and_measured() -> None:
 def test_regimes_raise_sigma_within_a_minute_and_inflate_the_variance() -> None:
     calm, jumpy = SIGMA / 2, 3 * SIGMA
     times, values = _split(_jump_path(2 * 3600, [calm, jumpy], 24))
-    past = volatility.history(times, values)
+    past = volatility.history(times, values, (WINDOW_S,))
     assert past.inflation > 1.2  # the variance is uncertain when regimes switch
     # 60 s into a jumpy spell (it starts at 600 s in the second ten-minute block).
     cut = 600 + 60

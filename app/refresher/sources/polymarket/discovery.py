@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 
 import httpx
 
-from app.markets import FIVE_MINUTES, Market, Span, window_start
+from app.markets import Market, Span
 from app.metrics.refresher import UPSTREAM_ERRORS
 from app.refresher import clocks
 from app.refresher.changes import Changes
@@ -46,7 +46,7 @@ class LiveWindow:
 
     coin: Market
     t0: int
-    span: Span = FIVE_MINUTES
+    span: Span
     market: WindowMarket | None = None
     looked_up_at: float = 0.0
     price_to_beat: float | None = None
@@ -62,11 +62,11 @@ class LiveWindow:
     doubts: dict[str, str] = field(default_factory=dict)
 
 
-def watched_starts(now: float, span: Span = FIVE_MINUTES) -> list[int]:
+def watched_starts(now: float, span: Span) -> list[int]:
     """The starts of ``span``'s windows whose markets matter at ``now``: the current one,
     and the next one from ``PREFETCH_S`` before the roll."""
     t0 = span.start(now)
-    end = t0 + span.seconds
+    end = span.end(t0)
     return [t0, end] if end - now <= PREFETCH_S else [t0]
 
 
@@ -94,7 +94,7 @@ class Windows:
         self._finished: dict[str, WindowMarket] = {}  # by slug: ended, outcome not yet seen
         self._lock = threading.Lock()
 
-    def get(self, coin: Market, t0: int, span: Span = FIVE_MINUTES) -> LiveWindow:
+    def get(self, coin: Market, t0: int, span: Span) -> LiveWindow:
         """``coin``'s ``span`` window starting at ``t0`` (made on first use; older ones than
         the one before it are dropped, their markets kept until their outcome comes)."""
         with self._lock:
@@ -102,7 +102,7 @@ class Windows:
             window = self._windows.get(key)
             if window is None:
                 window = self._windows[key] = LiveWindow(coin, t0, span)
-                old = [k for k in self._windows if k[:2] == key[:2] and k[2] < t0 - span.seconds]
+                old = [k for k in self._windows if k[:2] == key[:2] and k[2] < span.start(t0 - 1)]
                 for done in old:
                     self._note_finished(self._windows.pop(done))
             return window
@@ -122,9 +122,9 @@ class Windows:
         self,
         coin: Market,
         t0: int,
+        span: Span,
         again: bool = False,
         replace: bool = False,
-        span: Span = FIVE_MINUTES,
     ) -> None:
         """Look up the window's market on Gamma (every ``DISCOVERY_RETRY_S`` until found);
         ``again``: once found, look again (for a price to beat Gamma did not have yet), and
@@ -166,11 +166,12 @@ class Windows:
                     market = window.market
                     replace = market is not None and self._identity.contradicted(market)
                     again = replace or wants_again(window, now)
-                    self.lookup(coin, start, again, replace, span)
+                    self.lookup(coin, start, span, again, replace)
                     if window.market is not None:
                         self._identity.upkeep(window.market)
-        longest = max(span.seconds for span in self.spans)
-        self._identity.forget_before(window_start(now) - longest)
+        # Before the start of the previous window of every kind served.
+        oldest = min(span.start(span.start(now) - 1) for span in self.spans)
+        self._identity.forget_before(oldest)
 
     def unresolved(self, now: float, winners: Collection[str]) -> list[WindowMarket]:
         """Finished windows still waiting for their outcome (at most ``RESOLUTION_WAIT_S``
@@ -178,7 +179,7 @@ class Windows:
         watched, so the outcome arrives on the socket (and on a tape)."""
         with self._lock:
             for window in self._windows.values():
-                if window.t0 + window.span.seconds <= now:
+                if window.span.end(window.t0) <= now:
                     self._note_finished(window)
         for slug, market in list(self._finished.items()):
             ended = market.window_end

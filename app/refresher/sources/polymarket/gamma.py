@@ -23,7 +23,7 @@ from typing import Any
 
 import httpx
 
-from app.markets import FIVE_MINUTES, Market, Span
+from app.markets import Market, Span
 from app.refresher.model import SPOT, TWAP
 
 TOKEN_ID = re.compile(r"[0-9]{1,78}")
@@ -61,17 +61,12 @@ class WindowMarket:
     lookback_s: int | None  # a TWAP's lookback (twapLookbackSeconds); None for spot or unknown
     condition_id: str | None
     price_to_beat: float | None  # Gamma's eventMetadata.priceToBeat, when present
-    span: Span = FIVE_MINUTES  # the window's length
+    span: Span  # the window's kind
 
     @property
     def window_end(self) -> int:
         """When the window ends (unix seconds)."""
-        return self.window_start + self.span.seconds
-
-
-def slug_for(window_start: int, market: Market) -> str:
-    """The Gamma slug of ``market``'s window starting at ``window_start``."""
-    return market.slug(window_start)
+        return self.span.end(self.window_start)
 
 
 def _json_list(value: Any, field: str) -> list[Any]:
@@ -132,16 +127,14 @@ def check_window(
         raise WrongMarketError(f"asked for {slug}, the event is {str(event.get('slug'))[:80]!r}")
     if "slug" in market and market["slug"] != slug:
         raise WrongMarketError(f"asked for {slug}, the market is {str(market['slug'])[:80]!r}")
-    expected = {"eventStartTime": window_start, "endDate": window_start + span.seconds}
+    expected = {"eventStartTime": window_start, "endDate": span.end(window_start)}
     for owner in (event, market):
         for name, t in expected.items():
             if name in owner and _epoch(owner[name]) != t:
                 raise WrongMarketError(f"{slug}: {name} {str(owner[name])[:40]!r} is not {t}")
 
 
-def parse_event(
-    event: Any, window_start: int, coin: Market, span: Span = FIVE_MINUTES
-) -> WindowMarket:
+def parse_event(event: Any, window_start: int, coin: Market, span: Span) -> WindowMarket:
     """The market of ``coin``'s ``span`` window in a Gamma event object; ``UpstreamError``
     when it does not fit, ``WrongMarketError`` when it is not the window asked for."""
     if not isinstance(event, dict):
@@ -150,7 +143,9 @@ def parse_event(
     if not isinstance(markets, list) or not markets or not isinstance(markets[0], dict):
         raise UpstreamError("the event has no market")
     market = markets[0]
-    slug = coin.span_slug(window_start, span)
+    slug = str(event.get("slug"))
+    if slug not in span.slugs(coin.symbol, window_start):
+        slug = coin.slug(window_start, span)  # check_window names the one asked for
     check_window(event, market, window_start, slug, span)
     outcomes = [str(o).strip().lower() for o in _json_list(market.get("outcomes"), "outcomes")]
     token_ids = [str(t) for t in _json_list(market.get("clobTokenIds"), "clobTokenIds")]
@@ -192,18 +187,18 @@ class GammaClient:
     """``GET {gamma}/events/slug/{slug}`` for one market's windows of one span, with
     timeouts; None while a window is not listed."""
 
-    def __init__(
-        self, base_url: str, http: httpx.Client, market: Market, span: Span = FIVE_MINUTES
-    ) -> None:
+    def __init__(self, base_url: str, http: httpx.Client, market: Market, span: Span) -> None:
         self._base = base_url.rstrip("/")
         self._http = http
         self._market = market
         self._span = span
 
     def window(self, window_start: int) -> WindowMarket | None:
-        """The market of the window starting at ``window_start``, or None (404: not listed)."""
-        slug = self._market.span_slug(window_start, self._span)
-        response = self._http.get(f"{self._base}/events/slug/{slug}")
-        if response.status_code == 404:
-            return None
-        return parse_event(json_of(response, "gamma"), window_start, self._market, self._span)
+        """The market of the window starting at ``window_start``, or None (404 for every
+        form of its slug: not listed)."""
+        for slug in self._span.slugs(self._market.symbol, window_start):
+            response = self._http.get(f"{self._base}/events/slug/{slug}")
+            if response.status_code != 404:
+                event = json_of(response, "gamma")
+                return parse_event(event, window_start, self._market, self._span)
+        return None

@@ -57,7 +57,8 @@ def answer(
                 return nothing  # a hole in what is averaged
             known_mean = spot.mean(start_ms, ts_ms) or price
     # The spread measured on this settlement's own rule and horizon (volatility/settlement.py).
-    spread, jump_var = vol.spread(market.rule, market.lookback_s, tau, market.span.seconds)
+    length = market.window_end - market.window_start  # a 4-hour one may be 3 or 5 hours
+    spread, jump_var = vol.spread(market.rule, market.lookback_s, tau, length)
     p_up = probability_up(
         price,
         price_to_beat,

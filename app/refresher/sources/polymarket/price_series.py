@@ -20,7 +20,6 @@ import math
 import time
 from collections.abc import Callable
 
-from app.markets import WINDOW_S
 from app.refresher import clocks, volatility
 from app.refresher.sources.polymarket.points import Points
 from app.refresher.sources.polymarket.twap_witness import TwapWitness
@@ -44,7 +43,7 @@ CONFIRM_POINTS = 2  # a series with nothing believed yet: this many points that 
 # believed. With a witness, persistence proves nothing: the witness decides.
 RELEARN_S = 30.0
 RELEARN_POINTS = 10
-WINDOW_MS = WINDOW_S * 1000  # a window: the unit of ``Market.window_move``
+MOVE_UNIT_MS = 300_000  # ``Market.window_move`` is a coin's bound per five minutes
 
 
 def allowed_move(dt_ms: int, base: float = JUMP_BASE) -> float:
@@ -85,13 +84,15 @@ class PriceSeries(Points):
         witness: ExchangeWitness | None = None,
         window_move: float | None = None,
         twaps: tuple[TwapWitness, ...] = (),
-        windows: tuple[int, ...] = (WINDOW_S,),
+        windows: tuple[int, ...] = (),
     ) -> None:
         super().__init__(history_s, clock)
-        # The window lengths served (seconds): the settlement factors' horizons reach the
-        # longest's, and its factors need the longest history.
+        # The window lengths served (seconds; the shortest kind's horizons are measured
+        # whatever is served): the settlement factors' horizons reach the longest's, and its
+        # factors need the longest history.
         self._windows = windows
-        self._factor_history_s = max(volatility.factor_history_s(w) for w in windows)
+        measured = (volatility.SHORTEST.seconds, *windows)
+        self._factor_history_s = max(volatility.factor_history_s(w) for w in measured)
         self._jump_base = jump_base
         # The spot's: the exchange price that must agree with each point (``witness.py``),
         # the TWAP reports a point waits for while the exchange has no verdict (so no row
@@ -250,7 +251,7 @@ class PriceSeries(Points):
         if nearest is None:
             return True
         reference_ms, reference = nearest
-        windows = max(1.0, abs(ts_ms - reference_ms) / WINDOW_MS)
+        windows = max(1.0, abs(ts_ms - reference_ms) / MOVE_UNIT_MS)
         return abs(math.log(value / reference)) <= self._window_move * math.sqrt(windows)
 
     def _offer_alone(self, ts_ms: int, value: float) -> tuple[str | None, list[tuple[int, float]]]:
@@ -313,7 +314,7 @@ class PriceSeries(Points):
             short = self._history.history_s < self._factor_history_s
             again = (grown and short) or now - self._factors_at >= FACTORS_EVERY_S
             kept = None if again else self._history.factors
-            self._history = volatility.history(times, values, kept, self._windows)
+            self._history = volatility.history(times, values, self._windows, kept)
             self._scale_at, self._scale_points = now, len(times)
             if again:
                 self._factors_at = now

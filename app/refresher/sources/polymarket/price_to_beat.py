@@ -250,7 +250,7 @@ class PriceToBeat:
             "symbol": coin.symbol,
             "eventStartTime": iso(t0),
             "variant": span.site_variant,
-            "endDate": iso(t0 + span.seconds),
+            "endDate": iso(span.end(t0)),
         }
         try:
             response = self._http.get(f"{self._site_url}/api/crypto/crypto-price", params=params)

@@ -111,7 +111,7 @@ def assemble_row(
         },
         suspect=suspect,
     )
-    t0, t1 = window.t0, window.t0 + window.span.seconds
+    t0, t1 = window.t0, window.span.end(window.t0)
     return BoardRow(
         symbol=window.coin.symbol,
         slot=t0,

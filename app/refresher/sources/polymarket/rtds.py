@@ -25,7 +25,7 @@ from collections.abc import Callable
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
-from app.markets import WINDOW_S, Market
+from app.markets import Market
 from app.refresher.sources.polymarket.feed import Feed, each
 from app.refresher.sources.polymarket.price_series import (
     SPOT_HISTORY_S,
@@ -134,7 +134,7 @@ class RtdsFeed(Feed):
         stop: threading.Event,
         markets: tuple[Market, ...],
         clock: Callable[[], float] = time.time,
-        windows: tuple[int, ...] = (WINDOW_S,),
+        windows: tuple[int, ...] = (),
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         super().__init__(url, stop, clock=monotonic)  # the connection's silences and pings

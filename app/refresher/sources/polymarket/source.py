@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import httpx
 
 from app.board.row import BoardRow
-from app.markets import FIVE_MINUTES, Market, Span
+from app.markets import DEFAULT_SPAN, Market, Span
 from app.refresher import clocks
 from app.refresher.changes import Changes
 from app.refresher.sources.polymarket import model_inputs
@@ -79,7 +79,7 @@ class PolymarketSource:
         stale_after_ms: int = 3000,
         tape: Tape | None = None,
         background: bool = True,
-        spans: tuple[Span, ...] = (FIVE_MINUTES,),
+        spans: tuple[Span, ...] = (DEFAULT_SPAN,),
         http_timeout_s: float = 3.0,
         rtds_monotonic: Callable[[], float] = time.monotonic,
     ) -> None:

@@ -15,13 +15,14 @@ from flask.testing import FlaskClient, FlaskCliRunner
 from app.board.row import BoardRow
 from app.bus import BoardBus
 from app.bus.memory import MemoryBoardBus
-from app.markets import MARKETS, WINDOW_S, parse_symbols, window_start
+from app.markets import MARKETS, parse_symbols
 from app.refresher.loop import Refresher
 from app.refresher.model import percentages, probability_up
 from app.refresher.sources.simulated import SECONDS_PER_YEAR, SimulatedSource, token_id
 from app.schemas import ContractError, check
 from app.schemas.board import PublishedBoardSchema
 from app.services import services_of
+from harness.spans import FIVE_MINUTES, WINDOW_S, window_start
 from tests.support.contract import validated
 
 # A window boundary: 1_800_000_000 is a multiple of 300.
@@ -99,19 +100,19 @@ PINNED_DOWN_7_100 = "55787836235558527593440617291792142812837109977465230239254
 
 def test_token_ids_are_stable_per_seed_slot_and_outcome() -> None:
     """Token ids are the pinned ids for (seed, slot, outcome), distinct when any part changes."""
-    assert token_id(7, 100, "up", "BTC") == PINNED_UP_7_100
-    assert token_id(7, 100, "down", "BTC") == PINNED_DOWN_7_100
+    assert token_id(7, 100, "up", "BTC", FIVE_MINUTES) == PINNED_UP_7_100
+    assert token_id(7, 100, "down", "BTC", FIVE_MINUTES) == PINNED_DOWN_7_100
     ids = {
-        token_id(7, 100, "up", "BTC"),
-        token_id(7, 100, "down", "BTC"),
-        token_id(7, 101, "up", "BTC"),
+        token_id(7, 100, "up", "BTC", FIVE_MINUTES),
+        token_id(7, 100, "down", "BTC", FIVE_MINUTES),
+        token_id(7, 101, "up", "BTC", FIVE_MINUTES),
     }
-    ids.add(token_id(8, 100, "up", "BTC"))
+    ids.add(token_id(8, 100, "up", "BTC", FIVE_MINUTES))
     assert len(ids) == 4
     assert all(len(i) == 77 and i.isdigit() for i in ids)
     row = one_row(SimulatedSource(parse_symbols("BTC"), seed=7), BOUNDARY + 1)
-    assert row["up_token_id"] == token_id(7, BOUNDARY // WINDOW_S, "up", "BTC")
-    assert row["down_token_id"] == token_id(7, BOUNDARY // WINDOW_S, "down", "BTC")
+    assert row["up_token_id"] == token_id(7, BOUNDARY // WINDOW_S, "up", "BTC", FIVE_MINUTES)
+    assert row["down_token_id"] == token_id(7, BOUNDARY // WINDOW_S, "down", "BTC", FIVE_MINUTES)
 
 
 # -- windows ----------------------------------------------------------------------------------

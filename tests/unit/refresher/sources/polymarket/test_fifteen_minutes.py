@@ -12,10 +12,11 @@ from typing import Any
 
 import pytest
 
-from app.markets import FIVE_MINUTES, SPANS, parse_symbols
+from app.markets import SPANS, parse_symbols
 from app.refresher.sources.polymarket.rtds import SPOT_KEY, TOPICS
 from app.refresher.sources.polymarket.source import PolymarketSource
 from harness.fake_polymarket import FakePolymarket, running
+from harness.spans import FIVE_MINUTES
 from tests.support.live_source import Clock, sources_on, wait_for
 
 T0 = 1_800_000_000  # a multiple of 900: a 5-minute and a 15-minute window start here

@@ -20,12 +20,13 @@ from app.refresher.sources.polymarket.model_inputs import answer
 from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceSeries
 from app.refresher.sources.polymarket.row_assembly import Instant, assemble_row
 from app.refresher.volatility import Volatility
+from harness.spans import FIVE_MINUTES
 
 T0 = 1_800_000_000 - 1_800_000_000 % 300
 NOW = T0 + 200.0
 MONO = 5_000.0
 MARKET = WindowMarket(
-    T0, f"btc-updown-5m-{T0}", "111", "222", "spot", None, "0x" + "c" * 64, None
+    T0, f"btc-updown-5m-{T0}", "111", "222", "spot", None, "0x" + "c" * 64, None, FIVE_MINUTES
 )  # fmt: skip
 PRICE_TO_BEAT = 100_000.0
 
@@ -61,7 +62,7 @@ def _series(cls: type[PriceSeries], last: int) -> PriceSeries:
 
 
 def _row(spot: PriceSeries) -> dict[str, object]:
-    window = LiveWindow(MARKETS["BTC"], T0, market=MARKET)
+    window = LiveWindow(MARKETS["BTC"], T0, FIVE_MINUTES, market=MARKET)
     up = Quote(0.55, 0.56, MONO - 0.2, "clob-ws")
     down = Quote(0.44, 0.45, MONO - 0.2, "clob-ws")
     at = Instant(NOW, int(NOW * 1000), MONO, 2_000, {}, NOW - 60)

@@ -27,6 +27,7 @@ from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceS
 from app.refresher.sources.polymarket.rtds import SPOT_KEY, TOPICS, RtdsFeed, point_value
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
 from harness.fake_polymarket import FakeMarket, FakeRtds
+from harness.spans import FIVE_MINUTES
 from tests.support.live_source import BTC_ONLY
 
 T0 = 1_800_000_000
@@ -328,21 +329,21 @@ def _event(**changes: Any) -> dict[str, Any]:
 
 
 def test_the_right_event_is_believed() -> None:
-    market = parse_event(_event(), T0, BTC_ONLY[0])
+    market = parse_event(_event(), T0, BTC_ONLY[0], FIVE_MINUTES)
     assert market.slug == f"btc-updown-5m-{T0}" and market.up_token_id != market.down_token_id
 
 
 @pytest.mark.parametrize("other", [T0 - 300, T0 + 300])
 def test_another_windows_event_is_refused(other: int) -> None:
     with pytest.raises(WrongMarketError):
-        parse_event(FakeMarket(other).event(), T0, BTC_ONLY[0])
+        parse_event(FakeMarket(other).event(), T0, BTC_ONLY[0], FIVE_MINUTES)
 
 
 def test_an_event_with_this_slug_but_another_windows_times_is_refused() -> None:
     event = FakeMarket(T0 + 300).event()
     event["slug"] = event["markets"][0]["slug"] = f"btc-updown-5m-{T0}"
     with pytest.raises(WrongMarketError):
-        parse_event(event, T0, BTC_ONLY[0])
+        parse_event(event, T0, BTC_ONLY[0], FIVE_MINUTES)
 
 
 def test_two_outcomes_with_one_token_are_refused() -> None:
@@ -350,13 +351,13 @@ def test_two_outcomes_with_one_token_are_refused() -> None:
     up = json.loads(event["markets"][0]["clobTokenIds"])[0]
     event["markets"][0]["clobTokenIds"] = json.dumps([up, up])
     with pytest.raises(WrongMarketError):
-        parse_event(event, T0, BTC_ONLY[0])
+        parse_event(event, T0, BTC_ONLY[0], FIVE_MINUTES)
 
 
 @pytest.mark.parametrize("raw", ["1e400", "Infinity", "NaN", "-5", "0"])
 def test_a_price_to_beat_that_is_no_price_is_none(raw: str) -> None:
     event = _event(eventMetadata={"priceToBeat": raw})
-    assert parse_event(event, T0, BTC_ONLY[0]).price_to_beat is None
+    assert parse_event(event, T0, BTC_ONLY[0], FIVE_MINUTES).price_to_beat is None
 
 
 def test_a_price_point_stamped_long_ago_is_old_news() -> None:
@@ -484,8 +485,8 @@ def test_the_spot_at_t0_is_latched_only_without_a_hole_over_3_s_around_it(
 ) -> None:
     source = _offline_source()
     try:
-        market = parse_event(_event(), T0, BTC_ONLY[0])  # a spot market
-        window = source.windows.get(source.markets[0], T0)
+        market = parse_event(_event(), T0, BTC_ONLY[0], FIVE_MINUTES)  # a spot market
+        window = source.windows.get(source.markets[0], T0, FIVE_MINUTES)
         window.market = market
         spot = source.rtds.series[SPOT_KEY]
         spot.add(T0 * 1000 - 1_500, BTC)  # the last point before T0
@@ -521,7 +522,7 @@ def test_a_price_to_beat_from_outside_the_stream_must_sit_by_the_spot(
 ) -> None:
     source = _offline_source()
     try:
-        window = source.windows.get(source.markets[0], T0)
+        window = source.windows.get(source.markets[0], T0, FIVE_MINUTES)
         source.price_to_beat.set(window, value, "site:crypto-price", False)
         assert window.price_to_beat is None  # no spot to judge it by: not yet
         for t in range(-5, 1):  # the spot's newest point away_s before T0

@@ -54,6 +54,7 @@ from harness.fake_polymarket import (
     scaled,
 )
 from harness.processes import wait_until
+from harness.spans import FIVE_MINUTES
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 from tests.support.live_source import (
@@ -194,7 +195,7 @@ def test_parse_event_pairs_token_ids_by_label(outcomes: tuple[str, str]) -> None
     first = fake.up_token if outcomes[0] == "Up" else fake.down_token
     assert json.loads(raw["clobTokenIds"])[0] == first  # the fake keeps the pairing
 
-    market = gamma.parse_event(event, T0, BTC_ONLY[0])
+    market = gamma.parse_event(event, T0, BTC_ONLY[0], FIVE_MINUTES)
 
     assert (market.up_token_id, market.down_token_id) == fake.tokens
     assert market.window_start == T0
@@ -228,7 +229,7 @@ def _with_market(**changes: Any) -> dict[str, Any]:
 )
 def test_parse_event_rejects_garbage(event: Any) -> None:
     with pytest.raises(gamma.UpstreamError):
-        gamma.parse_event(event, T0, BTC_ONLY[0])
+        gamma.parse_event(event, T0, BTC_ONLY[0], FIVE_MINUTES)
 
 
 @pytest.mark.parametrize(
@@ -247,13 +248,13 @@ def test_settlement_rule_is_read_from_the_market(
     assert ("cryptoMarketConfig" in event["markets"][0]) is with_config
 
     assert gamma.settlement_rule(event["markets"][0]) == expected
-    assert gamma.parse_event(event, T0, BTC_ONLY[0]).rule == expected
+    assert gamma.parse_event(event, T0, BTC_ONLY[0], FIVE_MINUTES).rule == expected
 
 
 def test_gamma_client_404_is_none_500_is_an_error(world: FakePolymarket) -> None:
     listed = world.list_market(FakeMarket(T0, outcomes=("Down", "Up")))
     with httpx.Client(timeout=3.0) as http:
-        client = gamma.GammaClient(world.gamma.url, http, BTC_ONLY[0])
+        client = gamma.GammaClient(world.gamma.url, http, BTC_ONLY[0], FIVE_MINUTES)
         found = client.window(T0)
         assert found is not None and (found.up_token_id, found.down_token_id) == listed.tokens
         assert client.window(NEXT) is None

@@ -25,6 +25,7 @@ from app.refresher.sources.polymarket.identity import (
 )
 from app.refresher.sources.polymarket.source import PolymarketSource
 from harness.fake_polymarket import FakeMarket, FakePolymarket, running
+from harness.spans import FIVE_MINUTES
 from tests.support.live_source import BTC_ONLY, upstreams
 
 T0 = 1_800_000_000 - 1_800_000_000 % 300
@@ -43,7 +44,7 @@ def world() -> Iterator[FakePolymarket]:
 def _gamma(world: FakePolymarket, t0: int = T0) -> WindowMarket:
     """What Gamma's answer about window ``t0`` parses to (faults as switched on)."""
     answer = httpx.get(f"{world.gamma.url}/events/slug/btc-updown-5m-{t0}", timeout=5)
-    return parse_event(answer.json(), t0, BTC_ONLY[0])
+    return parse_event(answer.json(), t0, BTC_ONLY[0], FIVE_MINUTES)
 
 
 def _clob(market: FakeMarket) -> ClobMarket:
@@ -392,11 +393,11 @@ def test_gamma_asked_again_with_another_condition_keeps_the_checked_market(
     source = _threadless(world, now)
     try:
         source.upkeep(now)
-        window = source.windows.get(BTC_ONLY[0], T0)
+        window = source.windows.get(BTC_ONLY[0], T0, FIVE_MINUTES)
         assert window.market is not None and window.market.condition_id == this.condition
         world.gamma.condition_offset = 1
         window.looked_up_at = -math.inf
-        source.windows.lookup(BTC_ONLY[0], T0, again=True)
+        source.windows.lookup(BTC_ONLY[0], T0, FIVE_MINUTES, again=True)
         assert window.market.condition_id == this.condition
         row = source.rows(now)[0]
         assert row.live is not None and not any("market" in r for r in row.live.suspect)
@@ -410,7 +411,7 @@ def test_a_replayed_tape_without_the_lookup_lets_the_books_decide() -> None:
     Gamma's condition confirm it, as they did live then; a lookup the tape recorded as
     failed fails closed, as it did live (issue 48, point 5)."""
     gamma = WindowMarket(
-        T0, f"btc-updown-5m-{T0}", "111", "222", "spot", None, "0x" + "a" * 64, None
+        T0, f"btc-updown-5m-{T0}", "111", "222", "spot", None, "0x" + "a" * 64, None, FIVE_MINUTES
     )
     tape = TapeHttp()
     identities = Identities(httpx.Client(transport=tape), "http://clob.tape")

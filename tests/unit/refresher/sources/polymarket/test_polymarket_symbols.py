@@ -15,10 +15,11 @@ from typing import Any
 
 import pytest
 
-from app.markets import WINDOW_S, parse_symbols
+from app.markets import parse_symbols
 from app.refresher.sources.polymarket.rtds import SPOT_KEY, TOPICS
 from app.refresher.sources.polymarket.source import PolymarketSource
 from harness.fake_polymarket import FakeMarket, FakePolymarket, running
+from harness.spans import WINDOW_S
 from tests.support.live_source import Clock, sources_on, wait_for
 
 T0 = 1_800_000_000  # a window start

@@ -26,7 +26,6 @@ from app.bus.memory import MemoryBoardBus
 from app.calibration import store
 from app.calibration.checkpoints import REMS
 from app.calibration.recorder import Recorder
-from app.markets import FIVE_MINUTES
 from app.refresher.loop import Refresher
 from app.refresher.sources.polymarket.clob import SWAP_RETRY_S
 from app.refresher.sources.polymarket.discovery import DISCOVERY_RETRY_S, PREFETCH_S
@@ -51,6 +50,7 @@ from harness.fake_polymarket import (
     scaled,
 )
 from harness.processes import wait_until
+from harness.spans import FIVE_MINUTES
 from tests.conftest import BASE_CONFIG
 from tests.support.contract import validated
 from tests.support.live_source import (

@@ -22,6 +22,7 @@ from app.refresher.sources.polymarket.price_to_beat_witness import (
 )
 from app.refresher.sources.polymarket.rtds import SPOT_KEY
 from app.refresher.volatility import Volatility
+from harness.spans import FIVE_MINUTES
 from tests.support.live_source import BTC_ONLY
 
 T0 = 1_800_000_000
@@ -211,8 +212,10 @@ def test_a_twap_report_the_spot_does_not_witness_is_refused_until_the_topic_agre
         means = spot_until(12)
         for t in range(-3, 13):
             twap.add((T0 + t) * 1000, means[t] * 1.01)  # the whole topic 1 % high
-        market = WindowMarket(T0, "btc-updown-5m", "up", "down", "twap", 60, None, None)
-        window = source.windows.get(coin, T0)
+        market = WindowMarket(
+            T0, "btc-updown-5m", "up", "down", "twap", 60, None, None, FIVE_MINUTES
+        )
+        window = source.windows.get(coin, T0, FIVE_MINUTES)
         window.market = market
         source.price_to_beat.latch(window, T0 + 12.0)
         assert window.price_to_beat is None
@@ -253,8 +256,10 @@ def test_a_twap_report_waits_for_the_spots_history() -> None:
             series[SPOT_KEY].add((T0 + t) * 1000, BTC)
         for t in range(-3, 30):
             series["twap60"].add((T0 + t) * 1000, BTC * 1.01)
-        market = WindowMarket(T0, "btc-updown-5m", "up", "down", "twap", 60, None, None)
-        window = source.windows.get(coin, T0)
+        market = WindowMarket(
+            T0, "btc-updown-5m", "up", "down", "twap", 60, None, None, FIVE_MINUTES
+        )
+        window = source.windows.get(coin, T0, FIVE_MINUTES)
         window.market = market
         source.price_to_beat.latch(window, T0 + 30.0)
         assert window.price_to_beat is None and window.doubts == {}
@@ -304,8 +309,10 @@ def test_the_price_to_beat_is_the_report_stamped_t0_even_when_a_later_one_comes_
         for t in (-3, -2, -1, 1):  # T0 + 1 s before T0's own report
             twap.add((T0 + t) * 1000, means[t])
         assert means[1] != means[0]
-        market = WindowMarket(T0, "btc-updown-5m", "up", "down", "twap", 60, None, None)
-        window = source.windows.get(coin, T0)
+        market = WindowMarket(
+            T0, "btc-updown-5m", "up", "down", "twap", 60, None, None, FIVE_MINUTES
+        )
+        window = source.windows.get(coin, T0, FIVE_MINUTES)
         window.market = market
         source.price_to_beat.latch(window, now[0])
         assert window.price_to_beat is None  # not the next second's report

@@ -24,6 +24,7 @@ from app.refresher.sources.polymarket.price_series import SPOT_HISTORY_S, PriceS
 from app.refresher.sources.polymarket.row_assembly import Instant, assemble_row
 from app.refresher.sources.polymarket.suspects import Suspects
 from app.refresher.sources.polymarket.witness import ExchangeWitness
+from harness.spans import FIVE_MINUTES
 
 T0 = 1_800_000_000 - 1_800_000_000 % 300
 NOW = T0 + 100.0
@@ -31,7 +32,7 @@ MONO = 5_000.0
 STALE_AFTER_MS = 2_000  # the board's default stale threshold
 CONDITION = "0x" + "c" * 64
 MARKET = WindowMarket(
-    T0, f"btc-updown-5m-{T0}", "111", "222", "spot", None, CONDITION, None
+    T0, f"btc-updown-5m-{T0}", "111", "222", "spot", None, CONDITION, None, FIVE_MINUTES
 )  # fmt: skip
 ANSWER = ModelAnswer(55.0, 45.0, 1.2e-4, 1.0, 0.55)
 
@@ -62,14 +63,14 @@ def judged() -> tuple[LiveWindow, Doubts, Identities]:
     identities = Identities(httpx.Client(timeout=1), "http://127.0.0.1:9")
     suspects = {feed: Suspects(feed) for feed in ("market", "rtds", "clob")}
     return (
-        LiveWindow(MARKETS["BTC"], T0, market=MARKET),
+        LiveWindow(MARKETS["BTC"], T0, FIVE_MINUTES, market=MARKET),
         Doubts(suspects, books, identities),
         identities,
     )
 
 
 def test_fresh_inputs_and_no_doubt_make_a_fresh_row() -> None:
-    row = _row(LiveWindow(MARKETS["BTC"], T0, market=MARKET))
+    row = _row(LiveWindow(MARKETS["BTC"], T0, FIVE_MINUTES, market=MARKET))
     assert not _is_stale(row), row
     assert row["suspect"] == [] or row["suspect"] is None, row["suspect"]
 
@@ -105,7 +106,7 @@ def _aged_row(spot: PriceSeries) -> dict[str, object]:
     up = Quote(0.55, 0.56, MONO - 0.2, "clob-ws")
     down = Quote(0.44, 0.45, MONO - 0.2, "clob-ws")
     at = Instant(NOW, int(NOW * 1000), MONO, STALE_AFTER_MS, {}, NOW - 60)
-    window = LiveWindow(MARKETS["BTC"], T0, market=MARKET)
+    window = LiveWindow(MARKETS["BTC"], T0, FIVE_MINUTES, market=MARKET)
     return assemble_row(window, up, down, spot, (), 99_990.0, ANSWER, at, "polymarket").as_json()
 
 

@@ -1,0 +1,95 @@
+"""A window kind is data (issue 49, point 1): one ``app.markets.SPANS`` entry declares its
+boundaries, slugs, settlement, checkpoints, model horizons and chart step, and the parts of
+the service read it from there. Times are driven (no real clock)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from app.horizons import eastern_block_end, eastern_block_start, hourly_slugs
+from app.markets import BINANCE_CANDLE, CHAINLINK, MARKETS, SPANS, parse_windows
+from app.refresher.sources.simulated import SimulatedSource
+
+AUTUMN_2026 = 1793505600  # 2026-11-01 00:00 EDT: the block holding the change is 5 hours
+SPRING_2026 = 1772946000  # 2026-03-08 00:00 EST: 3 hours
+APP = Path(__file__).resolve().parents[2] / "app"
+
+
+def test_every_kind_polymarket_lists_has_one_entry_with_everything_it_needs() -> None:
+    assert list(SPANS) == ["5m", "15m", "1h", "4h"]
+    for span in SPANS.values():
+        assert span.rems == tuple(sorted(span.rems, reverse=True)), span.name
+        assert span.rems[-1] > 0 and span.rems[0] < span.seconds, span.name
+        assert all(h < span.seconds for h in span.factor_horizons), span.name
+        assert span.seconds % span.trail_step_s == 0, span.name
+    assert SPANS["1h"].settlement == BINANCE_CANDLE
+    assert {SPANS[k].settlement for k in ("5m", "15m", "4h")} == {CHAINLINK}
+    assert [s.name for s in SPANS.values() if s.served] == ["5m", "15m"]
+
+
+@pytest.mark.parametrize(("start", "hours"), [(AUTUMN_2026, 5), (SPRING_2026, 3)])
+def test_the_4_hour_kind_is_bounded_by_eastern_blocks(start: int, hours: int) -> None:
+    four = SPANS["4h"]
+    for t in (start, start + 1, eastern_block_end(start) - 1):
+        assert four.start(t) == start == eastern_block_start(t)
+    assert four.end(start) - start == hours * 3600
+    assert four.slugs("ETH", start) == (f"eth-updown-4h-{start}",)
+
+
+def test_fixed_kinds_are_bounded_in_utc_and_named_by_their_start() -> None:
+    t = 1_795_516_537.25
+    for name, seconds in (("5m", 300), ("15m", 900), ("1h", 3600)):
+        span = SPANS[name]
+        assert span.start(t) == int(t) // seconds * seconds
+        assert span.end(span.start(t)) == span.start(t) + seconds
+    assert SPANS["15m"].slugs("SOL", 1_795_516_200) == ("sol-updown-15m-1795516200",)
+    assert MARKETS["BTC"].slug(1_795_516_200, SPANS["5m"]) == "btc-updown-5m-1795516200"
+
+
+def test_the_hourly_kind_is_named_by_the_eastern_hour_in_words_dated_first() -> None:
+    start = 1774756800  # 2026-03-29 00:00 EDT (04:00 UTC)
+    assert SPANS["1h"].slugs("BTC", start) == hourly_slugs("BTC", start)
+    assert SPANS["1h"].slugs("BTC", start)[0] == "bitcoin-up-or-down-march-29-2026-12am-et"
+
+
+def test_a_kind_not_served_yet_is_refused_by_name() -> None:
+    with pytest.raises(ValueError, match="not served yet"):
+        parse_windows("5m,4h")
+    assert [s.name for s in parse_windows("15m, 5M")] == ["15m", "5m"]
+
+
+def test_no_module_of_the_service_assumes_the_5_minute_window() -> None:
+    """Adding a kind touches the table: nothing in app/ names a 5-minute constant
+    (``WINDOW_S``, ``FIVE_MINUTES``) any more; the contract's default is ``DEFAULT_SPAN``."""
+    found = [
+        f"{path.relative_to(APP)}: {name}"
+        for path in APP.rglob("*.py")
+        for name in re.findall(r"\b(WINDOW_S|FIVE_MINUTES)\b", path.read_text())
+    ]
+    assert not found, found
+
+
+def test_the_simulated_source_latches_each_kind_at_its_own_start_across_a_change_of_clocks(
+) -> None:  # fmt: skip
+    """A simulated 4-hour window (a kind not served yet, built here by hand) that spans the
+    autumn change lasts 5 hours: its end, and the next window's price to beat latched there."""
+    four, five = SPANS["4h"], SPANS["5m"]
+    source = SimulatedSource((MARKETS["BTC"],), seed=7, spans=(five, four))
+    end = eastern_block_end(AUTUMN_2026)
+    t = AUTUMN_2026 + 60.0
+    while t < end + 120:
+        rows = source.rows(t)
+        long = next(r for r in rows if r.window == "4h")
+        short = next(r for r in rows if r.window == "5m")
+        expected = AUTUMN_2026 if t < end else end
+        assert long.window_start == expected and long.window_end == four.end(expected), t
+        assert short.window_start == five.start(t)
+        if t >= end:
+            # The new window's price to beat is the path's price at its start: the 5-minute
+            # window starting at the same instant latched the same price.
+            assert short.window_start == end
+            assert long.price_to_beat == short.price_to_beat
+        t += 600.0 if t < end - 600 else 60.0
