@@ -139,6 +139,20 @@ class Witness:
         with self._lock:
             return self._times[-1] if self._times else None
 
+    def newest(self) -> tuple[int, float] | None:
+        """The newest (stamp ms, price), None before the first."""
+        with self._lock:
+            return (self._times[-1], self._values[-1]) if self._times else None
+
+    def first_from(self, ts_ms: int, within_ms: int) -> tuple[int, float] | None:
+        """The first (stamp ms, price) at or after ``ts_ms`` and at most ``within_ms`` after
+        it, None when none was kept."""
+        with self._lock:
+            i = bisect.bisect_left(self._times, ts_ms)
+            if i < len(self._times) and self._times[i] - ts_ms <= within_ms:
+                return self._times[i], self._values[i]
+            return None
+
     def _silent(self) -> bool:
         return self._clock() - self._received_at > SILENT_S
 

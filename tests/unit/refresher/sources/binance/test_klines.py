@@ -19,22 +19,9 @@ ROW = [T0 * 1000, "66123.45", "66300.00", "66010.12", "66250.01", "812.3", T0 * 
        "53712345.6", 101234, "401.2", "26512345.1", "0"]  # fmt: skip
 
 
-@pytest.fixture(scope="module")
-def binance() -> Iterator[FakeBinance]:
-    fake = FakeBinance()
-    fake.clock = lambda: T0 + 7200.0  # two hours after T0: its candle is over
-    fake.start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
-
-
 @pytest.fixture
 def client(binance: FakeBinance) -> Iterator[KlinesClient]:
-    binance.candles.clear()
-    binance.refuse = None
-    binance.set_candle("BTCUSDT", "1h", T0 * 1000, "66123.45", "66300.00", "66010.12", "66250.01")
+    binance.clock = lambda: T0 + 7200.0  # two hours after T0: its candle is over
     client = KlinesClient(binance.url + "/")
     try:
         yield client
