@@ -63,6 +63,11 @@ class Span:
             return horizons.eastern_block_end(t0)
         return t0 + self.seconds
 
+    @property
+    def longest_s(self) -> int:
+        """The longest a window of this kind lasts (an autumn 4-hour block: 5 hours)."""
+        return self.seconds + (horizons.HOUR_S if self.boundaries == EASTERN_BLOCKS else 0)
+
     def slugs(self, symbol: str, t0: int) -> tuple[str, ...]:
         """The Gamma slugs of ``symbol``'s window starting at ``t0``, the current form first
         (the hourly markets had no year in their slugs until March 2026)."""

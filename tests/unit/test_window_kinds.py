@@ -12,6 +12,7 @@ import pytest
 from app.horizons import eastern_block_end, eastern_block_start, hourly_slugs
 from app.markets import BINANCE_CANDLE, CHAINLINK, MARKETS, SPANS, parse_windows
 from app.refresher.sources.simulated import SimulatedSource
+from app.schemas.board import BoardItemSchema
 
 AUTUMN_2026 = 1793505600  # 2026-11-01 00:00 EDT: the block holding the change is 5 hours
 SPRING_2026 = 1772946000  # 2026-03-08 00:00 EST: 3 hours
@@ -93,3 +94,18 @@ def test_the_simulated_source_latches_each_kind_at_its_own_start_across_a_change
             assert short.window_start == end
             assert long.price_to_beat == short.price_to_beat
         t += 600.0 if t < end - 600 else 60.0
+
+
+def test_the_row_schema_takes_a_5_hour_block_and_holds_each_kind_to_its_length() -> None:
+    """A row's ``rem_secs`` is checked against its own kind: the autumn 4-hour block has up
+    to 5 hours left; a 5-minute row with 301 s left is refused, as before."""
+    four, five = SPANS["4h"], SPANS["5m"]
+    t = AUTUMN_2026 + 60.0
+    rows = SimulatedSource((MARKETS["BTC"],), seed=7, spans=(five, four)).rows(t)
+    schema = BoardItemSchema()
+    for row in rows:
+        assert schema.validate(row.as_json()) == {}, row.window
+    long = next(r for r in rows if r.window == "4h").as_json()
+    assert long["rem_secs"] > 4 * 3600
+    short = next(r for r in rows if r.window == "5m").as_json()
+    assert "_schema" in schema.validate({**short, "rem_secs": 301.0})
