@@ -133,3 +133,51 @@ class Ticks:
         """(second, close) for every second in [a, b] that has one, in time order."""
         closes = self.closes
         return [(s, closes[s]) for s in range(a, b + 1) if s in closes]
+
+
+@dataclass
+class Seconds:
+    """One symbol's 1-second klines as the hourly bench reads them: per second, the first
+    trade's price (``opens``, the kline's open) and the price at its end (``closes``, stamped
+    with the second they open at, unlike ``read_closes``)."""
+
+    opens: dict[int, float] = field(default_factory=dict)
+    closes: dict[int, float] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, paths: Iterable[Path]) -> Seconds:
+        """Read every file (days may come in any order)."""
+        seconds = cls()
+        for path in paths:
+            try:
+                with _open(path) as handle:
+                    for text in handle:
+                        fields = text.split(",", 5)
+                        if len(fields) < 5 or not fields[0].isdigit():
+                            continue
+                        opened = int(fields[0])
+                        second = opened // 1_000_000 if opened >= 10**14 else opened // 1000
+                        seconds.opens[second] = float(fields[1])
+                        seconds.closes[second] = float(fields[4])
+            except (OSError, zipfile.BadZipFile, UnicodeDecodeError, ValueError) as exc:
+                raise KlineError(f"{path}: cannot be read ({exc})") from exc
+        return seconds
+
+    def candle(self, start: int, length: int) -> tuple[float, float] | None:
+        """(open, close) of the candle of ``length`` seconds opening at ``start``, as Binance
+        builds it from its trades: the first second's open and the last second's close that
+        have trades in it; None when the candle has none."""
+        inside = [s for s in range(start, start + length) if s in self.opens]
+        if not inside:
+            return None
+        return self.opens[inside[0]], self.closes[inside[-1]]
+
+    def minute_closes(self) -> list[tuple[int, float]]:
+        """(minute start, close of the minute's last second with a trade), in time order: the
+        1-minute klines' closes."""
+        last: dict[int, int] = {}
+        for second in self.closes:
+            minute = second - second % 60
+            if second > last.get(minute, -1):
+                last[minute] = second
+        return [(minute, self.closes[last[minute]]) for minute in sorted(last)]

@@ -33,6 +33,7 @@ from app.refresher.sources.polymarket.http_deadline import DeadlineTransport
 INTERVALS_MS = {"1h": 3_600_000, "4h": 14_400_000, "1m": 60_000}
 TIMEOUT_S = 3.0  # each phase of an exchange (the deadline bounds the whole)
 SNIPPET = 200  # characters of an unexpected answer quoted in an error
+MAX_LIMIT = 1000  # candles in one answer, at most (Binance's documented bound)
 
 
 class KlinesError(Exception):
@@ -68,16 +69,44 @@ def parse_candle(payload: Any, start_ms: int, interval: str) -> Candle | None:
         raise KlinesError(f"expected a list of candles, got {_snippet(payload)}")
     if not payload:
         return None
-    row = payload[0]
+    candle = _candle(payload[0], interval)
+    if candle.open_ms != start_ms:
+        raise KlinesError(
+            f"asked for the {interval} candle opening at {start_ms}, got one from "
+            f"{candle.open_ms} to {candle.close_ms}"
+        )
+    return candle
+
+
+def parse_candles(payload: Any, start_ms: int, interval: str) -> list[Candle]:
+    """The candles of ``interval`` from ``start_ms`` on in a klines answer, in time order
+    (empty: none opened yet); ``KlinesError`` for anything else (one before ``start_ms``, out
+    of order or off the interval's grid)."""
+    if isinstance(payload, dict) and "code" in payload:
+        raise KlinesError(f"Binance refused: {payload.get('msg')!r} (code {payload['code']!r})")
+    if not isinstance(payload, list):
+        raise KlinesError(f"expected a list of candles, got {_snippet(payload)}")
+    candles = [_candle(row, interval) for row in payload]
+    step = INTERVALS_MS[interval]
+    previous = start_ms - step
+    for candle in candles:
+        if candle.open_ms <= previous or (candle.open_ms - start_ms) % step:
+            raise KlinesError(
+                f"a {interval} candle opening at {candle.open_ms} does not follow "
+                f"{previous} on the grid from {start_ms}"
+            )
+        previous = candle.open_ms
+    return candles
+
+
+def _candle(row: Any, interval: str) -> Candle:
+    """One candle of an answer: its open and close times (the close the open plus the
+    interval less 1 ms) and its open and close prices."""
     if not isinstance(row, list) or len(row) < 7:
         raise KlinesError(f"expected a candle of at least 7 items, got {_snippet(row)}")
     open_ms, close_ms = _millis(row[0], "open time"), _millis(row[6], "close time")
-    expected_close = start_ms + INTERVALS_MS[interval] - 1
-    if (open_ms, close_ms) != (start_ms, expected_close):
-        raise KlinesError(
-            f"asked for the {interval} candle opening at {start_ms}, got one from {open_ms}"
-            f" to {close_ms}"
-        )
+    if close_ms != open_ms + INTERVALS_MS[interval] - 1:
+        raise KlinesError(f"a {interval} candle from {open_ms} cannot close at {close_ms}")
     return Candle(open_ms, close_ms, _price(row[1], "open"), _price(row[4], "close"))
 
 
@@ -121,14 +150,24 @@ class KlinesClient:
         """The ``interval`` candle of ``pair`` (``BTCUSDT``) opening at ``start_s``; None
         before it opens; ``KlinesError`` for any other answer, ``httpx.HTTPError`` when
         Binance cannot be reached or the exchange outlasts its deadline."""
+        return parse_candle(self._ask(pair, start_s, interval, 1), start_s * 1000, interval)
+
+    def candles(self, pair: str, start_s: int, interval: str, limit: int) -> list[Candle]:
+        """Up to ``limit`` (at most ``MAX_LIMIT``) ``interval`` candles of ``pair`` from the
+        one opening at ``start_s`` on, in time order; errors as ``candle``'s."""
+        if not 1 <= limit <= MAX_LIMIT:
+            raise ValueError(f"limit {limit} is not within 1..{MAX_LIMIT}")
+        return parse_candles(self._ask(pair, start_s, interval, limit), start_s * 1000, interval)
+
+    def _ask(self, pair: str, start_s: int, interval: str, limit: int) -> Any:
+        """The JSON of one klines answer of status 200; ``KlinesError`` otherwise."""
         if interval not in INTERVALS_MS:
             raise ValueError(f"unknown interval {interval!r} (known: {', '.join(INTERVALS_MS)})")
-        start_ms = start_s * 1000
         params: dict[str, str | int] = {
             "symbol": pair,
             "interval": interval,
-            "startTime": start_ms,
-            "limit": 1,
+            "startTime": start_s * 1000,
+            "limit": limit,
         }
         response = self._client.get("/api/v3/klines", params=params)
         try:
@@ -140,7 +179,7 @@ class KlinesClient:
             raise KlinesError(f"Binance answered {response.status_code}: {detail!r}")
         if payload is None:
             raise KlinesError(f"Binance answered no JSON: {response.text[:SNIPPET]!r}")
-        return parse_candle(payload, start_ms, interval)
+        return payload
 
     def close(self) -> None:
         """Close the connection pool."""

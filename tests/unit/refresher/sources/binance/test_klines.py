@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from app.refresher.sources.binance.klines import Candle, KlinesClient, KlinesError, parse_candle
+from app.refresher.sources.binance.klines import (
+    Candle,
+    KlinesClient,
+    KlinesError,
+    parse_candle,
+    parse_candles,
+)
 from harness.fake_binance import FakeBinance
 
 T0 = 1_772_373_600  # 2026-03-01 14:00 UTC: the 9AM ET hourly market
@@ -121,3 +127,44 @@ def test_an_unknown_pair_and_interval_say_so(client: KlinesClient) -> None:
         client.candle("DOGEBTC", T0)
     with pytest.raises(ValueError, match="unknown interval '2h'"):
         client.candle("BTCUSDT", T0, "2h")
+
+
+def _minute(open_ms: int, close: str = "66000.00") -> list[Any]:
+    return [
+        open_ms,
+        "66000.00",
+        close,
+        close,
+        close,
+        "1.0",
+        open_ms + 59_999,
+        "1",
+        1,
+        "1",
+        "1",
+        "0",
+    ]
+
+
+def test_several_candles_must_follow_each_other_on_their_grid() -> None:
+    start = T0 * 1000
+    rows = [_minute(start), _minute(start + 60_000), _minute(start + 180_000)]
+    assert [c.open_ms for c in parse_candles(rows, start, "1m")] == [
+        start, start + 60_000, start + 180_000,  # a minute without trades may be missing
+    ]  # fmt: skip
+    assert parse_candles([], start, "1m") == []
+    for bad in (
+        [_minute(start + 60_000), _minute(start)],  # out of order
+        [_minute(start - 60_000)],  # before the start asked for
+        [_minute(start + 30_000)],  # off the minutes' grid
+        [[start, "1", "1", "1", "1", "1", start + 3_599_999]],  # an hour's close on a minute
+    ):
+        with pytest.raises(KlinesError):
+            parse_candles(bad, start, "1m")
+
+
+def test_candles_asks_for_at_most_binances_bound(client: KlinesClient) -> None:
+    with pytest.raises(ValueError, match="limit 1001"):
+        client.candles("BTCUSDT", T0, "1m", 1001)
+    [candle] = client.candles("BTCUSDT", T0, "1h", 1000)
+    assert candle.open == 66123.45
