@@ -285,6 +285,10 @@ def _steps_before_the_average(steps: int, tau: float, lookback: float, dt: float
         (TWAP, 60.0, 10.0, 1.0001, -0.00001),
         (TWAP, 30.0, 200.0, 0.9994, 0.0),
         (TWAP, 30.0, 25.0, 1.0002, 0.0001),
+        # The 4-hour and hourly kinds' times left (issue 49, point 3): the same model.
+        (TWAP, 60.0, 14_400.0, 1.003, 0.0),
+        (TWAP, 60.0, 3_600.0, 0.999, 0.0),
+        (SPOT, 60.0, 7_200.0, 0.998, 0.0),
     ],
 )
 def test_probability_is_the_frequency_of_up_on_simulated_paths(

@@ -75,7 +75,7 @@ def test_on_a_smoothed_feed_the_model_gives_the_exact_probability() -> None:
     sigma = math.sqrt(math.fsum(r * r for r in returns) / len(returns))
     sd = sigma
     worst_now = worst_before = 0.0
-    for tau in (3, 5, 15, 30, 60, 120, 290):
+    for tau in (3, 5, 15, 30, 60, 120, 290, 3_600, 14_400):  # to the 4-hour kind (issue 49)
         spread = sd * math.sqrt(tau * 2.0)
         for distance in (-2 * spread, -spread, -0.3 * spread, 0.0, 0.5 * spread, 1.5 * spread):
             for last in (-3 * sd, -sd, 0.0, sd, 3 * sd):
