@@ -79,21 +79,21 @@ def parse_candle(payload: Any, start_ms: int, interval: str) -> Candle | None:
 
 
 def parse_candles(payload: Any, start_ms: int, interval: str) -> list[Candle]:
-    """The candles of ``interval`` from ``start_ms`` on in a klines answer, in time order
-    (empty: none opened yet); ``KlinesError`` for anything else (one before ``start_ms``, out
-    of order or off the interval's grid)."""
+    """The candles of ``interval`` opening at or after ``start_ms`` in a klines answer, in
+    time order (empty: none opened yet); ``KlinesError`` for anything else (one before
+    ``start_ms``, out of order, or off the interval's grid of multiples from the epoch)."""
     if isinstance(payload, dict) and "code" in payload:
         raise KlinesError(f"Binance refused: {payload.get('msg')!r} (code {payload['code']!r})")
     if not isinstance(payload, list):
         raise KlinesError(f"expected a list of candles, got {_snippet(payload)}")
     candles = [_candle(row, interval) for row in payload]
     step = INTERVALS_MS[interval]
-    previous = start_ms - step
+    previous = start_ms - 1  # Binance's candles open on the interval's grid from the epoch
     for candle in candles:
-        if candle.open_ms <= previous or (candle.open_ms - start_ms) % step:
+        if candle.open_ms <= previous or candle.open_ms % step:
             raise KlinesError(
-                f"a {interval} candle opening at {candle.open_ms} does not follow "
-                f"{previous} on the grid from {start_ms}"
+                f"a {interval} candle opening at {candle.open_ms} is not on its grid after "
+                f"{previous} (asked from {start_ms})"
             )
         previous = candle.open_ms
     return candles

@@ -6,6 +6,7 @@ parsed from the documented example and its awkward variants."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 import pytest
@@ -168,3 +169,30 @@ def test_candles_asks_for_at_most_binances_bound(client: KlinesClient) -> None:
         client.candles("BTCUSDT", T0, "1m", 1001)
     [candle] = client.candles("BTCUSDT", T0, "1h", 1000)
     assert candle.open == 66123.45
+
+
+def test_a_followed_path_gives_the_candles_the_exchange_price_makes(
+    binance: FakeBinance,
+) -> None:
+    """The stand-in's candles built from the same price path RTDS relays: the hourly candle
+    opens at the path's price at its hour and closes at its last second's (or now's while
+    it runs); the minutes follow on their grid."""
+
+    def path(t: float) -> Decimal:
+        return Decimal(60_000 + int(t) % 7 * 10 + int(t) // 60 % 3)
+
+    binance.follow("ETHUSDT", path)
+    binance.clock = lambda: T0 + 7200.5
+    client = KlinesClient(binance.url)
+    try:
+        hour = client.candle("ETHUSDT", T0)
+        assert hour is not None and hour.final(int((T0 + 7200) * 1000))
+        assert (hour.open, hour.close) == (float(path(T0)), float(path(T0 + 3599)))
+        binance.clock = lambda: T0 + 1800.5  # mid-hour: the candle runs, its close is now's
+        running = client.candle("ETHUSDT", T0)
+        assert running is not None and running.close == float(path(T0 + 1800))
+        minutes = client.candles("ETHUSDT", T0 + 30, "1m", 5)  # the first minute after
+        assert [c.open_ms // 1000 for c in minutes] == [T0 + 60 * k for k in range(1, 6)]
+        assert minutes[0].close == float(path(T0 + 119))
+    finally:
+        client.close()
