@@ -9,10 +9,12 @@ from pathlib import Path
 
 import pytest
 
+from app.calibration.checkpoints import Window, settled, track
 from app.horizons import eastern_block_end, eastern_block_start, hourly_slugs
 from app.markets import BINANCE_CANDLE, CHAINLINK, MARKETS, SPANS, parse_windows
 from app.refresher.sources.simulated import SimulatedSource
 from app.schemas.board import BoardItemSchema
+from tests.support.rows import live_row
 
 AUTUMN_2026 = 1793505600  # 2026-11-01 00:00 EDT: the block holding the change is 5 hours
 SPRING_2026 = 1772946000  # 2026-03-08 00:00 EST: 3 hours
@@ -109,3 +111,32 @@ def test_the_row_schema_takes_a_5_hour_block_and_holds_each_kind_to_its_length()
     assert long["rem_secs"] > 4 * 3600
     short = next(r for r in rows if r.window == "5m").as_json()
     assert "_schema" in schema.validate({**short, "rem_secs": 301.0})
+
+
+def test_an_hourly_window_is_settled_by_its_market_never_by_the_next_hours_open() -> None:
+    """The hourly rule is the candle's close against its open: the next hour's open is not
+    this hour's close, so the record takes the market's own resolution only (its slug names
+    no start: ``next_slug`` is None)."""
+    hourly = SPANS["1h"]
+    start = 1774756800  # 2026-03-29 00:00 EDT
+    rows = [
+        live_row(
+            hourly.slugs("BTC", t0)[0],
+            t0,
+            window="1h",
+            price_to_beat=beat,
+            rem_secs=3540.0,
+            up_token_id=f"{t0}1",
+            down_token_id=f"{t0}2",
+            ts=(t0 + 60) * 1000,
+        )
+        for t0, beat in ((start, 66_000.0), (start + 3600, 66_500.0))
+    ]
+    windows: dict[str, Window] = {}
+    for row in rows:
+        track(windows, row, row.ts / 1000, 2_000)
+    first = windows[hourly.slugs("BTC", start)[0]]
+    assert first.end == start + 3600 and first.rems == hourly.rems
+    assert first.next_slug is None
+    assert settled(first, windows, {}) == (None, None)
+    assert settled(first, windows, {f"{start}2": True}) == ("down", "market")
