@@ -103,7 +103,7 @@ def _compute(track: Track, span: str) -> str:
     first, last = found.pop("first"), found.pop("last")
     period = None
     if first is not None:
-        end = last + WINDOWS[track.window].seconds
+        end = WINDOWS[track.window].end(last)
         period = {"start": served_at(first * 1000), "end": served_at(end * 1000)}
     document: dict[str, Any] = {
         "ok": True,

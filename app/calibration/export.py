@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from app.calibration.store import Track, checkpoints, windows
-from app.markets import SPANS
+from app.markets import SPANS, Span
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -40,14 +40,14 @@ class Page:
     before: int | None
 
 
-def _window(row: Any, seconds: int) -> dict[str, Any]:
-    """A stored window (``seconds`` long) in the export's shape (its checkpoints still to
+def _window(row: Any, span: Span) -> dict[str, Any]:
+    """A stored window (of the kind ``span``) in the export's shape (its checkpoints still to
     come)."""
     start = int(row["window_start"])
     return {
         "slug": row["slug"],
         "windowStart": start,
-        "windowEnd": start + seconds,
+        "windowEnd": span.end(start),
         "rule": row["rule"],
         "lookbackS": row["lookback_s"],
         "priceToBeat": row["price_to_beat"],
@@ -67,8 +67,8 @@ def page(conn: Connection, query: WindowQuery, limit: int, before: int | None) -
     if bounds:
         statement = statement.where(windows.c.window_start < min(bounds))
     rows = conn.execute(statement.order_by(windows.c.window_start.desc()).limit(limit + 1))
-    seconds = SPANS[query.track.window].seconds  # a window ends this long after its start
-    found = [_window(row, seconds) for row in rows.mappings()]
+    span = SPANS[query.track.window]  # where its windows end
+    found = [_window(row, span) for row in rows.mappings()]
     more = len(found) > limit
     found = found[:limit]
     if found:

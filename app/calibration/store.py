@@ -35,6 +35,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Connection
 from sqlalchemy.sql.elements import ColumnElement
 
+from app.horizons import HOURLY_WORDS
 from app.markets import DEFAULT_SPAN
 
 metadata = MetaData()
@@ -172,8 +173,11 @@ def _upsert(conn: Connection, table: Table, values: Mapping[str, Any], update: l
 
 
 def symbol_of(slug: str) -> str:
-    """The market of a window's slug: ``btc-updown-5m-1795663200`` is ``BTC``."""
-    return slug.split("-", 1)[0].upper()
+    """The market of a window's slug: ``btc-updown-5m-1795663200`` is ``BTC``, and an hourly
+    market's coin in words (``bitcoin-up-or-down-march-29-2026-12am-et``) its symbol."""
+    head = slug.split("-", 1)[0]
+    by_word = {word: symbol for symbol, word in HOURLY_WORDS.items()}
+    return by_word.get(head, head.upper())
 
 
 def save_window(conn: Connection, window: Mapping[str, Any]) -> None:

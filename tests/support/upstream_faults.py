@@ -45,7 +45,11 @@ wrong.
   row's price and on the latent price of the same second (where the spot is headed: the
   time left is many times the feed's lag), and the band covers both (a CI run saw P(up)
   43.5 % fresh at a price 0.9 bp over the price to beat, 5 s into a -0.3 % move, outside
-  the row price's own 50.7-53.4 %).
+  the row price's own 50.7-53.4 %). What it still refuses: a continuation of the wrong
+  sign, one beyond the latent, any P(up) of another price or time left. What it cannot
+  see: how far toward the latent the board's continuation goes (a review found the band
+  20-53 % wide where the row price and the latent straddle the price to beat); the race
+  that first showed this is pinned apart (``test_one_reading.py``).
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from app.calibration.checkpoints import Window, settled, track
+from app.calibration.store import symbol_of
 from app.horizons import eastern_block_end, eastern_block_start, hourly_slugs
-from app.markets import BINANCE_CANDLE, CHAINLINK, MARKETS, SPANS, parse_windows
+from app.markets import BINANCE_CANDLE, CHAINLINK, MARKETS, SPANS, Span, parse_windows
 from app.refresher.sources.simulated import SimulatedSource
 from app.schemas.board import BoardItemSchema
 from tests.support.rows import live_row
@@ -140,3 +141,22 @@ def test_an_hourly_window_is_settled_by_its_market_never_by_the_next_hours_open(
     assert first.next_slug is None
     assert settled(first, windows, {}) == (None, None)
     assert settled(first, windows, {f"{start}2": True}) == ("down", "market")
+
+
+def test_the_record_names_an_hourly_windows_coin_by_its_symbol() -> None:
+    assert symbol_of("bitcoin-up-or-down-march-29-2026-12am-et") == "BTC"
+    assert symbol_of("xrp-up-or-down-january-23-1pm-et") == "XRP"
+    assert symbol_of("eth-updown-4h-1793505600") == "ETH"
+
+
+def test_a_seeds_path_is_the_same_whichever_kinds_are_served() -> None:
+    """The walk stops on the 5-minute grid whether or not that kind is served, so a seed's
+    15-minute board is the same alone and beside the 5-minute one (the review found the
+    15-minute-only path changed)."""
+    times = [1_800_000_000.37 + 317 * k for k in range(7)]
+
+    def fifteen(spans: tuple[Span, ...]) -> list[float | None]:
+        source = SimulatedSource((MARKETS["BTC"],), seed=5, spans=spans)
+        return [r.price for t in times for r in source.rows(t) if r.window == "15m"]
+
+    assert fifteen((SPANS["15m"],)) == fifteen((SPANS["5m"], SPANS["15m"]))

@@ -75,7 +75,9 @@ class _Walk:
         t = self.t
         while t < now:
             ends = {s.name: s.end(self.latched[s.name][0]) for s in self.spans}
-            boundary = min(ends.values())
+            # Also on the 5-minute grid, served or not: a seed's path stays what it was.
+            grid = DEFAULT_SPAN.end(DEFAULT_SPAN.start(t))
+            boundary = min(grid, *ends.values())
             target = min(now, t + 1.0, boundary)
             self._step(target - t)
             t = target

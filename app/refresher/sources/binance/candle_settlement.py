@@ -39,6 +39,7 @@ RETRY_S = 5.0  # a candle not answered yet (or refused): asked again this much l
 # not the same trade. A choice, documented in docs/horizons.md.
 OPEN_TOLERANCE = 0.003
 AROUND_MS = 5_000  # the first exchange price within this of the hour is its witness
+FINAL_AFTER_S = 5.0  # a candle asked for this long after its close is taken as final
 
 
 class ExchangePrices(Protocol):
@@ -53,16 +54,23 @@ class ExchangePrices(Protocol):
 
 @dataclass
 class _Hour:
-    """What is known of one coin's hour: the candle Binance answered, when to ask again."""
+    """What is known of one coin's hour: the candle Binance answered and when it was asked
+    for (set together, on an answer only), when it was last asked, the witness's first
+    price of the hour (kept once seen: the witness keeps two minutes only)."""
 
     candle: Candle | None = None
+    answered_for: float = -math.inf  # when the request that brought ``candle`` was sent
     asked_at: float = -math.inf
     error: str | None = None
+    first_price: float | None = None
 
     @property
     def final(self) -> bool:
-        """Whether the candle was answered after its close: its close is the settlement's."""
-        return self.candle is not None and self.candle.final(int(self.asked_at * 1000))
+        """Whether the candle was asked for ``FINAL_AFTER_S`` after its close: its close is
+        then the settlement's (Binance's own record settled, our clock's skew allowed)."""
+        if self.candle is None:
+            return False
+        return self.answered_for * 1000 > self.candle.close_ms + FINAL_AFTER_S * 1000
 
 
 def pair_of(coin: Market) -> str:
@@ -97,34 +105,30 @@ class BinanceCandleSettlement:
         of the hour disagrees (or while Binance's answer was refused)."""
         with self._lock:
             hour = self._hours.get((coin.symbol, t0))
-            candle, error = (hour.candle, hour.error) if hour else (None, None)
+            if hour is None:
+                return Opening(None)
+            candle, error, first = hour.candle, hour.error, self._first(coin, t0, hour)
         if candle is None:
             return Opening(None, None, f"binance: {error}" if error else None)
-        return Opening(candle.open, VIA, self._disagreement(coin, t0, candle.open))
+        return Opening(candle.open, VIA, _disagreement(coin, candle.open, first))
 
-    def _disagreement(self, coin: Market, t0: int, value: float) -> str | None:
-        """Why the candle's open is not believed, or None."""
-        prices = self._prices.get(coin.symbol)
-        first = prices.first_from(t0 * 1000, AROUND_MS) if prices is not None else None
-        if first is None:
-            return None  # nothing to check it against: the settlement's own source stands
-        apart = abs(math.log(value / first[1]))
-        if apart <= OPEN_TOLERANCE:
-            return None
-        return (
-            f"binance: the candle's open {value:.8g} is {apart * 1e4:.0f} bp from the first "
-            f"{coin.exchange} price of the hour {first[1]:.8g} (more than "
-            f"{OPEN_TOLERANCE * 1e4:.0f} bp)"
-        )
+    def _first(self, coin: Market, t0: int, hour: _Hour) -> float | None:
+        """The first exchange price of the hour, kept in ``hour`` once seen (the caller
+        holds the lock; the witness's own lock is taken inside, never the other way)."""
+        if hour.first_price is None:
+            prices = self._prices.get(coin.symbol)
+            found = prices.first_from(t0 * 1000, AROUND_MS) if prices is not None else None
+            hour.first_price = found[1] if found is not None else None
+        return hour.first_price
 
     def outcome(self, coin: Market, t0: int) -> bool | None:
         """UP or DOWN once the candle Binance answered is final and its open believed."""
         with self._lock:
             hour = self._hours.get((coin.symbol, t0))
-            candle = hour.candle if hour is not None and hour.final else None
-        if candle is None:
-            return None
-        if self._disagreement(coin, t0, candle.open) is not None:
+            if hour is None or not hour.final or hour.candle is None:
+                return None
+            candle, first = hour.candle, self._first(coin, t0, hour)
+        if _disagreement(coin, candle.open, first) is not None:
             return None
         return candle.up
 
@@ -136,10 +140,12 @@ class BinanceCandleSettlement:
         key = (coin.symbol, t0)
         with self._lock:
             hour = self._hours.setdefault(key, _Hour())
+            self._first(coin, t0, hour)  # seen while the witness still keeps it
             if hour.final or now - hour.asked_at < RETRY_S:
                 return
-            if hour.candle is not None and now * 1000 <= hour.candle.close_ms:
-                return  # the open is known; the close is asked for once the hour is over
+            closed_ms = hour.candle.close_ms if hour.candle is not None else None
+            if closed_ms is not None and now * 1000 <= closed_ms + FINAL_AFTER_S * 1000:
+                return  # the open is known; the close is asked for once it is final
             hour.asked_at = now
         try:
             candle = self._klines.candle(pair_of(coin), t0, INTERVAL)
@@ -148,8 +154,9 @@ class BinanceCandleSettlement:
             candle, error = None, f"{type(exc).__name__}: {exc}"[:200]
             log.warning("binance candle %s %s: %s", pair_of(coin), t0, error)
         with self._lock:
-            if candle is not None:
-                hour.candle, hour.error = candle, None
+            # An answer older than the one held (a slow request overtaken) changes nothing.
+            if candle is not None and now >= hour.answered_for:
+                hour.candle, hour.answered_for, hour.error = candle, now, None
             elif error is not None:
                 hour.error = error
         self._forget_before(t0 - 2 * 3600)
@@ -159,3 +166,19 @@ class BinanceCandleSettlement:
         with self._lock:
             for key in [k for k in self._hours if k[1] < t0]:
                 del self._hours[key]
+
+
+def _disagreement(coin: Market, value: float, first: float | None) -> str | None:
+    """Why the candle's open ``value`` is not believed against the first exchange price of
+    the hour ``first``, or None (None too with no such price: the settlement's own source
+    stands)."""
+    if first is None:
+        return None
+    apart = abs(math.log(value / first))
+    if apart <= OPEN_TOLERANCE:
+        return None
+    return (
+        f"binance: the candle's open {value:.8g} is {apart * 1e4:.0f} bp from the first "
+        f"{coin.exchange} price of the hour {first:.8g} (more than "
+        f"{OPEN_TOLERANCE * 1e4:.0f} bp)"
+    )

@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 
 DAY_S = 86_400
 MAX_PAGES = 8  # answers one refresh asks for at most (a cold start of 2 days takes 3)
+ERROR_PAUSE_S = 30.0  # after a refused or failed answer, nothing is asked for this long
 
 
 class MinuteHistory:
@@ -35,7 +36,9 @@ class MinuteHistory:
         self._closes: list[tuple[int, float]] = []  # (minute start s, close), in time order
         self._horizon: LongHorizon | None = None
         self.error: str | None = None
+        self._paused_until = -float("inf")
         self._lock = threading.Lock()
+        self._refreshing = threading.Lock()  # one refresh at a time; another call skips
 
     def closes(self) -> list[tuple[int, float]]:
         """A copy of the closes held."""
@@ -49,7 +52,16 @@ class MinuteHistory:
 
     def refresh(self, now: float) -> None:
         """Fetch the minutes closed by ``now`` since the newest held (all of the last
-        ``days`` days at first), at most ``MAX_PAGES`` answers."""
+        ``days`` days at first), at most ``MAX_PAGES`` answers; nothing while another
+        refresh runs or for ``ERROR_PAUSE_S`` after a refused or failed answer."""
+        if now < self._paused_until or not self._refreshing.acquire(blocking=False):
+            return
+        try:
+            self._refresh(now)
+        finally:
+            self._refreshing.release()
+
+    def _refresh(self, now: float) -> None:
         oldest = int(now) - self._days * DAY_S
         oldest -= oldest % MINUTE_S
         with self._lock:
@@ -72,7 +84,10 @@ class MinuteHistory:
             log.warning("binance 1m klines %s: %s", self.pair, error)
         with self._lock:
             self.error = error
-            if found:
-                kept = [c for c in self._closes if c[0] >= oldest]
-                self._closes = kept + [c for c in found if c[0] >= oldest]
+            if error is not None:
+                self._paused_until = now + ERROR_PAUSE_S
+            newest = self._closes[-1][0] if self._closes else -1
+            fresh = [c for c in found if c[0] >= oldest and c[0] > newest]
+            if fresh:
+                self._closes = [c for c in self._closes if c[0] >= oldest] + fresh
                 self._horizon = long_horizon(self._closes)

@@ -10,6 +10,7 @@ import pytest
 
 from app.markets import MARKETS
 from app.refresher.sources.binance.candle_settlement import (
+    FINAL_AFTER_S,
     RETRY_S,
     VIA,
     BinanceCandleSettlement,
@@ -112,5 +113,35 @@ def test_the_outcome_is_the_final_candles_close_against_its_open_ties_up(
     stage.binance.set_candle("BTCUSDT", "1h", T0 * 1000, "66123.45", "66300.00", "66010.12", close)
     stage.at(T0 + 3599.0)  # the close is not asked for before the hour is over
     assert stage.source.outcome(BTC, T0) is None
-    stage.at(T0 + 3600.0)
+    stage.at(T0 + 3599.0 + FINAL_AFTER_S)  # nor just after: Binance settles it first
+    assert stage.source.outcome(BTC, T0) is None
+    stage.at(T0 + 3600.0 + FINAL_AFTER_S)
     assert stage.source.outcome(BTC, T0) is up
+
+
+def test_a_failed_request_after_the_close_never_makes_the_running_candle_final(
+    stage: Stage,
+) -> None:
+    """The candle read at the start of the hour said UP; the request after the close is
+    refused: no outcome (the review found this settled UP), until an answer comes."""
+    stage.at(T0 + 2.0)
+    stage.binance.set_candle(
+        "BTCUSDT", "1h", T0 * 1000, "66123.45", "66300.00", "66010.12", "66000.00"
+    )
+    stage.binance.refuse = (429, "Too many requests")
+    stage.at(T0 + 3700.0)
+    assert stage.source.outcome(BTC, T0) is None
+    stage.binance.refuse = None
+    stage.at(T0 + 3700.0 + RETRY_S)
+    assert stage.source.outcome(BTC, T0) is False
+
+
+def test_the_doubt_on_the_open_outlives_the_witnesss_two_minutes(stage: Stage) -> None:
+    """The first exchange price of the hour disagreed; an hour later the witness keeps only
+    its last two minutes: the doubt stands, and the hour is never settled on that open."""
+    stage.exchange.add(T0 * 1000 + 400, 66_123.45 * 1.01)
+    assert stage.at(T0 + 2.0).doubt is not None
+    stage.exchange.add((T0 + 3650) * 1000, 66_200.0)  # the witness forgets the hour's start
+    assert stage.exchange.first_from(T0 * 1000, 5_000) is None
+    assert stage.at(T0 + 3700.0).doubt is not None
+    assert stage.source.outcome(BTC, T0) is None

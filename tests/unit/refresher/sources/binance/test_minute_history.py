@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from app.refresher.sources.binance.klines import KlinesClient
-from app.refresher.sources.binance.minute_history import MinuteHistory
+from app.refresher.sources.binance.minute_history import ERROR_PAUSE_S, MinuteHistory
 from harness.fake_binance import FakeBinance
 
 D = 1_795_478_400  # 2026-11-22 00:00 UTC
@@ -82,5 +82,9 @@ def test_a_refusal_keeps_what_is_held_and_the_next_call_catches_up(
     assert kept.closes() == held
     assert kept.error is not None and "418" in kept.error and "IP banned" in kept.error
     fake.refuse = None
-    kept.refresh(NOW + 120)
-    assert kept.error is None and kept.closes()[-1][0] == D + 2 * 86_400 + 60
+    asked = _asked(fake)
+    kept.refresh(NOW + 120 + ERROR_PAUSE_S / 2)  # paused: Binance is not asked again yet
+    assert _asked(fake) == asked and kept.error is not None
+    fake.clock = lambda: NOW + 120 + ERROR_PAUSE_S
+    kept.refresh(NOW + 120 + ERROR_PAUSE_S)
+    assert kept.error is None and kept.closes()[-1][0] == D + 2 * 86_400 + 120
