@@ -64,6 +64,15 @@ class Span:
         return t0 + self.seconds
 
     @property
+    def label(self) -> str:
+        """The page's name for it: ``5 min``, ``15 min``, ``1 hour``, ``4 hours``."""
+        minutes = self.seconds // 60
+        if minutes < 60:
+            return f"{minutes} min"
+        hours = minutes // 60
+        return f"{hours} hour{'s' if hours > 1 else ''}"
+
+    @property
     def longest_s(self) -> int:
         """The longest a window of this kind lasts (an autumn 4-hour block: 5 hours)."""
         return self.seconds + (horizons.HOUR_S if self.boundaries == EASTERN_BLOCKS else 0)
@@ -106,7 +115,6 @@ SPANS: dict[str, Span] = {
             trail_step_s=12,
             settlement=BINANCE_CANDLE,
             slug_scheme=HOURLY_WORDS_SLUG,
-            served=False,
         ),
         Span(
             "4h",

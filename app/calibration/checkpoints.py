@@ -44,6 +44,9 @@ class Window:
     down_token: str | None = None
     checkpoints: dict[int, dict[str, Any]] = field(default_factory=dict)
     fresh: list[int] = field(default_factory=list)  # checkpoints taken, not yet stored
+    # A simulated window's market (its next window's price to beat is its final price, as
+    # the walk latched it), or None (a live one: ``next_slug`` from its slug only).
+    simulated_symbol: str | None = None
 
     @property
     def end(self) -> int:
@@ -58,11 +61,14 @@ class Window:
     @property
     def next_slug(self) -> str | None:
         """The slug of the same market's next window (a slug is its market's prefix and its
-        start); None for a slug not of that form."""
+        start; a simulated window's, whatever its kind's slugs); None for a live slug not of
+        that form (a live hourly window: its next hour's open is not its candle's close)."""
         start = str(self.window_start)
-        if not self.slug.endswith(start):
-            return None
-        return self.slug.removesuffix(start) + str(self.end)
+        if self.slug.endswith(start):
+            return self.slug.removesuffix(start) + str(self.end)
+        if self.simulated_symbol is not None:
+            return self.span.slugs(self.simulated_symbol, self.end)[0]
+        return None
 
 
 def _mid(bid: float | None, ask: float | None) -> float | None:
@@ -92,7 +98,8 @@ def track(
         return None
     window = windows.get(slug)
     if window is None:
-        window = windows[slug] = Window(slug, start, span)
+        simulated = row.symbol if live is None else None
+        window = windows[slug] = Window(slug, start, span, simulated_symbol=simulated)
     window.rule = row.settlement or window.rule
     window.lookback_s = (live.twap_lookback_s if live is not None else None) or window.lookback_s
     if row.price_to_beat is not None:

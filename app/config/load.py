@@ -134,6 +134,10 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         polymarket_site_url=get(
             "POLYMARKET_SITE_URL", "https://polymarket.com", url(("http", "https"))
         ),
+        # Binance's keyless market-data API (api.binance.com refuses some regions: 451).
+        binance_rest_url=get(
+            "BINANCE_REST_URL", "https://data-api.binance.vision", url(("http", "https"))
+        ),
         refresher_tape_dir=get("REFRESHER_TAPE_DIR", "", lambda v, n: v.strip()),
         track_record=get("TRACK_RECORD", "true", boolean),
         publish_min_interval_ms=get(

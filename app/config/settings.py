@@ -63,6 +63,7 @@ class Settings:
     polymarket_clob_ws_url: str
     polymarket_rtds_url: str
     polymarket_site_url: str
+    binance_rest_url: str
     refresher_tape_dir: str = ""  # record every upstream exchange here (empty: off)
     track_record: bool = True  # the refresher stores checkpoints and outcomes (SQL store)
     publish_min_interval_ms: int = 50  # changes within this long go out in one board

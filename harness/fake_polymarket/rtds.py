@@ -272,6 +272,7 @@ class FakeRtds(_RtdsConnectionFaults):
             for topic, price in series:
                 if topic == SPOT_TOPIC or path.has_twap(t - shift, 60):  # a shift starts later
                     self._record(topic, t * 1000, price(t), symbol)
+        _register_exchange(self, symbol, exchange or _exchange_of(self, series[0][1]))
 
         def tick() -> None:
             t = self.clock()
@@ -294,3 +295,20 @@ class FakeRtds(_RtdsConnectionFaults):
                 self.send_exchange(ts, series[0][1](t), symbol)
 
         self.every(period_s, tick)
+
+
+def _register_exchange(rtds: FakeRtds, symbol: str, price: Callable[[float], Decimal]) -> None:
+    """Keep ``symbol``'s exchange price at any instant for the fake Binance (``BTCUSDT``)."""
+    rtds.exchange_prices[PAIR_OF_CHAINLINK[symbol].upper()] = price
+
+
+def _exchange_of(rtds: FakeRtds, spot: Callable[[float], Decimal]) -> Callable[[float], Decimal]:
+    """The exchange price ``send_exchange`` sends for the spot ``spot`` (before glitches), at
+    any instant: the spot times the fake's ``exchange_basis`` then, to the pair's tick."""
+
+    def price(t: float) -> Decimal:
+        value = spot(t)
+        tick = Decimal("0.0001") if value < 10 else Decimal("0.01")
+        return (value * rtds.exchange_basis).quantize(tick)
+
+    return price

@@ -87,16 +87,16 @@ class _RtdsSocket(_WsFake):
         self.paused_topics: set[str] = set()  # these topics' pushes likewise (a silent topic)
         # A fault: live() sends what this returns instead of the true spot (kept in history).
         self.spot_glitch: Callable[[Decimal], Any] | None = None
-        # A fault: live() stamps and sends each spot point this many seconds late (the point
-        # of that earlier second, its true value), the history keeps the truth on time.
+        # A fault: live() sends each spot point this many seconds late (history: on time).
         self.spot_lag_s = 0.0
         # The exchange price live() sends beside the spot (``EXCHANGE_TOPIC``): the true spot
         # times ``exchange_basis``, rounded to the pair's tick; ``exchange_paused`` holds it.
         self.exchange_basis = EXCHANGE_BASIS
         self.exchange_paused = False
-        # What the exchange price becomes on the wire (a frozen value, another coin's): a
-        # lying witness, as ``spot_glitch`` makes a lying spot.
+        # What the exchange price becomes on the wire (a frozen value, another coin's: a lying
+        # witness); each live pair's true one at t (the fake Binance's candles, binance.py).
         self.exchange_glitch: Callable[[Decimal], Decimal] | None = None
+        self.exchange_prices: dict[str, Callable[[float], Decimal]] = {}
         self.exchange_filters: list[str] = []  # the filters of every exchange subscription
         # A fault: every TWAP point sent on the wire (live updates and history snapshots, of
         # both TWAP topics) stamped within ``twap_glitch_span`` (ms; None: any) carries what

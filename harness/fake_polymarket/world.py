@@ -14,6 +14,7 @@ from types import TracebackType
 from typing import Any
 
 from app.markets import MARKETS, SPANS, Span
+from harness.fake_polymarket.binance import FakeBinance
 from harness.fake_polymarket.clob import FakeClobRest
 from harness.fake_polymarket.clob_ws import FakeClobWs, PriceChange
 from harness.fake_polymarket.gamma import FakeGamma
@@ -61,15 +62,21 @@ class FakePolymarket:
         self.site = FakeSite()
         self.clob_ws = FakeClobWs(self)
         self.rtds = FakeRtds()
+        # Binance's klines, built from the exchange prices RTDS relays (the hourly candle).
+        self.binance = FakeBinance()
+        self.binance.paths = self.rtds.exchange_prices
         self._started: list[_HttpFake | _WsFake] = []
-        for server in (self.gamma, self.clob, self.site, self.clob_ws, self.rtds):
+        for server in self._servers():
             server.clock = self.clock
+
+    def _servers(self) -> tuple[_HttpFake | _WsFake, ...]:
+        return (self.gamma, self.clob, self.site, self.clob_ws, self.rtds, self.binance)
 
     # lifecycle
     def start(self) -> FakePolymarket:
         """Start every server (stopping those started if one fails)."""
         try:
-            for server in (self.gamma, self.clob, self.site, self.clob_ws, self.rtds):
+            for server in self._servers():
                 server.start()
                 self._started.append(server)
         except BaseException:
@@ -96,7 +103,8 @@ class FakePolymarket:
         self.stop()
 
     def env(self) -> dict[str, str]:
-        """The ``POLYMARKET_*`` variables that point the service at these fakes."""
+        """The ``POLYMARKET_*`` (and ``BINANCE_REST_URL``) variables that point the service at
+        these fakes."""
         return {
             "BOARD_SOURCE": "polymarket",
             "POLYMARKET_GAMMA_URL": self.gamma.url,
@@ -104,6 +112,7 @@ class FakePolymarket:
             "POLYMARKET_CLOB_WS_URL": self.clob_ws.url,
             "POLYMARKET_RTDS_URL": self.rtds.url,
             "POLYMARKET_SITE_URL": self.site.url,
+            "BINANCE_REST_URL": self.binance.url,
         }
 
     # the world

@@ -70,6 +70,7 @@ def upstreams(world: FakePolymarket) -> Upstreams:
         clob_ws=world.clob_ws.url,
         rtds=world.rtds.url,
         site=world.site.url,
+        binance=world.binance.url,
     )
 
 

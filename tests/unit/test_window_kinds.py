@@ -31,7 +31,7 @@ def test_every_kind_polymarket_lists_has_one_entry_with_everything_it_needs() ->
         assert span.seconds % span.trail_step_s == 0, span.name
     assert SPANS["1h"].settlement == BINANCE_CANDLE
     assert {SPANS[k].settlement for k in ("5m", "15m", "4h")} == {CHAINLINK}
-    assert [s.name for s in SPANS.values() if s.served] == ["5m", "15m"]
+    assert [s.name for s in SPANS.values() if s.served] == ["5m", "15m", "1h"]
 
 
 @pytest.mark.parametrize(("start", "hours"), [(AUTUMN_2026, 5), (SPRING_2026, 3)])
@@ -160,3 +160,20 @@ def test_a_seeds_path_is_the_same_whichever_kinds_are_served() -> None:
         return [r.price for t in times for r in source.rows(t) if r.window == "15m"]
 
     assert fifteen((SPANS["15m"],)) == fifteen((SPANS["5m"], SPANS["15m"]))
+
+
+def test_a_simulated_hourly_window_is_settled_by_the_walks_next_open() -> None:
+    """The simulated source settles every kind on its own walk: an hour's final price is
+    the next hour's price to beat, whatever the slugs look like."""
+    hourly, start = SPANS["1h"], 1_800_000_000
+    source = SimulatedSource((MARKETS["BTC"],), seed=3, spans=(hourly,))
+    windows: dict[str, Window] = {}
+    for t in (start + 3000.0, start + 3599.0, start + 3600.0 + 60):  # across the hour's end
+        [row] = source.rows(t)
+        track(windows, row, t, 2_000)
+    first = windows[hourly.slugs("BTC", start)[0]]
+    after = windows[hourly.slugs("BTC", start + 3600)[0]]
+    assert first.next_slug == after.slug
+    assert first.price_to_beat is not None and after.price_to_beat is not None
+    expected = "up" if after.price_to_beat >= first.price_to_beat else "down"
+    assert settled(first, windows, {}) == (expected, "feed")

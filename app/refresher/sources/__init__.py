@@ -30,6 +30,7 @@ def create_source(settings: Settings) -> Source:
                 clob_ws=settings.polymarket_clob_ws_url,
                 rtds=settings.polymarket_rtds_url,
                 site=settings.polymarket_site_url,
+                binance=settings.binance_rest_url,
             ),
             settings.markets,
             clock=timefmt.now,  # CLOCK_OFFSET_MS's shift

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from app.refresher.model import TWAP, horizon_ratio, percentages, probability_up
+from app.refresher.model import SPOT, TWAP, horizon_ratio, percentages, probability_up
 from app.refresher.sources.polymarket.gamma import WindowMarket
 from app.refresher.sources.polymarket.points import MAX_GAP_MS
 from app.refresher.sources.polymarket.price_series import PriceSeries
@@ -76,3 +76,39 @@ def answer(
     up, down = percentages(p_up)
     # The variance scale applied over the time left (the feed's own, from its smoothing).
     return ModelAnswer(up, down, sigma, horizon_ratio(vol.rho, tau, vol.ratios), p_up, latest)
+
+
+def candle_answer(
+    market: WindowMarket | None,
+    price_to_beat: float | None,
+    point: tuple[int, float] | None,
+    spot: PriceSeries,
+) -> ModelAnswer:
+    """The model's answer for an hourly window (settled on Binance's candle: its close
+    against its open, ``price_to_beat``) at the exchange price ``point``. The volatility is
+    the coin's Chainlink spot's, over the time left by its own smoothing (the horizon ratio
+    brings a smoothed feed's variance back to the price's over minutes and hours); no
+    continuation: Binance's price is no smoothed feed (docs/horizons.md, point 3: the short
+    estimate scored best on the real days)."""
+    vol = spot.volatility()
+    sigma = vol.sigma if vol else None
+    nothing = ModelAnswer(None, None, sigma, vol.scale if vol else None, None, point)
+    if market is None or price_to_beat is None or point is None or vol is None:
+        return nothing
+    ts_ms, price = point
+    tau = max(0.0, (market.window_end * 1000 - ts_ms) / 1000.0)
+    length = market.window_end - market.window_start
+    spread, jump_var = vol.spread(SPOT, None, tau, length)
+    p_up = probability_up(
+        price,
+        price_to_beat,
+        tau,
+        spread,
+        SPOT,
+        jump_rate=vol.jump_rate,
+        jump_var=jump_var,
+        rho=vol.rho,
+        ratios=vol.ratios,
+    )
+    up, down = percentages(p_up)
+    return ModelAnswer(up, down, sigma, horizon_ratio(vol.rho, tau, vol.ratios), p_up, point)

@@ -13,13 +13,62 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 from app.board.row import BoardRow, LiveDetails
 from app.refresher.sources.polymarket.book import Quote
 from app.refresher.sources.polymarket.discovery import LiveWindow
 from app.refresher.sources.polymarket.model_inputs import ModelAnswer
-from app.refresher.sources.polymarket.price_series import PriceSeries
-from app.refresher.sources.polymarket.rtds import SPOT_KEY, TOPICS
+from app.refresher.sources.polymarket.rtds import EXCHANGE_TOPIC, SPOT_KEY, TOPICS
+from app.refresher.sources.polymarket.witness import ExchangeWitness
+
+SPOT_VIA = f"rtds:{TOPICS[SPOT_KEY]}"  # the Chainlink kinds' price
+EXCHANGE_VIA = f"rtds:{EXCHANGE_TOPIC}"  # the hourly kind's: Binance's price on RTDS
+
+
+class PriceReading(Protocol):
+    """What a row reads of its price's series: the Chainlink spot (``PriceSeries``) or the
+    exchange price the hourly kind settles on (``ExchangeReading``)."""
+
+    def latest(self) -> tuple[int, float] | None:
+        """The newest (stamp ms, value)."""
+
+    def information_ms(self, stamp_ms: int | None = None) -> int | None:
+        """When the shown point's information was true (for its age)."""
+
+    def frozen_since_ms(self) -> int | None:
+        """The first stamp of a frozen value, else None."""
+
+    def waiting(self) -> int:
+        """How many newer points wait for a witness's verdict."""
+
+
+class ExchangeReading:
+    """The exchange price on RTDS (``crypto_prices``) as a row's price: its newest point, as
+    old as its own stamp (Binance's time: no lag is forgiven), never frozen or waiting (its
+    witness, the Chainlink spot, speaks through the row's doubts)."""
+
+    def __init__(self, witness: ExchangeWitness) -> None:
+        self._witness = witness
+
+    def latest(self) -> tuple[int, float] | None:
+        """The newest exchange price."""
+        return self._witness.newest()
+
+    def information_ms(self, stamp_ms: int | None = None) -> int | None:
+        """The shown price's own stamp."""
+        if stamp_ms is not None:
+            return stamp_ms
+        newest = self._witness.newest()
+        return newest[0] if newest is not None else None
+
+    def frozen_since_ms(self) -> int | None:
+        """Never judged frozen here."""
+        return None
+
+    def waiting(self) -> int:
+        """Nothing waits: every exchange price is taken."""
+        return 0
 
 
 @dataclass(frozen=True)
@@ -57,12 +106,13 @@ def assemble_row(
     window: LiveWindow,
     up: Quote | None,
     down: Quote | None,
-    spot: PriceSeries,
+    spot: PriceReading,
     spot_doubts: tuple[str | None, ...],
     price_to_beat: float | None,
     model: ModelAnswer,
     at: Instant,
     source: str,
+    price_via: str = SPOT_VIA,
 ) -> BoardRow:
     """``window``'s row at ``at``: its books, its spot (and the spot's doubts), its price to
     beat (read once by the caller: the one the model was given) and the model's answer,
@@ -101,7 +151,7 @@ def assemble_row(
             "market": "gamma" if market else None,
             "upBook": up.via if up else None,
             "downBook": down.via if down else None,
-            "price": f"rtds:{TOPICS[SPOT_KEY]}" if latest else None,
+            "price": price_via if latest else None,
             "priceToBeat": window.price_to_beat_via,
             "model": f"digital-option:{rule}" if model.p_up_pct is not None else None,
         },
@@ -139,7 +189,7 @@ def assemble_row(
 
 
 def _aged(
-    spot: PriceSeries, latest: tuple[int, float] | None, price_ms: int | None, at: Instant
+    spot: PriceReading, latest: tuple[int, float] | None, price_ms: int | None, at: Instant
 ) -> tuple[str, ...]:
     """Why the price is stale by its age alone (no witness contradicted it): a value frozen
     while the exchange moved, or no newer point believed (and how many newer ones wait for a

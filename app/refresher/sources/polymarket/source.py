@@ -25,7 +25,7 @@ from dataclasses import dataclass
 import httpx
 
 from app.board.row import BoardRow
-from app.markets import DEFAULT_SPAN, Market, Span
+from app.markets import BINANCE_CANDLE, DEFAULT_SPAN, Market, Span
 from app.refresher import clocks
 from app.refresher.changes import Changes
 from app.refresher.sources.polymarket import model_inputs
@@ -34,6 +34,7 @@ from app.refresher.sources.polymarket.clob import ClobFeed, winners_of
 from app.refresher.sources.polymarket.discovery import Windows
 from app.refresher.sources.polymarket.doubts import Doubts
 from app.refresher.sources.polymarket.gamma import GammaClient
+from app.refresher.sources.polymarket.hourly import HourlyRows
 from app.refresher.sources.polymarket.http_deadline import DeadlineTransport
 from app.refresher.sources.polymarket.identity import Identities
 from app.refresher.sources.polymarket.price_series import PriceSeries
@@ -60,6 +61,7 @@ class Upstreams:
     clob_ws: str
     rtds: str
     site: str
+    binance: str | None = None  # Binance's REST API: the hourly kind's candle (None: unserved)
 
 
 class PolymarketSource:
@@ -135,6 +137,8 @@ class PolymarketSource:
         self.price_to_beat = PriceToBeat(
             self.rtds, self.http, upstreams.site, self.suspects, self.doubts
         )
+        # The hourly kind settles on Binance's candle: its own rows (``hourly.py``).
+        self.hourly = HourlyRows.serving(upstreams.binance, spans, markets, self.rtds)
         self._started = False
         self._created = clock()
         # One thread per kind of upkeep, so a slow answer (held up to the 5 s deadline) of
@@ -143,6 +147,7 @@ class PolymarketSource:
             self._discover,
             self._books_upkeep,
             self._price_to_beat_upkeep,
+            self._candle_upkeep,
         )
         self._upkeep_threads = [
             threading.Thread(
@@ -180,6 +185,8 @@ class PolymarketSource:
         for feed in (self.clob, self.rtds):
             feed.wake()  # one waiting for something to subscribe to stops now
         self.http.close()
+        if self.hourly is not None:
+            self.hourly.close()
         if self.tape is not None:
             # The sockets' last lines (their disconnects) come from their own threads.
             for feed in (self.clob, self.rtds):
@@ -247,10 +254,17 @@ class PolymarketSource:
     def _price_to_beat_upkeep(self, now: float) -> None:
         """Each market's price to beat from the settlement stream, else its fallbacks."""
         for span in self.spans:
+            if span.settlement == BINANCE_CANDLE:
+                continue  # its open is the candle's (``_candle_upkeep``)
             for coin in self.markets:
                 window = self.windows.get(coin, span.start(now), span)
                 if window.market is not None:
                     self.price_to_beat.upkeep(window, now)
+
+    def _candle_upkeep(self, now: float) -> None:
+        """Binance: each coin's candle of the current hour (its open; its close once over)."""
+        if self.hourly is not None:
+            self.hourly.upkeep(now)
 
     # -- the rows ---------------------------------------------------------------------
     def _watch(self, tokens: tuple[str, ...], now: float) -> None:
@@ -282,6 +296,8 @@ class PolymarketSource:
     def _row(self, coin: Market, span: Span, at: Instant) -> BoardRow:
         """``coin``'s row of ``span``: its own window, books, spot, price to beat and
         staleness."""
+        if self.hourly is not None and span.settlement == BINANCE_CANDLE:
+            return self.hourly.row(coin, span, at, self.windows, self.books, self.doubts)
         window = self.windows.get(coin, span.start(at.now), span)
         market = window.market
         up = down = None

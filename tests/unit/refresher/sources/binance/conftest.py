@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.fake_binance import FakeBinance
+from harness.fake_polymarket.binance import FakeBinance
 
 T0 = 1_772_373_600  # 2026-03-01 14:00 UTC: the 9AM ET hourly market
 CANDLE = ("66123.45", "66300.00", "66010.12", "66250.01")  # open, high, low, close

@@ -18,7 +18,7 @@ from app.refresher.sources.binance.candle_settlement import (
 from app.refresher.sources.binance.klines import KlinesClient
 from app.refresher.sources.polymarket.witness import ExchangeWitness
 from app.refresher.sources.settlement import Opening
-from harness.fake_binance import FakeBinance
+from harness.fake_polymarket.binance import FakeBinance
 from tests.unit.refresher.sources.binance.conftest import T0
 
 BTC = MARKETS["BTC"]

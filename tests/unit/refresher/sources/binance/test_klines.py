@@ -1,6 +1,6 @@
 """Binance's settlement candle for the hourly markets (issue 49, point 2:
 ``app/refresher/sources/binance/klines.py``), read by the real client from the loopback
-stand-in (``harness/fake_binance.py``) that answers in Binance's documented format, and
+stand-in (``harness/fake_polymarket/binance.py``) that answers in Binance's documented format, and
 parsed from the documented example and its awkward variants."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from app.refresher.sources.binance.klines import (
     parse_candle,
     parse_candles,
 )
-from harness.fake_binance import FakeBinance
+from harness.fake_polymarket.binance import FakeBinance
 
 T0 = 1_772_373_600  # 2026-03-01 14:00 UTC: the 9AM ET hourly market
 HOUR_MS = 3_600_000

@@ -10,7 +10,7 @@ import pytest
 
 from app.refresher.sources.binance.klines import KlinesClient
 from app.refresher.sources.binance.minute_history import ERROR_PAUSE_S, MinuteHistory
-from harness.fake_binance import FakeBinance
+from harness.fake_polymarket.binance import FakeBinance
 
 D = 1_795_478_400  # 2026-11-22 00:00 UTC
 NOW = D + 2 * 86_400 + 30.0  # half a minute into a minute: that one is still running
