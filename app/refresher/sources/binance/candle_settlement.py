@@ -7,9 +7,10 @@ the other kinds). The open is Binance's own answer for the candle (``klines.py``
 the hour has begun (every ``RETRY_S`` until it comes) and checked against the first exchange
 price received at or after the hour: apart by more than ``OPEN_TOLERANCE`` they disagree and
 the open is doubted, with the reason, until a later answer agrees (the candle's open never
-changes: a disagreement is a wrong answer or a wrong pair). With no exchange price around the
-hour there is nothing to check it against: Binance's answer stands, as the settlement's own
-source. The outcome is read from the candle once it is final. Every network call is made by
+changes: a disagreement is a wrong answer or a wrong pair). Until ``FIRST_PRICE_WAIT_S`` after
+the hour an open with no exchange price yet to check it waits (stale); with none by then there
+is nothing to check it against, and Binance's answer stands as the settlement's own source.
+The outcome is read from the candle once it is final. Every network call is made by
 ``upkeep`` (the source's upkeep thread); a row reads what it holds.
 """
 
@@ -18,7 +19,8 @@ from __future__ import annotations
 import logging
 import math
 import threading
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -40,6 +42,9 @@ RETRY_S = 5.0  # a candle not answered yet (or refused): asked again this much l
 OPEN_TOLERANCE = 0.003
 AROUND_MS = 5_000  # the first exchange price within this of the hour is its witness
 FINAL_AFTER_S = 5.0  # a candle asked for this long after its close is taken as final
+# The first exchange price of the hour may come a second or two late: until this long after
+# the hour, an open with nothing yet to check it against waits (stale, with the reason).
+FIRST_PRICE_WAIT_S = 10.0
 
 
 class ExchangePrices(Protocol):
@@ -89,9 +94,11 @@ class BinanceCandleSettlement:
         self,
         klines: KlinesClient,
         prices: Mapping[str, ExchangePrices],
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._klines = klines
         self._prices = prices
+        self._clock = clock
         self._hours: dict[tuple[str, int], _Hour] = {}
         self._lock = threading.Lock()
 
@@ -110,6 +117,9 @@ class BinanceCandleSettlement:
             candle, error, first = hour.candle, hour.error, self._first(coin, t0, hour)
         if candle is None:
             return Opening(None, None, f"binance: {error}" if error else None)
+        if first is None and self._clock() < t0 + FIRST_PRICE_WAIT_S:
+            why = "binance: waiting for the first exchange price of the hour to check the open"
+            return Opening(candle.open, VIA, why)
         return Opening(candle.open, VIA, _disagreement(coin, candle.open, first))
 
     def _first(self, coin: Market, t0: int, hour: _Hour) -> float | None:

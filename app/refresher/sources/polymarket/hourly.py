@@ -12,6 +12,8 @@ kinds' (``Windows``, ``Books``, ``Doubts``).
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from app.board.row import BoardRow
 from app.markets import BINANCE_CANDLE, Market, Span
 from app.refresher.sources.binance.candle_settlement import BinanceCandleSettlement
@@ -33,11 +35,16 @@ class HourlyRows:
     """The candle's settlement source and the rows of the kinds that settle on it."""
 
     def __init__(
-        self, binance_url: str, spans: tuple[Span, ...], markets: tuple[Market, ...], rtds: RtdsFeed
+        self,
+        binance_url: str,
+        spans: tuple[Span, ...],
+        markets: tuple[Market, ...],
+        rtds: RtdsFeed,
+        clock: Callable[[], float],
     ) -> None:
         self.klines = KlinesClient(binance_url)
         prices = {coin.symbol: rtds.witnesses[coin.exchange] for coin in markets}
-        self.settlement = BinanceCandleSettlement(self.klines, prices)
+        self.settlement = BinanceCandleSettlement(self.klines, prices, clock)
         self._spans = tuple(span for span in spans if span.settlement == BINANCE_CANDLE)
         self._markets = markets
         self._rtds = rtds
@@ -50,6 +57,7 @@ class HourlyRows:
         spans: tuple[Span, ...],
         markets: tuple[Market, ...],
         rtds: RtdsFeed,
+        clock: Callable[[], float],
     ) -> HourlyRows | None:
         """The part for ``spans`` when one settles on Binance's candle, else None;
         ``ValueError`` when one does and no Binance address is given."""
@@ -57,7 +65,7 @@ class HourlyRows:
             return None
         if not binance_url:
             raise ValueError("the hourly windows settle on Binance: BINANCE_REST_URL is needed")
-        return cls(binance_url, spans, markets, rtds)
+        return cls(binance_url, spans, markets, rtds, clock)
 
     def upkeep(self, now: float) -> None:
         """Each coin's candle of the current hour: its open, its close once over."""

@@ -138,7 +138,7 @@ class PolymarketSource:
             self.rtds, self.http, upstreams.site, self.suspects, self.doubts
         )
         # The hourly kind settles on Binance's candle: its own rows (``hourly.py``).
-        self.hourly = HourlyRows.serving(upstreams.binance, spans, markets, self.rtds)
+        self.hourly = HourlyRows.serving(upstreams.binance, spans, markets, self.rtds, clock)
         self._started = False
         self._created = clock()
         # One thread per kind of upkeep, so a slow answer (held up to the 5 s deadline) of

@@ -11,6 +11,7 @@ import pytest
 from app.markets import MARKETS
 from app.refresher.sources.binance.candle_settlement import (
     FINAL_AFTER_S,
+    FIRST_PRICE_WAIT_S,
     RETRY_S,
     VIA,
     BinanceCandleSettlement,
@@ -33,7 +34,7 @@ class Stage:
         binance.clock = lambda: self.now
         self.exchange = ExchangeWitness("btcusdt", lambda: self.now)
         self.klines = KlinesClient(binance.url)
-        self.source = BinanceCandleSettlement(self.klines, {"BTC": self.exchange})
+        self.source = BinanceCandleSettlement(self.klines, {"BTC": self.exchange}, lambda: self.now)
 
     def asked(self) -> int:
         """How many klines requests the fake has answered."""
@@ -81,15 +82,23 @@ def test_an_open_the_exchange_contradicts_is_doubted_with_the_reason(stage: Stag
     assert stage.source.outcome(BTC, T0) is None  # never settled on a doubted open
 
 
-def test_with_no_exchange_price_around_the_hour_binance_stands_alone(stage: Stage) -> None:
+def test_with_no_exchange_price_around_the_hour_binance_stands_alone_after_a_wait(
+    stage: Stage,
+) -> None:
+    """The first exchange price of the hour may be late: the open waits for it (stale, with
+    the reason) up to FIRST_PRICE_WAIT_S, then stands alone."""
     stage.exchange.add((T0 - 30) * 1000, 66_000.0)  # before the hour only
-    assert stage.at(T0 + 2.0).believed == 66123.45
+    waiting = stage.at(T0 + 2.0)
+    assert waiting.believed is None and waiting.doubt is not None
+    assert "waiting for the first exchange price" in waiting.doubt
+    assert stage.at(T0 + FIRST_PRICE_WAIT_S).believed == 66123.45
 
 
 def test_a_refusal_is_the_reason_and_the_candle_is_asked_again_after_the_pause(
     stage: Stage,
 ) -> None:
     stage.binance.refuse = (429, "Too many requests; current limit is 6000 weight per minute.")
+    stage.exchange.add(T0 * 1000 + 400, 66_125.10)
     first = stage.asked()
     opening = stage.at(T0 + 1.0)
     assert opening.value is None and opening.doubt is not None
