@@ -104,3 +104,20 @@ def test_a_candle_open_the_exchange_contradicts_keeps_the_row_stale_with_the_rea
     assert row["priceToBeat"] is None and row["p_up_pct"] is None  # no opinion on it
     assert int(NOW * 1000) - row["ts"] > STALE_AFTER_MS
     assert any("the candle's open 96012.34 is" in why for why in row["suspect"]), row
+
+
+def test_binance_refusing_the_region_keeps_the_row_stale_with_its_answer(
+    world: tuple[FakePolymarket, Clock],
+) -> None:
+    """No candle to be had (Binance answers 451 where it refuses the region: the reason to
+    point BINANCE_REST_URL at its keyless market-data host): stale, saying so, never a
+    price to beat made up."""
+    fake, clock = world
+    fake.binance.set_candle("BTCUSDT", "1h", T0 * 1000, str(OPEN), "95100", "94900", "95020")
+    fake.binance.refuse = (451, "Service unavailable from a restricted location")
+    with sources_on(fake, spans=(FIVE_MINUTES, HOURLY), stale_after_ms=STALE_AFTER_MS) as make:
+        source = make(clock)
+        row = _hourly_row(source, fake, clock, "doubted")
+    assert row["priceToBeat"] is None and row["p_up_pct"] is None
+    assert int(NOW * 1000) - row["ts"] > STALE_AFTER_MS
+    assert any("451" in why and "restricted location" in why for why in row["suspect"]), row
