@@ -35,13 +35,16 @@ REPLAY_UPSTREAMS = Upstreams(
     clob_ws="ws://clob-ws.tape",
     rtds="ws://rtds.tape",
     site="http://site.tape",
+    binance="http://binance.tape",
 )
-HTTP_SOURCES = frozenset({"gamma", "clob-rest", "site"})
+HTTP_SOURCES = frozenset({"gamma", "clob-rest", "site", "binance"})
 # A tape whose RTDS subscription names no market was recorded by the one-market refresher of
 # before SYMBOLS, which served BTC only: that is its market.
 UNNAMED_TAPE_MARKET = "BTC"
 # A Gamma lookup of an up/down window (by path or query): its slug names the window's length.
-GAMMA_WINDOW = re.compile(r"[a-z]+-updown-([0-9]+m)-[0-9]+")
+GAMMA_WINDOW = re.compile(r"[a-z]+-updown-([0-9]+[mh])-[0-9]+")
+# An hourly market's lookup: its slug is the Eastern hour in words.
+GAMMA_HOURLY = re.compile(r"[a-z]+-up-or-down-[a-z]+-[0-9]+(?:-[0-9]{4})?-[0-9]+[ap]m-et")
 Key = tuple[str, str, tuple[tuple[str, str], ...], str | None]
 
 
@@ -172,9 +175,12 @@ def spans_of(lines: list[dict[str, Any]]) -> tuple[Span, ...]:
     named = set()
     for line in lines:
         if line.get("src") == "gamma":
-            found = GAMMA_WINDOW.search(str(line.get("url", "")))
+            url = str(line.get("url", ""))
+            found = GAMMA_WINDOW.search(url)
             if found is not None:
                 named.add(found.group(1))
+            if GAMMA_HOURLY.search(url):
+                named.add("1h")
     return tuple(span for name, span in SPANS.items() if name in named) or (DEFAULT_SPAN,)
 
 

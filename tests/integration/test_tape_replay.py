@@ -15,11 +15,14 @@ from typing import Any
 
 import pytest
 
-from app.backtest.replay import new_replay, run
+from app.backtest.replay import new_replay, run, spans_of
 from app.backtest.tapes import read_tapes
+from app.markets import SPANS
+from app.refresher.sources.binance.candle_settlement import RETRY_S
 from app.refresher.sources.polymarket.discovery import DISCOVERY_RETRY_S
 from app.refresher.tape import Tape
 from harness.fake_polymarket import running
+from harness.spans import FIVE_MINUTES
 from tests.support.live_source import BTC_ONLY, sources_on
 
 
@@ -74,3 +77,42 @@ def test_a_recorded_tape_replays_to_the_boards_the_live_source_built(tmp_path: P
         assert board.p_up == pytest.approx(p_up, abs=1e-9), now
         compared += 1
     assert compared >= 10, f"only {compared} instants could be compared"
+
+
+def test_an_hourly_rows_tape_replays_its_candle(tmp_path: Path) -> None:
+    """WINDOWS=5m,1h: the tape holds Binance's klines answers beside the sockets' frames
+    (``src`` ``binance``), and the replay's hourly rows take the same candle open and the same
+    slug in words as the live ones did."""
+    hourly = SPANS["1h"]
+    with running(auto_markets=True) as world:
+        # An hour and more of history: the fake Binance builds the hour's candle from it.
+        world.rtds.live(period_s=0.5, history_s=int(time.time()) % 3600 + 120)
+        world.clob_ws.keep_alive(0.5)
+        tape = Tape(tmp_path)
+        live: list[tuple[float, dict[str, Any]]] = []
+        with sources_on(world, tape=tape, spans=(FIVE_MINUTES, hourly)) as make:
+            source = make(time.time)
+            # Until the candle's retry has had time in the replay too (its first ask there
+            # comes before the tape's answer, as the Gamma lookup's does), at most 20 s.
+            deadline = time.monotonic() + 20
+            until = deadline
+            while time.monotonic() < until:
+                now = time.time()
+                row = source.rows(now)[1].as_json()
+                if row["priceToBeat"] is not None and row["p_up_pct"] is not None:
+                    live.append((now, row))
+                    if until == deadline:
+                        until = min(deadline, time.monotonic() + RETRY_S + 3)
+                time.sleep(0.3)
+    assert live, "no hourly row with a price to beat within 20 s"
+    lines = list(read_tapes([tmp_path]))
+    assert any(line["src"] == "binance" and "/api/v3/klines" in line["url"] for line in lines)
+    assert spans_of(lines) == (FIVE_MINUTES, hourly)
+    replay = new_replay(3000, lines[0]["t"], BTC_ONLY, (FIVE_MINUTES, hourly))
+    boards = [b for b in run(replay, iter(lines), 500, at=[t for t, _ in live])]
+    replayed = [b.row.as_json() for b in boards if b.row.window == "1h"]
+    assert len(replayed) == len(live)
+    last_live, last_replayed = live[-1][1], replayed[-1]
+    assert last_replayed["slug"] == last_live["slug"] == hourly.slugs("BTC", last_live["slot"])[0]
+    assert last_replayed["priceToBeat"] == last_live["priceToBeat"]
+    assert last_replayed["sources"]["priceToBeat"] == "binance:klines"

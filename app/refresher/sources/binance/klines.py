@@ -137,13 +137,20 @@ def _snippet(value: Any) -> str:
 class KlinesClient:
     """Asks Binance's REST API (``base_url``: ``BINANCE_REST_URL``) for one candle at a time."""
 
-    def __init__(self, base_url: str, transport: httpx.BaseTransport | None = None) -> None:
-        self._client = httpx.Client(
-            base_url=base_url.rstrip("/"),
+    def __init__(
+        self,
+        base_url: str,
+        transport: httpx.BaseTransport | None = None,
+        http: httpx.Client | None = None,
+    ) -> None:
+        # ``http``: a client of the caller's (the live source's: its deadline, its tape
+        # recording, a replay's tape), not closed here; else one of its own.
+        self._base = base_url.rstrip("/")
+        self._own = http is None
+        self._client = http or httpx.Client(
             transport=transport or DeadlineTransport(),
             timeout=TIMEOUT_S,
             follow_redirects=False,
-            headers={"Accept": "application/json"},
         )
 
     def candle(self, pair: str, start_s: int, interval: str = "1h") -> Candle | None:
@@ -169,7 +176,9 @@ class KlinesClient:
             "startTime": start_s * 1000,
             "limit": limit,
         }
-        response = self._client.get("/api/v3/klines", params=params)
+        response = self._client.get(
+            f"{self._base}/api/v3/klines", params=params, headers={"Accept": "application/json"}
+        )
         try:
             payload = response.json()
         except ValueError:
@@ -182,5 +191,6 @@ class KlinesClient:
         return payload
 
     def close(self) -> None:
-        """Close the connection pool."""
-        self._client.close()
+        """Close the connection pool (its own only)."""
+        if self._own:
+            self._client.close()

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import httpx
+
 from app.board.row import BoardRow
 from app.markets import BINANCE_CANDLE, Market, Span
 from app.refresher.sources.binance.candle_settlement import BinanceCandleSettlement
@@ -41,8 +43,9 @@ class HourlyRows:
         markets: tuple[Market, ...],
         rtds: RtdsFeed,
         clock: Callable[[], float],
+        http: httpx.Client,
     ) -> None:
-        self.klines = KlinesClient(binance_url)
+        self.klines = KlinesClient(binance_url, http=http)  # the source's: its deadline, tape
         prices = {coin.symbol: rtds.witnesses[coin.exchange] for coin in markets}
         self.settlement = BinanceCandleSettlement(self.klines, prices, clock)
         self._spans = tuple(span for span in spans if span.settlement == BINANCE_CANDLE)
@@ -58,6 +61,7 @@ class HourlyRows:
         markets: tuple[Market, ...],
         rtds: RtdsFeed,
         clock: Callable[[], float],
+        http: httpx.Client,
     ) -> HourlyRows | None:
         """The part for ``spans`` when one settles on Binance's candle, else None;
         ``ValueError`` when one does and no Binance address is given."""
@@ -65,7 +69,7 @@ class HourlyRows:
             return None
         if not binance_url:
             raise ValueError("the hourly windows settle on Binance: BINANCE_REST_URL is needed")
-        return cls(binance_url, spans, markets, rtds, clock)
+        return cls(binance_url, spans, markets, rtds, clock, http)
 
     def upkeep(self, now: float) -> None:
         """Each coin's candle of the current hour: its open, its close once over."""
@@ -94,5 +98,5 @@ class HourlyRows:
         )  # fmt: skip
 
     def close(self) -> None:
-        """Close Binance's connection pool."""
+        """Nothing of its own to close: the source's HTTP client carries its requests."""
         self.klines.close()

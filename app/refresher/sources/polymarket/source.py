@@ -138,17 +138,16 @@ class PolymarketSource:
             self.rtds, self.http, upstreams.site, self.suspects, self.doubts
         )
         # The hourly kind settles on Binance's candle: its own rows (``hourly.py``).
-        self.hourly = HourlyRows.serving(upstreams.binance, spans, markets, self.rtds, clock)
+        self.hourly = HourlyRows.serving(
+            upstreams.binance, spans, markets, self.rtds, clock, self.http
+        )
         self._started = False
         self._created = clock()
         # One thread per kind of upkeep, so a slow answer (held up to the 5 s deadline) of
         # one upstream never holds the others' lookups.
-        self._upkeep_jobs: tuple[Callable[[float], None], ...] = (
-            self._discover,
-            self._books_upkeep,
-            self._price_to_beat_upkeep,
-            self._candle_upkeep,
-        )
+        jobs = [self._discover, self._books_upkeep, self._price_to_beat_upkeep]
+        # Binance: each coin's candle of the current hour (its open; its close once over).
+        self._upkeep_jobs = (*jobs, *([self.hourly.upkeep] if self.hourly else []))
         self._upkeep_threads = [
             threading.Thread(
                 target=self._upkeep_forever,
@@ -165,6 +164,8 @@ class PolymarketSource:
         if tape is None:
             return DeadlineTransport()
         names = {upstreams.gamma: "gamma", upstreams.clob: "clob-rest", upstreams.site: "site"}
+        if upstreams.binance:
+            names[upstreams.binance] = "binance"
         return RecordingTransport(DeadlineTransport(), tape, names)
 
     # -- lifecycle --------------------------------------------------------------------
@@ -255,16 +256,11 @@ class PolymarketSource:
         """Each market's price to beat from the settlement stream, else its fallbacks."""
         for span in self.spans:
             if span.settlement == BINANCE_CANDLE:
-                continue  # its open is the candle's (``_candle_upkeep``)
+                continue  # its open is the candle's (``HourlyRows.upkeep``)
             for coin in self.markets:
                 window = self.windows.get(coin, span.start(now), span)
                 if window.market is not None:
                     self.price_to_beat.upkeep(window, now)
-
-    def _candle_upkeep(self, now: float) -> None:
-        """Binance: each coin's candle of the current hour (its open; its close once over)."""
-        if self.hourly is not None:
-            self.hourly.upkeep(now)
 
     # -- the rows ---------------------------------------------------------------------
     def _watch(self, tokens: tuple[str, ...], now: float) -> None:
