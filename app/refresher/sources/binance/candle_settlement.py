@@ -45,6 +45,10 @@ FINAL_AFTER_S = 5.0  # a candle asked for this long after its close is taken as 
 # The first exchange price of the hour may come a second or two late: until this long after
 # the hour, an open with nothing yet to check it against waits (stale, with the reason).
 FIRST_PRICE_WAIT_S = 10.0
+# The relayed exchange price against Binance's own last price (the running candle's close): a
+# second or two apart in time, so a fast second's move (34 bp at most on real days) is allowed.
+RELAY_TOLERANCE = 0.005
+RELAY_CHECK_S = 30.0  # a check older than this (Binance not answering) says nothing
 
 
 class ExchangePrices(Protocol):
@@ -55,6 +59,9 @@ class ExchangePrices(Protocol):
 
     def first_from(self, ts_ms: int, within_ms: int) -> tuple[int, float] | None:
         """The first (stamp ms, price) at or after ``ts_ms``, within ``within_ms``."""
+
+    def in_force_at(self, ts_ms: int) -> tuple[int, float] | None:
+        """The last (stamp ms, price) at or before ``ts_ms``."""
 
 
 @dataclass
@@ -131,6 +138,31 @@ class BinanceCandleSettlement:
             hour.first_price = found[1] if found is not None else None
         return hour.first_price
 
+    def relay_doubt(self, coin: Market, t0: int) -> str | None:
+        """Why the exchange price RTDS relays is not Binance's: the running candle's close
+        (Binance's own last price when it was asked, at most ``RELAY_CHECK_S`` ago) against
+        the relayed price in force then, apart by more than ``RELAY_TOLERANCE``; else None.
+        A relay that lies, or Binance's price moving for good against Chainlink's (a de-peg
+        the spot's witness learns to accept), tell apart here: Binance itself answers."""
+        with self._lock:
+            hour = self._hours.get((coin.symbol, t0))
+            if hour is None or hour.candle is None or hour.final:
+                return None
+            close, asked = hour.candle.close, hour.answered_for
+        if self._clock() - asked > RELAY_CHECK_S:
+            return None
+        prices = self._prices.get(coin.symbol)
+        relayed = prices.in_force_at(int(asked * 1000)) if prices is not None else None
+        if relayed is None:
+            return None
+        apart = abs(math.log(close / relayed[1]))
+        if apart <= RELAY_TOLERANCE:
+            return None
+        return (
+            f"binance: the exchange price RTDS relays {relayed[1]:.8g} is {apart * 1e4:.0f} bp "
+            f"from Binance's own last price {close:.8g} (more than {RELAY_TOLERANCE * 1e4:.0f} bp)"
+        )
+
     def outcome(self, coin: Market, t0: int) -> bool | None:
         """UP or DOWN once the candle Binance answered is final and its open believed."""
         with self._lock:
@@ -154,8 +186,10 @@ class BinanceCandleSettlement:
             if hour.final or now - hour.asked_at < RETRY_S:
                 return
             closed_ms = hour.candle.close_ms if hour.candle is not None else None
-            if closed_ms is not None and now * 1000 <= closed_ms + FINAL_AFTER_S * 1000:
-                return  # the open is known; the close is asked for once it is final
+            if closed_ms is not None and closed_ms < now * 1000 <= closed_ms + FINAL_AFTER_S * 1000:
+                return  # over, not final yet: the close is asked for once it is
+            # During the hour the running candle is asked for every RETRY_S too: its close is
+            # Binance's own last price, the witness of the price RTDS relays (``relay_doubt``).
             hour.asked_at = now
         try:
             candle = self._klines.candle(pair_of(coin), t0, INTERVAL)

@@ -31,6 +31,9 @@ from app.refresher.sources.polymarket.row_assembly import (
     assemble_row,
 )
 from app.refresher.sources.polymarket.rtds import SPOT_KEY, RtdsFeed
+from app.refresher.sources.polymarket.witness import ExchangeWitness
+
+SPOT_SILENT_MS = 5_000  # no believed spot point this long: the exchange price stands alone
 
 
 class HourlyRows:
@@ -88,10 +91,16 @@ class HourlyRows:
         doubts.judge_identity(window, market)
         opening = self.settlement.opening(coin, window.t0)
         window.price_to_beat, window.price_to_beat_via = opening.believed, opening.via
-        exchange = ExchangeReading(self._rtds.witnesses[coin.exchange])
         spot = self._rtds.of(coin)[SPOT_KEY]
+        witness = self._rtds.witnesses[coin.exchange]
+        exchange = ExchangeReading(_judged_point(witness, spot.latest(), at.now_ms))
         answer = model_inputs.candle_answer(market, opening.believed, exchange.latest(), spot)
-        found = (opening.doubt, spot.doubt())
+        found = (
+            opening.doubt,
+            self.settlement.relay_doubt(coin, window.t0),
+            spot.doubt(),
+            witness.contradicted_by(spot.latest()),
+        )
         return assemble_row(
             window, up, down, exchange, found, opening.believed, answer, at, self.name,
             price_via=EXCHANGE_VIA,
@@ -100,3 +109,15 @@ class HourlyRows:
     def close(self) -> None:
         """Nothing of its own to close: the source's HTTP client carries its requests."""
         self.klines.close()
+
+
+def _judged_point(
+    witness: ExchangeWitness, spot: tuple[int, float] | None, now_ms: int
+) -> tuple[int, float] | None:
+    """The exchange price the hourly row shows: the one in force at the newest believed
+    Chainlink spot point (the newest its witness has judged, a second or two older than the
+    newest received), or the newest while the spot is silent (judged alone, as the spot is
+    while the exchange is silent)."""
+    if spot is None or now_ms - spot[0] > SPOT_SILENT_MS:
+        return witness.newest()
+    return witness.in_force_at(spot[0])

@@ -20,7 +20,6 @@ from app.refresher.sources.polymarket.book import Quote
 from app.refresher.sources.polymarket.discovery import LiveWindow
 from app.refresher.sources.polymarket.model_inputs import ModelAnswer
 from app.refresher.sources.polymarket.rtds import EXCHANGE_TOPIC, SPOT_KEY, TOPICS
-from app.refresher.sources.polymarket.witness import ExchangeWitness
 
 SPOT_VIA = f"rtds:{TOPICS[SPOT_KEY]}"  # the Chainlink kinds' price
 EXCHANGE_VIA = f"rtds:{EXCHANGE_TOPIC}"  # the hourly kind's: Binance's price on RTDS
@@ -44,23 +43,23 @@ class PriceReading(Protocol):
 
 
 class ExchangeReading:
-    """The exchange price on RTDS (``crypto_prices``) as a row's price: its newest point, as
-    old as its own stamp (Binance's time: no lag is forgiven), never frozen or waiting (its
-    witness, the Chainlink spot, speaks through the row's doubts)."""
+    """The exchange price on RTDS (``crypto_prices``) as a row's price: ``point``, the one the
+    caller chose (the newest its witness could judge), as old as its own stamp (Binance's
+    time: no lag is forgiven), never frozen or waiting (its witness, the Chainlink spot,
+    speaks through the row's doubts)."""
 
-    def __init__(self, witness: ExchangeWitness) -> None:
-        self._witness = witness
+    def __init__(self, point: tuple[int, float] | None) -> None:
+        self._point = point
 
     def latest(self) -> tuple[int, float] | None:
-        """The newest exchange price."""
-        return self._witness.newest()
+        """The exchange price shown."""
+        return self._point
 
     def information_ms(self, stamp_ms: int | None = None) -> int | None:
         """The shown price's own stamp."""
         if stamp_ms is not None:
             return stamp_ms
-        newest = self._witness.newest()
-        return newest[0] if newest is not None else None
+        return self._point[0] if self._point is not None else None
 
     def frozen_since_ms(self) -> int | None:
         """Never judged frozen here."""

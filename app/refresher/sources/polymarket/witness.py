@@ -144,6 +144,12 @@ class Witness:
         with self._lock:
             return (self._times[-1], self._values[-1]) if self._times else None
 
+    def in_force_at(self, ts_ms: int) -> tuple[int, float] | None:
+        """The last (stamp ms, price) at or before ``ts_ms``, None when none is kept."""
+        with self._lock:
+            i = bisect.bisect_right(self._times, ts_ms)
+            return (self._times[i - 1], self._values[i - 1]) if i else None
+
     def first_from(self, ts_ms: int, within_ms: int) -> tuple[int, float] | None:
         """The first (stamp ms, price) at or after ``ts_ms`` and at most ``within_ms`` after
         it, None when none was kept."""
@@ -187,6 +193,28 @@ class ExchangeWitness(Witness):
         checked both)."""
         with self._lock:
             self._insert(ts_ms, value)
+
+    def contradicted_by(self, spot: tuple[int, float] | None) -> str | None:
+        """Why the exchange price is not believed as a price of its own (the hourly row's):
+        the Chainlink spot point ``spot`` (stamp ms, value) lies outside the learnt basis of
+        the exchange price in force at its stamp; None when they agree, or with no verdict to
+        give (nothing learnt, silent, no spot). Stricter than ``judge``: a spot that merely
+        trails a move of the exchange has not confirmed it yet (the row waits, stale, a
+        second or two through an honest move), and a lie would hide in that trail. Changes
+        nothing (``judge`` is the spot's own check)."""
+        if spot is None:
+            return None
+        ts_ms, value = spot
+        with self._lock:
+            if self._silent() or self._ratios.basis is None:
+                return None
+            ratio = self._ratio(ts_ms, value)
+            if ratio is None:
+                return None
+            verdict, why = self._ratios.verdict(ratio, f"the exchange price ({self.pair})")
+        if verdict is not Verdict.DISAGREES:
+            return None
+        return f"the Chainlink spot {value:.8g} is {why}: not confirmed, or one of them is wrong"
 
     def _ratio(self, ts_ms: int, value: float) -> float | None:
         """log(value / the exchange price in force at ``ts_ms``) (the caller holds the lock)."""

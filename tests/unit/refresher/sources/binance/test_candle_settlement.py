@@ -108,8 +108,8 @@ def test_a_refusal_is_the_reason_and_the_candle_is_asked_again_after_the_pause(
     assert stage.asked() == first + 1
     assert stage.at(T0 + 1.0 + RETRY_S).believed == 66123.45
     assert stage.asked() == first + 2
-    stage.at(T0 + 60.0)  # the open is known: nothing asked until the hour is over
-    assert stage.asked() == first + 2
+    stage.at(T0 + 60.0)  # the running candle again: its close witnesses the relayed price
+    assert stage.asked() == first + 3
 
 
 @pytest.mark.parametrize(
@@ -154,3 +154,18 @@ def test_the_doubt_on_the_open_outlives_the_witnesss_two_minutes(stage: Stage) -
     assert stage.exchange.first_from(T0 * 1000, 5_000) is None
     assert stage.at(T0 + 3700.0).doubt is not None
     assert stage.source.outcome(BTC, T0) is None
+
+
+def test_a_relayed_price_far_from_binances_own_last_price_is_doubted(stage: Stage) -> None:
+    """The running candle's close is Binance's own last price: the price RTDS relays must be
+    near it (a relay that lies; a de-peg the spot's witness would learn is Binance's own)."""
+    stage.exchange.add(T0 * 1000 + 400, 66_125.10)
+    stage.at(T0 + 2.0)
+    assert stage.source.relay_doubt(BTC, T0) is None
+    stage.exchange.add((T0 + 5) * 1000, 66_250.01 * 1.01)  # the close is 66250.01
+    stage.at(T0 + 2.0 + RETRY_S)
+    why = stage.source.relay_doubt(BTC, T0)
+    assert why is not None and "100 bp from Binance's own last price 66250.01" in why
+    stage.exchange.add((T0 + 12) * 1000, 66_249.00)
+    stage.at(T0 + 2.0 + 2 * RETRY_S)
+    assert stage.source.relay_doubt(BTC, T0) is None

@@ -29,6 +29,7 @@ BTC = parse_symbols("BTC")
 NOW = T0 + 10.5
 STALE_AFTER_MS = 3000
 OPEN = Decimal("95012.34")  # the candle's open: the first trade of the hour
+LAST = 95020.0  # the exchange price at T0 + 10 s: the row's price
 Row = dict[str, Any]
 
 
@@ -49,17 +50,21 @@ def world() -> Iterator[tuple[FakePolymarket, Clock]]:
 
 def _hourly_row(source: PolymarketSource, world: FakePolymarket, clock: Clock, ready: str) -> Row:
     """The hourly row once the source is subscribed, the exchange prices of the hour sent,
-    and ``ready`` (``priced``: a probability; ``doubted``: a reason) holds."""
+    and ``ready`` holds: ``priced`` (a probability on the candle's open), else a reason
+    containing ``ready``."""
     wait_for(lambda: source.rows(clock())[0].price is not None, "the spot subscribed")
     world.rtds.send_exchange_price(T0 * 1000 + 300, OPEN, BTC[0].chainlink)
-    world.rtds.send_exchange_price(T0 * 1000 + 10_000, Decimal("95020.00"), BTC[0].chainlink)
+    world.rtds.send_exchange_price(T0 * 1000 + 10_000, Decimal(str(LAST)), BTC[0].chainlink)
     seen: list[Row] = []
 
     def done() -> bool:
         seen[:] = [source.rows(clock())[1].as_json()]
+        row = seen[0]
         if ready == "priced":
-            return seen[0]["p_up_pct"] is not None and seen[0]["up_bid"] is not None
-        return bool(seen[0]["suspect"])
+            priced = row["p_up_pct"] is not None and row["up_bid"] is not None
+            # Both exchange prices of the hour arrived (the first checks the open).
+            return priced and row["priceToBeat"] == float(OPEN) and row["price"] == LAST
+        return any(ready in why for why in row["suspect"] or ())
 
     wait_for(done, f"the hourly row {ready}")
     return seen[0]
@@ -80,7 +85,7 @@ def test_an_hourly_row_prices_the_exchange_price_against_the_candles_open(
     assert row["rem_secs"] == pytest.approx(3600 - 10.5)
     assert (row["up_token_id"], row["down_token_id"]) == market.tokens
     assert (row["up_bid"], row["up_ask"]) == fake.best(market.up_token)
-    assert row["price"] == 95020.0 and row["priceToBeat"] == float(OPEN)
+    assert row["price"] == LAST and row["priceToBeat"] == float(OPEN)
     assert row["sources"]["price"] == "rtds:crypto_prices"
     assert row["sources"]["priceToBeat"] == "binance:klines"
     assert row["sources"]["model"] == "digital-option:spot"
@@ -88,7 +93,7 @@ def test_an_hourly_row_prices_the_exchange_price_against_the_candles_open(
     # The digital model on the exchange price, 3,589.5 s from the price's own second, at a
     # sigma anywhere from half to twice the spot's 1e-4 per root second, within 2 points.
     tau = T0 + 3600 - (T0 + 10)
-    band = [100 * probability_up(95020.0, float(OPEN), tau, s) for s in (0.5e-4, 2e-4)]
+    band = [100 * probability_up(LAST, float(OPEN), tau, s) for s in (0.5e-4, 2e-4)]
     assert min(band) - 2 <= row["p_up_pct"] <= max(band) + 2, (row["p_up_pct"], band)
 
 
@@ -100,7 +105,7 @@ def test_a_candle_open_the_exchange_contradicts_keeps_the_row_stale_with_the_rea
     fake.binance.set_candle("BTCUSDT", "1h", T0 * 1000, wrong, "96100", "95900", "96020")
     with sources_on(fake, spans=(FIVE_MINUTES, HOURLY), stale_after_ms=STALE_AFTER_MS) as make:
         source = make(clock)
-        row = _hourly_row(source, fake, clock, "doubted")
+        row = _hourly_row(source, fake, clock, "the candle's open 96012.34 is")
     assert row["priceToBeat"] is None and row["p_up_pct"] is None  # no opinion on it
     assert int(NOW * 1000) - row["ts"] > STALE_AFTER_MS
     assert any("the candle's open 96012.34 is" in why for why in row["suspect"]), row
@@ -117,7 +122,7 @@ def test_binance_refusing_the_region_keeps_the_row_stale_with_its_answer(
     fake.binance.refuse = (451, "Service unavailable from a restricted location")
     with sources_on(fake, spans=(FIVE_MINUTES, HOURLY), stale_after_ms=STALE_AFTER_MS) as make:
         source = make(clock)
-        row = _hourly_row(source, fake, clock, "doubted")
+        row = _hourly_row(source, fake, clock, "restricted location")
     assert row["priceToBeat"] is None and row["p_up_pct"] is None
     assert int(NOW * 1000) - row["ts"] > STALE_AFTER_MS
     assert any("451" in why and "restricted location" in why for why in row["suspect"]), row
