@@ -272,7 +272,7 @@ class FakeRtds(_RtdsConnectionFaults):
             for topic, price in series:
                 if topic == SPOT_TOPIC or path.has_twap(t - shift, 60):  # a shift starts later
                     self._record(topic, t * 1000, price(t), symbol)
-        _register_exchange(self, symbol, exchange or _exchange_of(self, series[0][1]))
+        _register_exchange(self, symbol, path, exchange or _exchange_of(self, series[0][1]))
 
         def tick() -> None:
             t = self.clock()
@@ -297,9 +297,14 @@ class FakeRtds(_RtdsConnectionFaults):
         self.every(period_s, tick)
 
 
-def _register_exchange(rtds: FakeRtds, symbol: str, price: Callable[[float], Decimal]) -> None:
-    """Keep ``symbol``'s exchange price at any instant for the fake Binance (``BTCUSDT``)."""
-    rtds.exchange_prices[PAIR_OF_CHAINLINK[symbol].upper()] = price
+def _register_exchange(
+    rtds: FakeRtds, symbol: str, path: SeededPath, price: Callable[[float], Decimal]
+) -> None:
+    """Keep ``symbol``'s exchange price at any instant for the fake Binance (``BTCUSDT``);
+    before the path's first second, its first price (a fake started mid-hour still has a
+    candle for that hour, its open the first price it knows)."""
+    pair = PAIR_OF_CHAINLINK[symbol].upper()
+    rtds.exchange_prices[pair] = lambda t: price(max(t, float(path.start_s)))
 
 
 def _exchange_of(rtds: FakeRtds, spot: Callable[[float], Decimal]) -> Callable[[float], Decimal]:
