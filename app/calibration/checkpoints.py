@@ -67,7 +67,9 @@ class Window:
         if self.slug.endswith(start):
             return self.slug.removesuffix(start) + str(self.end)
         if self.simulated_symbol is not None:
-            return self.span.slugs(self.simulated_symbol, self.end)[0]
+            following = self.span.slugs(self.simulated_symbol, self.end)[0]
+            # The repeated autumn hour shares its name in words: never its own successor.
+            return following if following != self.slug else None
         return None
 
 

@@ -47,7 +47,8 @@ FINAL_AFTER_S = 5.0  # a candle asked for this long after its close is taken as 
 FIRST_PRICE_WAIT_S = 10.0
 # The relayed exchange price against Binance's own last price (the running candle's close): a
 # second or two apart in time, so a fast second's move (34 bp at most on real days) is allowed.
-RELAY_TOLERANCE = 0.005
+RELAY_TOLERANCE = 0.002
+RELAY_LAG_S = 3.0  # the relayed prices from this long before the request answer for it
 RELAY_CHECK_S = 30.0  # a check older than this (Binance not answering) says nothing
 
 
@@ -63,6 +64,9 @@ class ExchangePrices(Protocol):
     def in_force_at(self, ts_ms: int) -> tuple[int, float] | None:
         """The last (stamp ms, price) at or before ``ts_ms``."""
 
+    def between(self, a_ms: int, b_ms: int) -> list[tuple[int, float]]:
+        """The (stamp ms, price) stamped within [a_ms, b_ms], and the one in force at a_ms."""
+
 
 @dataclass
 class _Hour:
@@ -72,6 +76,7 @@ class _Hour:
 
     candle: Candle | None = None
     answered_for: float = -math.inf  # when the request that brought ``candle`` was sent
+    answered_at: float = -math.inf  # and when its answer came (the relay check's span)
     asked_at: float = -math.inf
     error: str | None = None
     first_price: float | None = None
@@ -148,20 +153,35 @@ class BinanceCandleSettlement:
             hour = self._hours.get((coin.symbol, t0))
             if hour is None or hour.candle is None or hour.final:
                 return None
-            close, asked = hour.candle.close, hour.answered_for
-        if self._clock() - asked > RELAY_CHECK_S:
+            close, sent, came = hour.candle.close, hour.answered_for, hour.answered_at
+        if self._clock() - sent > RELAY_CHECK_S:
             return None
         prices = self._prices.get(coin.symbol)
-        relayed = prices.in_force_at(int(asked * 1000)) if prices is not None else None
-        if relayed is None:
+        if prices is None:
             return None
-        apart = abs(math.log(close / relayed[1]))
+        # Every price relayed around the request (the relay lags Binance by a second or
+        # two): the nearest to Binance's own is the one that answers for the relay.
+        span = prices.between(int((sent - RELAY_LAG_S) * 1000), int(came * 1000) + 1000)
+        if not span:
+            return None
+        nearest = min(span, key=lambda p: abs(math.log(close / p[1])))[1]
+        apart = abs(math.log(close / nearest))
         if apart <= RELAY_TOLERANCE:
             return None
         return (
-            f"binance: the exchange price RTDS relays {relayed[1]:.8g} is {apart * 1e4:.0f} bp "
+            f"binance: the exchange price RTDS relays {nearest:.8g} is {apart * 1e4:.0f} bp "
             f"from Binance's own last price {close:.8g} (more than {RELAY_TOLERANCE * 1e4:.0f} bp)"
         )
+
+    def relay_checked(self, coin: Market, t0: int) -> bool:
+        """Whether Binance's own last price was read within ``RELAY_CHECK_S`` (so
+        ``relay_doubt`` speaks)."""
+        with self._lock:
+            hour = self._hours.get((coin.symbol, t0))
+            if hour is None or hour.candle is None or hour.final:
+                return False
+            sent = hour.answered_for
+        return self._clock() - sent <= RELAY_CHECK_S
 
     def outcome(self, coin: Market, t0: int) -> bool | None:
         """UP or DOWN once the candle Binance answered is final and its open believed."""
@@ -191,6 +211,7 @@ class BinanceCandleSettlement:
             # During the hour the running candle is asked for every RETRY_S too: its close is
             # Binance's own last price, the witness of the price RTDS relays (``relay_doubt``).
             hour.asked_at = now
+        sent = self._clock()  # this request's own time (the pass's ``now`` is earlier)
         try:
             candle = self._klines.candle(pair_of(coin), t0, INTERVAL)
             error = None
@@ -199,8 +220,9 @@ class BinanceCandleSettlement:
             log.warning("binance candle %s %s: %s", pair_of(coin), t0, error)
         with self._lock:
             # An answer older than the one held (a slow request overtaken) changes nothing.
-            if candle is not None and now >= hour.answered_for:
-                hour.candle, hour.answered_for, hour.error = candle, now, None
+            if candle is not None and sent >= hour.answered_for:
+                hour.candle, hour.answered_for, hour.error = candle, sent, None
+                hour.answered_at = self._clock()
             elif error is not None:
                 hour.error = error
         self._forget_before(t0 - 2 * 3600)

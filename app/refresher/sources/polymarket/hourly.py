@@ -31,9 +31,12 @@ from app.refresher.sources.polymarket.row_assembly import (
     assemble_row,
 )
 from app.refresher.sources.polymarket.rtds import SPOT_KEY, RtdsFeed
-from app.refresher.sources.polymarket.witness import ExchangeWitness
 
-SPOT_SILENT_MS = 5_000  # no believed spot point this long: the exchange price stands alone
+SPOT_SILENT_MS = 5_000  # no believed spot point this long: the spot cannot check the price
+UNCHECKED = (
+    "price: nothing checks the exchange price (the Chainlink spot silent or not yet compared "
+    "with it, and Binance's own last price not read for 30 s)"
+)
 
 
 class HourlyRows:
@@ -93,13 +96,27 @@ class HourlyRows:
         window.price_to_beat, window.price_to_beat_via = opening.believed, opening.via
         spot = self._rtds.of(coin)[SPOT_KEY]
         witness = self._rtds.witnesses[coin.exchange]
-        exchange = ExchangeReading(_judged_point(witness, spot.latest(), at.now_ms))
-        answer = model_inputs.candle_answer(market, opening.believed, exchange.latest(), spot)
+        spot_point = spot.latest()  # read once: the shown price and its check agree on it
+        silent = spot_point is None or at.now_ms - spot_point[0] > SPOT_SILENT_MS
+        # The price in force at the newest believed spot point: the newest it can have
+        # checked (a second or two older than the newest received); the newest when silent.
+        if spot_point is None or silent:
+            shown = witness.newest()
+        else:
+            shown = witness.in_force_at(spot_point[0])
+        exchange = ExchangeReading(shown, witness.received_ms())
+        answer = model_inputs.candle_answer(market, opening.believed, exchange.dated(), spot)
+        # Neither the spot (silent, or its basis to the exchange not learnt) nor Binance's own
+        # last price (not read for a while) can check the relayed price: not believed alone.
+        unchecked = (silent or not witness.learned) and not self.settlement.relay_checked(
+            coin, window.t0
+        )
         found = (
             opening.doubt,
             self.settlement.relay_doubt(coin, window.t0),
             spot.doubt(),
-            witness.contradicted_by(spot.latest()),
+            witness.contradicted_by(spot_point),
+            UNCHECKED if unchecked else None,
         )
         return assemble_row(
             window, up, down, exchange, found, opening.believed, answer, at, self.name,
@@ -109,15 +126,3 @@ class HourlyRows:
     def close(self) -> None:
         """Nothing of its own to close: the source's HTTP client carries its requests."""
         self.klines.close()
-
-
-def _judged_point(
-    witness: ExchangeWitness, spot: tuple[int, float] | None, now_ms: int
-) -> tuple[int, float] | None:
-    """The exchange price the hourly row shows: the one in force at the newest believed
-    Chainlink spot point (the newest its witness has judged, a second or two older than the
-    newest received), or the newest while the spot is silent (judged alone, as the spot is
-    while the exchange is silent)."""
-    if spot is None or now_ms - spot[0] > SPOT_SILENT_MS:
-        return witness.newest()
-    return witness.in_force_at(spot[0])

@@ -48,18 +48,27 @@ class ExchangeReading:
     time: no lag is forgiven), never frozen or waiting (its witness, the Chainlink spot,
     speaks through the row's doubts)."""
 
-    def __init__(self, point: tuple[int, float] | None) -> None:
+    def __init__(self, point: tuple[int, float] | None, received_ms: int | None) -> None:
         self._point = point
+        self._received_ms = received_ms  # the newest price's receipt: no stamp is later
 
     def latest(self) -> tuple[int, float] | None:
         """The exchange price shown."""
         return self._point
 
+    def dated(self) -> tuple[int, float] | None:
+        """The exchange price shown, stamped when its information was true (for the time
+        left and the age): its stamp, never later than its receipt (a stamp from the future
+        neither keeps a row fresh nor shortens the window)."""
+        at = self.information_ms()
+        return (at, self._point[1]) if self._point is not None and at is not None else None
+
     def information_ms(self, stamp_ms: int | None = None) -> int | None:
-        """The shown price's own stamp."""
-        if stamp_ms is not None:
-            return stamp_ms
-        return self._point[0] if self._point is not None else None
+        """The shown price's own stamp, at most its receipt."""
+        stamp = stamp_ms if stamp_ms is not None else (self._point[0] if self._point else None)
+        if stamp is None or self._received_ms is None:
+            return stamp
+        return min(stamp, self._received_ms)
 
     def frozen_since_ms(self) -> int | None:
         """Never judged frozen here."""

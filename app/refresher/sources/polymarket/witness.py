@@ -144,6 +144,18 @@ class Witness:
         with self._lock:
             return (self._times[-1], self._values[-1]) if self._times else None
 
+    def between(self, a_ms: int, b_ms: int) -> list[tuple[int, float]]:
+        """The (stamp ms, price) within [a_ms, b_ms] and the one in force at a_ms."""
+        with self._lock:
+            i = max(0, bisect.bisect_right(self._times, a_ms) - 1)
+            j = bisect.bisect_right(self._times, b_ms)
+            return list(zip(self._times[i:j], self._values[i:j], strict=True))
+
+    def received_ms(self) -> int | None:
+        """When the newest price was received (ms on our clock), None before the first."""
+        with self._lock:
+            return int(self._received_at * 1000) if self._times else None
+
     def in_force_at(self, ts_ms: int) -> tuple[int, float] | None:
         """The last (stamp ms, price) at or before ``ts_ms``, None when none is kept."""
         with self._lock:
@@ -196,12 +208,10 @@ class ExchangeWitness(Witness):
 
     def contradicted_by(self, spot: tuple[int, float] | None) -> str | None:
         """Why the exchange price is not believed as a price of its own (the hourly row's):
-        the Chainlink spot point ``spot`` (stamp ms, value) lies outside the learnt basis of
-        the exchange price in force at its stamp; None when they agree, or with no verdict to
-        give (nothing learnt, silent, no spot). Stricter than ``judge``: a spot that merely
-        trails a move of the exchange has not confirmed it yet (the row waits, stale, a
-        second or two through an honest move), and a lie would hide in that trail. Changes
-        nothing (``judge`` is the spot's own check)."""
+        the Chainlink spot point ``spot`` lies outside the learnt basis of the exchange price
+        in force at its stamp; None when they agree or nothing can tell (``judge`` is the
+        spot's own check). Stricter: a spot that merely trails a move has not confirmed it
+        (an honest move costs a second or two of staleness; a lie would hide in a trail)."""
         if spot is None:
             return None
         ts_ms, value = spot

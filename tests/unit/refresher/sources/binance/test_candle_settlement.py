@@ -162,10 +162,10 @@ def test_a_relayed_price_far_from_binances_own_last_price_is_doubted(stage: Stag
     stage.exchange.add(T0 * 1000 + 400, 66_125.10)
     stage.at(T0 + 2.0)
     assert stage.source.relay_doubt(BTC, T0) is None
-    stage.exchange.add((T0 + 5) * 1000, 66_250.01 * 1.01)  # the close is 66250.01
+    stage.exchange.add((T0 + 3) * 1000, 66_250.01 * 1.01)  # the close is 66250.01
     stage.at(T0 + 2.0 + RETRY_S)
     why = stage.source.relay_doubt(BTC, T0)
     assert why is not None and "100 bp from Binance's own last price 66250.01" in why
-    stage.exchange.add((T0 + 12) * 1000, 66_249.00)
+    stage.exchange.add(T0 * 1000 + 7_500, 66_249.00)  # the relay honest again
     stage.at(T0 + 2.0 + 2 * RETRY_S)
     assert stage.source.relay_doubt(BTC, T0) is None

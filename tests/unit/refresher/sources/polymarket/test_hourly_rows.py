@@ -29,7 +29,9 @@ BTC = parse_symbols("BTC")
 NOW = T0 + 10.5
 STALE_AFTER_MS = 3000
 OPEN = Decimal("95012.34")  # the candle's open: the first trade of the hour
-LAST = 95020.0  # the exchange price at T0 + 10 s: the row's price
+# The exchange price at T0 + 10 s, the row's price: 0.6 % over the open, about one standard
+# deviation of the hour left, so P(up) is far from a coin's (a sign slip cannot pass).
+LAST = 95582.41
 Row = dict[str, Any]
 
 
@@ -74,7 +76,7 @@ def test_an_hourly_row_prices_the_exchange_price_against_the_candles_open(
     world: tuple[FakePolymarket, Clock],
 ) -> None:
     fake, clock = world
-    fake.binance.set_candle("BTCUSDT", "1h", T0 * 1000, str(OPEN), "95100", "94900", "95020")
+    fake.binance.set_candle("BTCUSDT", "1h", T0 * 1000, str(OPEN), "95600", "94900", str(LAST))
     with sources_on(fake, spans=(FIVE_MINUTES, HOURLY), stale_after_ms=STALE_AFTER_MS) as make:
         source = make(clock)
         row = _hourly_row(source, fake, clock, "priced")
@@ -118,7 +120,7 @@ def test_binance_refusing_the_region_keeps_the_row_stale_with_its_answer(
     point BINANCE_REST_URL at its keyless market-data host): stale, saying so, never a
     price to beat made up."""
     fake, clock = world
-    fake.binance.set_candle("BTCUSDT", "1h", T0 * 1000, str(OPEN), "95100", "94900", "95020")
+    fake.binance.set_candle("BTCUSDT", "1h", T0 * 1000, str(OPEN), "95600", "94900", str(LAST))
     fake.binance.refuse = (451, "Service unavailable from a restricted location")
     with sources_on(fake, spans=(FIVE_MINUTES, HOURLY), stale_after_ms=STALE_AFTER_MS) as make:
         source = make(clock)
@@ -126,3 +128,20 @@ def test_binance_refusing_the_region_keeps_the_row_stale_with_its_answer(
     assert row["priceToBeat"] is None and row["p_up_pct"] is None
     assert int(NOW * 1000) - row["ts"] > STALE_AFTER_MS
     assert any("451" in why and "restricted location" in why for why in row["suspect"]), row
+
+
+def test_a_relayed_price_nothing_checks_any_more_is_not_believed_alone(
+    world: tuple[FakePolymarket, Clock],
+) -> None:
+    """The spot has never been compared with the exchange price (two prices only: no basis)
+    and Binance stops answering: 40 s later Binance's own last price is too old to check the
+    relay, and the row says that nothing checks its price."""
+    fake, clock = world
+    fake.binance.set_candle("BTCUSDT", "1h", T0 * 1000, str(OPEN), "95600", "94900", str(LAST))
+    with sources_on(fake, spans=(FIVE_MINUTES, HOURLY), stale_after_ms=STALE_AFTER_MS) as make:
+        source = make(clock)
+        _hourly_row(source, fake, clock, "priced")
+        fake.binance.refuse = (429, "Too many requests")
+        clock.t = NOW + 40
+        row = _hourly_row(source, fake, clock, "nothing checks the exchange price")
+    assert int(clock.ms) - row["ts"] > STALE_AFTER_MS
