@@ -1460,6 +1460,25 @@ def test_the_window_switch_shows_the_15_minute_board(
     assert_cards_are_the_boards(service, browser, "", 5)
 
 
+def test_the_hourly_board_on_the_page(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    """WINDOWS=5m,1h (issue 49): a 5 min / 1 hour switch; 1 hour shows the hourly rows,
+    their numbers the served board's, their countdowns to the hour's end."""
+    # Own gunicorn: on the 5-minute and the hourly windows.
+    serve(service, accounts, WINDOWS="5m,1h", SYMBOLS="BTC,ETH")
+    open_board(browser, service)
+    set_viewport(browser, 1100, 900, mobile=False)
+    assert switch_state(browser) == [("5 min", "true"), ("1 hour", "false")]
+    browser.find_elements(By.CSS_SELECTOR, SWITCH)[1].click()
+    wait_for(browser, lambda d: switch_state(d)[1] == ("1 hour", "true"), "1 hour pressed")
+    assert browser.current_url == service.base + "/?window=1h"
+    wait_shown(browser, lambda p: spans(p) == {60}, "hourly cards")
+    assert_cards_are_the_boards(service, browser, "?window=1h", 60)
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Probboard BTC · ETH · 60-minute window"
+    screenshot(browser, "page-hourly.png", (1100, 900))
+
+
 def test_one_window_has_no_switch_and_a_window_it_does_not_serve_is_ignored(
     default_service: Service, browser: WebDriver
 ) -> None:
