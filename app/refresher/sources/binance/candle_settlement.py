@@ -149,39 +149,39 @@ class BinanceCandleSettlement:
         the relayed price in force then, apart by more than ``RELAY_TOLERANCE``; else None.
         A relay that lies, or Binance's price moving for good against Chainlink's (a de-peg
         the spot's witness learns to accept), tell apart here: Binance itself answers."""
-        with self._lock:
-            hour = self._hours.get((coin.symbol, t0))
-            if hour is None or hour.candle is None or hour.final:
-                return None
-            close, sent, came = hour.candle.close, hour.answered_for, hour.answered_at
-        if self._clock() - sent > RELAY_CHECK_S:
-            return None
+        check = self._recent_check(coin, t0)
         prices = self._prices.get(coin.symbol)
-        if prices is None:
+        if check is None or prices is None:
             return None
+        close, sent, came = check
         # Every price relayed around the request (the relay lags Binance by a second or
         # two): the nearest to Binance's own is the one that answers for the relay.
         span = prices.between(int((sent - RELAY_LAG_S) * 1000), int(came * 1000) + 1000)
         if not span:
             return None
         nearest = min(span, key=lambda p: abs(math.log(close / p[1])))[1]
-        apart = abs(math.log(close / nearest))
-        if apart <= RELAY_TOLERANCE:
-            return None
-        return (
-            f"binance: the exchange price RTDS relays {nearest:.8g} is {apart * 1e4:.0f} bp "
-            f"from Binance's own last price {close:.8g} (more than {RELAY_TOLERANCE * 1e4:.0f} bp)"
+        return _apart(
+            f"the exchange price RTDS relays {nearest:.8g}",
+            nearest,
+            f"Binance's own last price {close:.8g}",
+            close,
+            RELAY_TOLERANCE,
         )
 
     def relay_checked(self, coin: Market, t0: int) -> bool:
         """Whether Binance's own last price was read within ``RELAY_CHECK_S`` (so
         ``relay_doubt`` speaks)."""
+        return self._recent_check(coin, t0) is not None
+
+    def _recent_check(self, coin: Market, t0: int) -> tuple[float, float, float] | None:
+        """(the running candle's close, when it was asked, when it came) for the hour, when
+        asked within ``RELAY_CHECK_S`` and not final; else None."""
         with self._lock:
             hour = self._hours.get((coin.symbol, t0))
             if hour is None or hour.candle is None or hour.final:
-                return False
-            sent = hour.answered_for
-        return self._clock() - sent <= RELAY_CHECK_S
+                return None
+            check = (hour.candle.close, hour.answered_for, hour.answered_at)
+        return check if self._clock() - check[1] <= RELAY_CHECK_S else None
 
     def outcome(self, coin: Market, t0: int) -> bool | None:
         """UP or DOWN once the candle Binance answered is final and its open believed."""
@@ -240,11 +240,20 @@ def _disagreement(coin: Market, value: float, first: float | None) -> str | None
     stands)."""
     if first is None:
         return None
-    apart = abs(math.log(value / first))
-    if apart <= OPEN_TOLERANCE:
-        return None
-    return (
-        f"binance: the candle's open {value:.8g} is {apart * 1e4:.0f} bp from the first "
-        f"{coin.exchange} price of the hour {first:.8g} (more than "
-        f"{OPEN_TOLERANCE * 1e4:.0f} bp)"
+    return _apart(
+        f"the candle's open {value:.8g}",
+        value,
+        f"the first {coin.exchange} price of the hour {first:.8g}",
+        first,
+        OPEN_TOLERANCE,
     )
+
+
+def _apart(what: str, value: float, against: str, other: float, tolerance: float) -> str | None:
+    """The reason ``value`` (``what``) is not believed against ``other`` (``against``): they
+    are more than ``tolerance`` apart in log; None when they are not."""
+    apart = abs(math.log(value / other))
+    if apart <= tolerance:
+        return None
+    bound = f"more than {tolerance * 1e4:.0f} bp"
+    return f"binance: {what} is {apart * 1e4:.0f} bp from {against} ({bound})"

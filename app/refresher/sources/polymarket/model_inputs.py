@@ -15,6 +15,7 @@ from app.refresher.model import SPOT, TWAP, horizon_ratio, percentages, probabil
 from app.refresher.sources.polymarket.gamma import WindowMarket
 from app.refresher.sources.polymarket.points import MAX_GAP_MS
 from app.refresher.sources.polymarket.price_series import PriceSeries
+from app.refresher.volatility import Volatility
 
 
 class ModelAnswer(NamedTuple):
@@ -56,26 +57,16 @@ def answer(
             if not spot.covered(start_ms, ts_ms, MAX_GAP_MS):
                 return nothing  # a hole in what is averaged
             known_mean = spot.mean(start_ms, ts_ms) or price
-    # The spread measured on this settlement's own rule and horizon (volatility/settlement.py).
-    length = market.window_end - market.window_start  # a 4-hour one may be 3 or 5 hours
-    spread, jump_var = vol.spread(market.rule, market.lookback_s, tau, length)
-    p_up = probability_up(
-        price,
+    return _priced(
+        market,
         price_to_beat,
-        tau,
-        spread,
+        latest,
+        vol,
         market.rule,
         market.lookback_s,
         known_mean,
-        jump_rate=vol.jump_rate,
-        jump_var=jump_var,
-        rho=vol.rho,
-        last_return=vol.last_return,
-        ratios=vol.ratios,
+        vol.last_return,
     )
-    up, down = percentages(p_up)
-    # The variance scale applied over the time left (the feed's own, from its smoothing).
-    return ModelAnswer(up, down, sigma, horizon_ratio(vol.rho, tau, vol.ratios), p_up, latest)
 
 
 def candle_answer(
@@ -91,24 +82,44 @@ def candle_answer(
     continuation: Binance's price is no smoothed feed (docs/horizons.md, point 3: the short
     estimate scored best on the real days)."""
     vol = spot.volatility()
-    sigma = vol.sigma if vol else None
-    nothing = ModelAnswer(None, None, sigma, vol.scale if vol else None, None, point)
     if market is None or price_to_beat is None or point is None or vol is None:
-        return nothing
+        sigma = vol.sigma if vol else None
+        return ModelAnswer(None, None, sigma, vol.scale if vol else None, None, point)
+    return _priced(market, price_to_beat, point, vol, SPOT, None, None, 0.0)
+
+
+def _priced(
+    market: WindowMarket,
+    price_to_beat: float,
+    point: tuple[int, float],
+    vol: Volatility,
+    rule: str,
+    lookback_s: int | None,
+    known_mean: float | None,
+    last_return: float,
+) -> ModelAnswer:
+    """P(up) of ``market``'s window at the price ``point`` under ``rule``: the spread measured
+    on that rule and horizon (volatility/settlement.py), the time left from the price's own
+    stamp."""
     ts_ms, price = point
-    tau = max(0.0, (market.window_end * 1000 - ts_ms) / 1000.0)
-    length = market.window_end - market.window_start
-    spread, jump_var = vol.spread(SPOT, None, tau, length)
+    tau = max(0.0, (market.window_end * 1000 - ts_ms) / 1000.0)  # from the price's own time
+    length = market.window_end - market.window_start  # a 4-hour one may be 3 or 5 hours
+    spread, jump_var = vol.spread(rule, lookback_s, tau, length)
     p_up = probability_up(
         price,
         price_to_beat,
         tau,
         spread,
-        SPOT,
+        rule,
+        lookback_s,
+        known_mean,
         jump_rate=vol.jump_rate,
         jump_var=jump_var,
         rho=vol.rho,
+        last_return=last_return,
         ratios=vol.ratios,
     )
     up, down = percentages(p_up)
-    return ModelAnswer(up, down, sigma, horizon_ratio(vol.rho, tau, vol.ratios), p_up, point)
+    # The variance scale applied over the time left (the feed's own, from its smoothing).
+    ratio = horizon_ratio(vol.rho, tau, vol.ratios)
+    return ModelAnswer(up, down, vol.sigma, ratio, p_up, point)
