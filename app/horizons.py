@@ -1,8 +1,8 @@
 """Polymarket's longer up/down horizons as data: the hourly and 4-hour kinds' boundaries and
 slugs (issue 49, point 1; the facts and their sources in docs/horizons.md).
 
-Not served yet: ``WINDOWS`` still takes ``5m`` and ``15m`` only (``app.markets.SPANS``) and
-names these two as known but not served. What is here is what every later part needs first:
+``WINDOWS`` serves both (``app.markets.SPANS``); what is here is what every part of them
+reads first:
 
 - **Hourly** windows start on every UTC hour; Polymarket names each by the US Eastern hour
   and date it starts at, in words: ``bitcoin-up-or-down-march-29-2026-12am-et`` since about
@@ -12,7 +12,7 @@ names these two as known but not served. What is here is what every later part n
   their UTC start moves with daylight saving (``eastern_block_start``); their slug is
   ``btc-updown-4h-<start>``. The window that spans a change of clocks is 3 or 5 real hours
   long (``eastern_block_end``): Polymarket's own handling of it was never seen recorded, so
-  the service will check Gamma's ``eventStartTime`` and ``endDate`` against these.
+  the service checks Gamma's ``eventStartTime`` and ``endDate`` against these (``gamma.py``).
 
 The zone comes from ``zoneinfo`` with the ``tzdata`` package in the lock, so a machine without
 a system zone database computes the same boundaries.

@@ -73,6 +73,12 @@ class Span:
         return f"{hours} hour{'s' if hours > 1 else ''}"
 
     @property
+    def adjective(self) -> str:
+        """The page's "<kind> window": ``5-minute``, ``15-minute``, ``1-hour``, ``4-hour``."""
+        minutes = self.seconds // 60
+        return f"{minutes}-minute" if minutes < 60 else f"{minutes // 60}-hour"
+
+    @property
     def longest_s(self) -> int:
         """The longest a window of this kind lasts (an autumn 4-hour block: 5 hours)."""
         return self.seconds + (horizons.HOUR_S if self.boundaries == EASTERN_BLOCKS else 0)
@@ -86,8 +92,9 @@ class Span:
 
 
 # One entry per kind Polymarket lists (facts and sources: docs/horizons.md). The 5-minute
-# checkpoints are the contract's; the hourly and 4-hour kinds are known, not served yet
-# (issue 49): their model horizons wait for the klines history.
+# checkpoints are the contract's. The hourly and 4-hour kinds measure no factor horizons of
+# their own: beyond the longest served kind's, the factor of its longest horizon holds (the
+# feed's history is too short for pseudo-windows of hours; docs/horizons.md).
 SPANS: dict[str, Span] = {
     span.name: span
     for span in (
@@ -123,7 +130,6 @@ SPANS: dict[str, Span] = {
             rems=(14100, 12600, 10800, 7200, 3600, 1800, 900, 300, 120, 60, 30, 15, 5),
             trail_step_s=48,
             boundaries=EASTERN_BLOCKS,
-            served=False,
         ),
     )
 }

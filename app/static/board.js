@@ -44,7 +44,13 @@
     }
     return digits;
   }
-  const clock = (secs) => { const s = Math.max(0, Math.floor(secs)); return Math.floor(s / 60) + ":" + String(s % 60).padStart(2, "0"); };
+  // m:ss, and h:mm:ss while an hourly or 4-hour window has an hour or more left.
+  const clock = (secs) => {
+    const s = Math.max(0, Math.floor(secs));
+    const pad = (n) => String(n).padStart(2, "0");
+    if (s < 3600) return Math.floor(s / 60) + ":" + pad(s % 60);
+    return Math.floor(s / 3600) + ":" + pad(Math.floor(s / 60) % 60) + ":" + pad(s % 60);
+  };
 
   // kind: "poll" notices clear on the next good poll; "sticky" ones (why the stream was
   // refused or ended, why the key was refused) stay until the user changes the key.
@@ -68,8 +74,8 @@
     syncCards(rows.map((row) => row.symbol));
     if (rows.length) {
       const names = rows.map((row) => row.symbol);
-      $("symbols").textContent = names.join(" · ") + " · " + state.view.minutes + "-minute window";
-      document.title = "Probboard · " + names.join(", ") + " " + state.view.minutes + "-minute board";
+      $("symbols").textContent = names.join(" · ") + " · " + state.view.kind + " window";
+      document.title = "Probboard · " + names.join(", ") + " " + state.view.kind + " board";
     }
     for (const row of rows) renderCard(state.cards.get(row.symbol), row);
     if (!rows.length) renderCard(state.cards.get(""), null);
@@ -345,7 +351,7 @@
     const params = new URLSearchParams(state.view.query);
     if (symbol) params.set("symbol", symbol);
     const query = params.toString() ? "?" + params.toString() : "";
-    const windows = state.view.query ? state.view.minutes + "-minute windows" : "windows";
+    const windows = state.view.query ? state.view.kind + " windows" : "windows";
     try {
       const response = await fetch("/api/probboard/calibration" + query, { headers: { Accept: "application/json" }, cache: "no-store" });
       if (asked !== state.recordAsked) return;
@@ -667,13 +673,13 @@
     const isDefault = chosen === view.defaultWindow;
     state.view = {
       name: chosen,
-      minutes: button ? button.dataset.minutes : view.defaultMinutes,
+      kind: button ? button.dataset.kind : view.defaultKind,
       query: isDefault ? "" : "?window=" + encodeURIComponent(chosen),
       chart: chosen === TRAIL_WINDOW,
     };
     for (const b of switchButtons()) b.setAttribute("aria-pressed", String(b.dataset.window === chosen));
-    $("symbols").textContent = state.view.minutes + "-minute window";
-    document.title = "Probboard · " + state.view.minutes + "-minute board";
+    $("symbols").textContent = state.view.kind + " window";
+    document.title = "Probboard · " + state.view.kind + " board";
     const url = new URL(location.href);
     if (isDefault) url.searchParams.delete("window");
     else url.searchParams.set("window", chosen);

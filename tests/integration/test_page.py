@@ -60,7 +60,7 @@ from app.board.timefmt import now_ms  # noqa: E402
 from app.bus.redis_bus import RedisBoardBus  # noqa: E402
 from app.calibration import store  # noqa: E402
 from app.calibration.recorder import Recorder  # noqa: E402
-from app.markets import parse_symbols  # noqa: E402
+from app.markets import SPANS, parse_symbols  # noqa: E402
 from app.refresher.loop import Refresher  # noqa: E402
 from app.refresher.sources.simulated import SimulatedSource  # noqa: E402
 from harness.accounts import TEST_PEPPER  # noqa: E402
@@ -376,9 +376,14 @@ def expected_card(row: Mapping[str, Any]) -> dict[str, str]:
 
 
 def clock_seconds(text: str) -> int:
-    match = re.fullmatch(r"(\d+):([0-5]\d)", text)
-    assert match, f"the countdown is not m:ss: {text!r}"
-    return int(match[1]) * 60 + int(match[2])
+    """A countdown's seconds: ``m:ss`` under an hour, ``h:mm:ss`` from an hour."""
+    match = re.fullmatch(r"(?:([1-9]\d*):([0-5]\d)|(\d+)):([0-5]\d)", text)
+    assert match, f"the countdown is neither m:ss nor h:mm:ss: {text!r}"
+    if match[1] is not None:
+        return int(match[1]) * 3600 + int(match[2]) * 60 + int(match[4])
+    minutes = int(match[3])
+    assert minutes < 60, f"an hour or more left is written h:mm:ss: {text!r}"
+    return minutes * 60 + int(match[4])
 
 
 def publish_old_board(redis_url: str, age_ms: int) -> dict[str, Any]:
@@ -1460,23 +1465,35 @@ def test_the_window_switch_shows_the_15_minute_board(
     assert_cards_are_the_boards(service, browser, "", 5)
 
 
-def test_the_hourly_board_on_the_page(
-    service: Service, accounts: Accounts, browser: WebDriver
-) -> None:
-    """WINDOWS=5m,1h (issue 49): a 5 min / 1 hour switch; 1 hour shows the hourly rows,
-    their numbers the served board's, their countdowns to the hour's end."""
-    # Own gunicorn: on the 5-minute and the hourly windows.
-    serve(service, accounts, WINDOWS="5m,1h", SYMBOLS="BTC,ETH")
+def test_every_kind_on_the_page(service: Service, accounts: Accounts, browser: WebDriver) -> None:
+    """WINDOWS=5m,15m,1h,4h (issue 49): four buttons; 1 hour and 4 hours show their rows,
+    their numbers the served board's, their countdowns (h:mm:ss from an hour left) to the
+    window's own end: the hour's, and the Eastern block's."""
+    # Own gunicorn: on every kind.
+    serve(service, accounts, WINDOWS="5m,15m,1h,4h", SYMBOLS="BTC,ETH")
     open_board(browser, service)
     set_viewport(browser, 1100, 900, mobile=False)
-    assert switch_state(browser) == [("5 min", "true"), ("1 hour", "false")]
-    browser.find_elements(By.CSS_SELECTOR, SWITCH)[1].click()
-    wait_for(browser, lambda d: switch_state(d)[1] == ("1 hour", "true"), "1 hour pressed")
+    labels = ["5 min", "15 min", "1 hour", "4 hours"]
+    assert switch_state(browser) == [(label, str(i == 0).lower()) for i, label in enumerate(labels)]
+    browser.find_elements(By.CSS_SELECTOR, SWITCH)[2].click()
+    wait_for(browser, lambda d: switch_state(d)[2] == ("1 hour", "true"), "1 hour pressed")
     assert browser.current_url == service.base + "/?window=1h"
     wait_shown(browser, lambda p: spans(p) == {60}, "hourly cards")
     assert_cards_are_the_boards(service, browser, "?window=1h", 60)
-    assert browser.find_element(By.TAG_NAME, "h1").text == "Probboard BTC · ETH · 60-minute window"
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Probboard BTC · ETH · 1-hour window"
     screenshot(browser, "page-hourly.png", (1100, 900))
+
+    browser.find_elements(By.CSS_SELECTOR, SWITCH)[3].click()
+    four = SPANS["4h"]
+    start = four.start(time.time())
+    minutes = (four.end(start) - start) // 60  # 180 or 300 across a change of clocks
+    wait_shown(browser, lambda p: spans(p) == {minutes}, "4-hour cards")
+    page = assert_cards_are_the_boards(service, browser, "?window=4h", minutes)
+    assert browser.find_element(By.TAG_NAME, "h1").text == "Probboard BTC · ETH · 4-hour window"
+    assert browser.title == "Probboard · BTC, ETH 4-hour board"
+    if four.end(start) - time.time() > 3610:
+        assert page["cards"][0]["countdown"].count(":") == 2, page
+    screenshot(browser, "page-four-hours.png", (1100, 900))
 
 
 def test_one_window_has_no_switch_and_a_window_it_does_not_serve_is_ignored(

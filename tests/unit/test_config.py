@@ -282,7 +282,7 @@ def test_symbols_choose_the_board_rows_in_order() -> None:
 
 @pytest.mark.parametrize(
     ("value", "named"),
-    [("4h", "'4h'"), ("5m,15m,5m", "5m given more than once"), ("5m,,15m", "'5m,,15m'"),
+    [("1d", "'1d'"), ("5m,15m,5m", "5m given more than once"), ("5m,,15m", "'5m,,15m'"),
      ("", "expected comma-separated windows among 5m, 15m"), ("5m;15m", "'5m;15m'")],
 )  # fmt: skip
 def test_an_unknown_repeated_or_empty_window_stops_the_app_naming_windows(

@@ -4,6 +4,7 @@ the service read it from there. Times are driven (no real clock)."""
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from pathlib import Path
 
@@ -31,7 +32,7 @@ def test_every_kind_polymarket_lists_has_one_entry_with_everything_it_needs() ->
         assert span.seconds % span.trail_step_s == 0, span.name
     assert SPANS["1h"].settlement == BINANCE_CANDLE
     assert {SPANS[k].settlement for k in ("5m", "15m", "4h")} == {CHAINLINK}
-    assert [s.name for s in SPANS.values() if s.served] == ["5m", "15m", "1h"]
+    assert [s.name for s in SPANS.values() if s.served] == ["5m", "15m", "1h", "4h"]
 
 
 @pytest.mark.parametrize(("start", "hours"), [(AUTUMN_2026, 5), (SPRING_2026, 3)])
@@ -59,10 +60,14 @@ def test_the_hourly_kind_is_named_by_the_eastern_hour_in_words_dated_first() -> 
     assert SPANS["1h"].slugs("BTC", start)[0] == "bitcoin-up-or-down-march-29-2026-12am-et"
 
 
-def test_a_kind_not_served_yet_is_refused_by_name() -> None:
-    with pytest.raises(ValueError, match="not served yet"):
+def test_a_kind_not_served_yet_is_refused_by_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert [s.name for s in parse_windows("15m, 5M,4h, 1H")] == ["15m", "5m", "4h", "1h"]
+    # A kind declared before it is served (as 1h and 4h were): named, and refused.
+    monkeypatch.setitem(SPANS, "4h", dataclasses.replace(SPANS["4h"], served=False))
+    with pytest.raises(
+        ValueError, match=r"'4h' in '5m,4h' is not served yet \(served: 5m, 15m, 1h"
+    ):
         parse_windows("5m,4h")
-    assert [s.name for s in parse_windows("15m, 5M")] == ["15m", "5m"]
 
 
 def test_no_module_of_the_service_assumes_the_5_minute_window() -> None:
@@ -78,8 +83,8 @@ def test_no_module_of_the_service_assumes_the_5_minute_window() -> None:
 
 def test_the_simulated_source_latches_each_kind_at_its_own_start_across_a_change_of_clocks(
 ) -> None:  # fmt: skip
-    """A simulated 4-hour window (a kind not served yet, built here by hand) that spans the
-    autumn change lasts 5 hours: its end, and the next window's price to beat latched there."""
+    """A simulated 4-hour window that spans the autumn change lasts 5 hours: its end, and
+    the next window's price to beat latched there."""
     four, five = SPANS["4h"], SPANS["5m"]
     source = SimulatedSource((MARKETS["BTC"],), seed=7, spans=(five, four))
     end = eastern_block_end(AUTUMN_2026)

@@ -37,5 +37,7 @@ def create_source(settings: Settings) -> Source:
             stale_after_ms=settings.stale_threshold_ms,
             tape=tape,
             spans=settings.windows,
+            # Redis keeps the latched prices to beat for the next refresher (a restart).
+            journal_url=settings.redis_url if settings.uses_redis else None,
         )
     raise ValueError(f"unknown board source {settings.board_source!r}")

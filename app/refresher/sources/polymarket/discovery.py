@@ -54,6 +54,8 @@ class LiveWindow:
     final: bool = False  # the settlement's own report: nothing may replace it
     site_tried_at: float = 0.0
     site_open: float | None = None  # the site's last answer, offered until taken or refused
+    journal_asked_at: float = 0.0  # when the price-to-beat journal was last asked (monotonic)
+    unknowable_said: bool = False  # the log said why it can have no price to beat
     fetched_at_ms: int = 0
     errors: list[str] = field(default_factory=list)
     refused: set[tuple[float, str]] = field(default_factory=set)  # prices to beat not believed

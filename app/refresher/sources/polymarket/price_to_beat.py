@@ -10,7 +10,12 @@ gives nothing ``FALLBACK_AFTER_S`` after T0 asks the site's open price (at most 
 points around T0 witness them (``price_to_beat_witness.py``). A refused value keeps the row
 stale with the reason until a believable one comes (docs/price-to-beat.md).
 
-The site is asked from the source's upkeep thread (``upkeep``), never while a row is built.
+A window that began before the refresher heard its stream (a restart, the standby taking the
+lease) takes the value a refresher latched and kept (``latch_journal.py``); with none kept
+its row has no P(up) until the next window (the log says why).
+
+The site and the journal are asked from the source's upkeep thread (``upkeep``), never while a
+row is built.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from app.refresher import clocks
 from app.refresher.model import TWAP
 from app.refresher.sources.polymarket.discovery import LiveWindow
 from app.refresher.sources.polymarket.doubts import Doubts
+from app.refresher.sources.polymarket.latch_journal import JOURNAL_VIA, LatchJournal
 from app.refresher.sources.polymarket.points import MAX_GAP_MS
 from app.refresher.sources.polymarket.price_series import PriceSeries
 from app.refresher.sources.polymarket.price_to_beat_witness import (
@@ -45,6 +51,7 @@ FALLBACK_AFTER_S = 5.0  # no settlement point at T0 this long after it: try the 
 # A TWAP report for T0 has been seen 2.6-3.1 s late, after the one for T0 + 1 s (issue 37):
 # the first report after T0 stands in for it only once T0's has had this long to come.
 T0_REPORT_WAIT_S = 8.0
+JOURNAL_RETRY_S = 10.0  # a window without a price to beat asks the journal this often
 SPOT_MEAN = "mean"
 SITE_VIA = "site:crypto-price"
 PRICE_TO_BEAT = "price_to_beat"  # the kind of a window's doubt about its price to beat
@@ -70,8 +77,10 @@ class PriceToBeat:
         site_url: str,
         suspects: Suspects,
         doubts: Doubts,
+        journal: LatchJournal | None = None,
     ) -> None:
         self._rtds = rtds
+        self.journal = journal
         self._http = http
         self._site_url = site_url.rstrip("/")
         self._suspects = suspects  # Gamma's and the site's answers
@@ -200,7 +209,7 @@ class PriceToBeat:
         if candidate in window.refused:
             return
         known = (window.price_to_beat, window.price_to_beat_via)
-        if candidate != known and not via.startswith("rtds:"):
+        if candidate != known and not via.startswith(("rtds:", JOURNAL_VIA)):
             verdict = self._plausible(window, value, via)
             if verdict is False:
                 window.refused.add(candidate)  # judged once: not counted again on every tick
@@ -208,6 +217,8 @@ class PriceToBeat:
                 return
         if window.price_to_beat_via != via:
             log.info("price to beat %.2f from %s", value, via)
+        if candidate != known and via.startswith("rtds:") and self.journal is not None:
+            self.journal.note(window, value, via)  # queued: written by the upkeep thread
         window.price_to_beat, window.price_to_beat_via, window.final = value, via, final
         self._doubts.clear(window, PRICE_TO_BEAT)  # a believed one ends a refusal's doubt
 
@@ -216,6 +227,8 @@ class PriceToBeat:
         ``FALLBACK_AFTER_S`` after T0) the site's open price, else Gamma's."""
         self.latch(window, now)
         market = window.market
+        if market is not None and window.price_to_beat is None:
+            self._recall(window, now)
         if market is None or window.price_to_beat is not None or market.rule == TWAP:
             # A TWAP market's price to beat is the TWAP at T0: the report, or our own mean of
             # the spot over [T0 - L, T0] (both in ``latch``), else none and no P(up). The
@@ -238,6 +251,47 @@ class PriceToBeat:
             return
         if market.price_to_beat is not None:
             self.set(window, market.price_to_beat, "gamma", False)
+
+    def _recall(self, window: LiveWindow, now: float) -> None:
+        """Once the stream has had its chance (``T0_REPORT_WAIT_S``), the value a refresher
+        kept for this window; with none, and no point of ours from before T0, the log says
+        why the row has no P(up) (once per window)."""
+        if now - window.t0 < T0_REPORT_WAIT_S:
+            return
+        mono = clocks.monotonic()
+        if self.journal is not None and mono - window.journal_asked_at >= JOURNAL_RETRY_S:
+            window.journal_asked_at = mono
+            kept = self.journal.recall(window)
+            if kept is not None:  # the stream's own value, replaced if the stream latches later
+                self.set(window, kept[0], kept[1], False)
+                return
+        lookback = (window.market.lookback_s if window.market else None) or 0
+        unheard = self._spot(window.coin).around((window.t0 - lookback) * 1000)[0] is None
+        if unheard and not window.unknowable_said:
+            # No opinion rather than a wrong one: the row shows null P(up), its books and
+            # price keep their own ages (a row is stale only for inputs that are).
+            window.unknowable_said = True
+            log.warning(
+                "%s %s window %d: no price to beat (the stream was first heard after the "
+                "window began, and %s): no P(up) until the next window",
+                window.coin.symbol,
+                window.span.name,
+                window.t0,
+                "none was kept" if self.journal else "no journal without Redis",
+            )
+
+    def flush(self) -> None:
+        """Write the latched prices to beat to the journal (the upkeep thread)."""
+        if self.journal is not None:
+            self.journal.flush()
+
+    def close(self) -> None:
+        """Write what is queued (at most the journal's timeout), then drop its connections."""
+        if self.journal is not None:
+            try:
+                self.journal.close()
+            except Exception:
+                log.exception("closing the price-to-beat journal failed")
 
     def _site_open_price(self, coin: Market, t0: int, span: Span) -> float | None:
         """The site's open price of a SPOT market's window (a TWAP market's is never asked,

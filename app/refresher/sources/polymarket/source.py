@@ -37,6 +37,7 @@ from app.refresher.sources.polymarket.gamma import GammaClient
 from app.refresher.sources.polymarket.hourly import HourlyRows
 from app.refresher.sources.polymarket.http_deadline import DeadlineTransport
 from app.refresher.sources.polymarket.identity import Identities
+from app.refresher.sources.polymarket.latch_journal import LatchJournal
 from app.refresher.sources.polymarket.price_series import PriceSeries
 from app.refresher.sources.polymarket.price_to_beat import PriceToBeat
 from app.refresher.sources.polymarket.recording import RecordingTransport
@@ -84,6 +85,7 @@ class PolymarketSource:
         spans: tuple[Span, ...] = (DEFAULT_SPAN,),
         http_timeout_s: float = 3.0,
         rtds_monotonic: Callable[[], float] = time.monotonic,
+        journal_url: str | None = None,
     ) -> None:
         if not markets or not spans:
             raise ValueError("a source serves at least one market and one window")
@@ -134,8 +136,10 @@ class PolymarketSource:
         suspects = {"market": self.suspects, "rtds": self.rtds.suspects}
         self.doubts = Doubts(suspects, self.books, self.identity)
         self.rest_books = RestBooks(self.http, upstreams.clob, self.books, self.identity)
+        # The prices to beat latched here, kept on Redis for a refresher that starts late.
+        journal = LatchJournal(journal_url) if journal_url else None
         self.price_to_beat = PriceToBeat(
-            self.rtds, self.http, upstreams.site, self.suspects, self.doubts
+            self.rtds, self.http, upstreams.site, self.suspects, self.doubts, journal
         )
         # The hourly kind settles on Binance's candle: its own rows (``hourly.py``).
         self.hourly = HourlyRows.serving(
@@ -188,6 +192,7 @@ class PolymarketSource:
         self.http.close()
         if self.hourly is not None:
             self.hourly.close()
+        self.price_to_beat.close()
         if self.tape is not None:
             # The sockets' last lines (their disconnects) come from their own threads.
             for feed in (self.clob, self.rtds):
@@ -261,6 +266,7 @@ class PolymarketSource:
                 window = self.windows.get(coin, span.start(now), span)
                 if window.market is not None:
                     self.price_to_beat.upkeep(window, now)
+        self.price_to_beat.flush()
 
     # -- the rows ---------------------------------------------------------------------
     def _watch(self, tokens: tuple[str, ...], now: float) -> None:
