@@ -109,6 +109,11 @@ class Windows:
                     self._note_finished(self._windows.pop(done))
             return window
 
+    def find(self, coin: Market, t0: int, span: Span) -> LiveWindow | None:
+        """``coin``'s ``span`` window starting at ``t0`` when it is known (none is made)."""
+        with self._lock:
+            return self._windows.get((coin.symbol, span.name, t0))
+
     def markets_at(self, now: float) -> list[WindowMarket]:
         """The known markets of every watched window (``watched_starts``) of every span,
         market by market."""

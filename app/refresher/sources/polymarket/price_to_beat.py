@@ -266,7 +266,10 @@ class PriceToBeat:
                 self.set(window, kept[0], kept[1], False)
                 return
         lookback = (window.market.lookback_s if window.market else None) or 0
-        unheard = self._spot(window.coin).around((window.t0 - lookback) * 1000)[0] is None
+        spot = self._spot(window.coin)
+        # Heard (the history snapshot is in, or the first point came) yet nothing that old.
+        heard = spot.latest() is not None
+        unheard = heard and spot.around((window.t0 - lookback) * 1000)[0] is None
         if unheard and not window.unknowable_said:
             # No opinion rather than a wrong one: the row shows null P(up), its books and
             # price keep their own ages (a row is stale only for inputs that are).

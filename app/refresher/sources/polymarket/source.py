@@ -30,6 +30,7 @@ from app.refresher import clocks
 from app.refresher.changes import Changes
 from app.refresher.sources.polymarket import model_inputs
 from app.refresher.sources.polymarket.book import Books
+from app.refresher.sources.polymarket.chainlink_settlement import ChainlinkSettlement
 from app.refresher.sources.polymarket.clob import ClobFeed, winners_of
 from app.refresher.sources.polymarket.discovery import Windows
 from app.refresher.sources.polymarket.doubts import Doubts
@@ -38,7 +39,6 @@ from app.refresher.sources.polymarket.hourly import HourlyRows
 from app.refresher.sources.polymarket.http_deadline import DeadlineTransport
 from app.refresher.sources.polymarket.identity import Identities
 from app.refresher.sources.polymarket.latch_journal import LatchJournal
-from app.refresher.sources.polymarket.price_series import PriceSeries
 from app.refresher.sources.polymarket.price_to_beat import PriceToBeat
 from app.refresher.sources.polymarket.recording import RecordingTransport
 from app.refresher.sources.polymarket.rest_books import RestBooks
@@ -141,7 +141,9 @@ class PolymarketSource:
         self.price_to_beat = PriceToBeat(
             self.rtds, self.http, upstreams.site, self.suspects, self.doubts, journal
         )
-        # The hourly kind settles on Binance's candle: its own rows (``hourly.py``).
+        # Each kind's settlement source: the Chainlink stream's, or Binance's candle (whose
+        # rows are its own: ``hourly.py``).
+        self.chainlink = ChainlinkSettlement.of(spans, self.windows, self.price_to_beat, self.rtds)
         self.hourly = HourlyRows.serving(
             upstreams.binance, spans, markets, self.rtds, clock, self.http
         )
@@ -219,11 +221,7 @@ class PolymarketSource:
         span = self.spans[0]
         market = self.windows.get(coin, span.start(now), span).market
         has_book = market is not None and self.books.quote(market.up_token_id) is not None
-        return has_book and self._spot(coin).latest() is not None
-
-    def _spot(self, coin: Market) -> PriceSeries:
-        """The Chainlink spot series of ``coin``."""
-        return self.rtds.of(coin)[SPOT_KEY]
+        return has_book and self.rtds.of(coin)[SPOT_KEY].latest() is not None
 
     # -- upkeep: every HTTP call, off the tick ------------------------------------------
     def _upkeep_forever(self, job: Callable[[float], None]) -> None:
@@ -258,14 +256,11 @@ class PolymarketSource:
             self.rest_books.refresh(tokens)
 
     def _price_to_beat_upkeep(self, now: float) -> None:
-        """Each market's price to beat from the settlement stream, else its fallbacks."""
-        for span in self.spans:
-            if span.settlement == BINANCE_CANDLE:
-                continue  # its open is the candle's (``HourlyRows.upkeep``)
+        """Each Chainlink kind's price to beat from the stream, else its fallbacks (the
+        candle's open is asked in a thread of its own: ``HourlyRows.upkeep``)."""
+        for settlement in self.chainlink.values():
             for coin in self.markets:
-                window = self.windows.get(coin, span.start(now), span)
-                if window.market is not None:
-                    self.price_to_beat.upkeep(window, now)
+                settlement.upkeep(coin, settlement.span.start(now), now)
         self.price_to_beat.flush()
 
     # -- the rows ---------------------------------------------------------------------
@@ -306,10 +301,12 @@ class PolymarketSource:
         if market is not None:
             up = self.books.quote(market.up_token_id)
             down = self.books.quote(market.down_token_id)
-            self.price_to_beat.latch(window, at.now)
+        settlement = self.chainlink[span.name]
+        settlement.latch(window, at.now)
         self.doubts.judge_identity(window, market)
-        spot = self._spot(coin)
-        price_to_beat = window.price_to_beat
+        spot = self.rtds.of(coin)[SPOT_KEY]  # the Chainlink spot series
+        # A doubted one stays beside its doubt: the row is stale for it (``suspect``).
+        price_to_beat = settlement.opening(coin, window.t0).value
         answer = model_inputs.answer(market, price_to_beat, spot)
         spot_doubts = (spot.doubt(), self.rtds.twap_doubt(coin), self.rtds.alone_doubt(coin))
         return assemble_row(

@@ -61,7 +61,9 @@ def _forget_t0(world: FakePolymarket) -> None:
         world.rtds.hole((T0 - 900) * 1000, (T0 + 600) * 1000, topic=topic)
 
 
-def test_a_four_hour_row_over_the_autumn_change_of_clocks(world: FakePolymarket) -> None:
+def test_a_four_hour_row_over_the_autumn_change_of_clocks(
+    world: FakePolymarket, caplog: pytest.LogCaptureFixture
+) -> None:
     clock = Clock(T0 + 10.5)
     with sources_on(world, BTC, spans=(FOUR_HOURS,)) as make:
         source = make(clock)
@@ -82,6 +84,7 @@ def test_a_four_hour_row_over_the_autumn_change_of_clocks(world: FakePolymarket)
     assert row["sources"]["priceToBeat"] == f"rtds:{TOPICS['spot']}:mean60s"
     assert row["settlement"] == "twap" and row["twapLookbackS"] == 60
     assert row["suspect"] == []
+    assert "no price to beat" not in caplog.text  # heard from before T0: nothing to say
 
 
 def test_a_restarted_refresher_takes_the_price_to_beat_it_kept(
