@@ -93,13 +93,13 @@ class MarketMaker:
 
     def _move(self, symbol: str, span: Span, step: int) -> None:
         """Step ``step`` of the cycle: add a bid on each side in turn, then remove them."""
-        market = self.world.market_of(symbol, span.start(time.time()), span)
+        market = self.world.market_of(symbol, span.start(self.world.clock()), span)
         if market is None:
             return
         side = self.sides[step % len(self.sides)]
         token = market.up_token if side == "up" else market.down_token
         adding = step % (2 * len(self.sides)) < len(self.sides)
-        at_ms = time.time() * 1000.0
+        at_ms = self.world.clock() * 1000.0
         if adding:
             bid, ask = self.world.best(token)
             if bid is None or ask is None or bid + 1.5 * TICK >= ask:

@@ -40,9 +40,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from app.markets import MARKETS, parse_symbols, parse_windows
+from app.markets import MARKETS, SPANS, parse_symbols, parse_windows
 from bench.cpu import CpuMeter
 from bench.market_maker import MarketMaker, change_delays
+from harness.clocks import OffsetClock
 from harness.fake_polymarket import FakePolymarket
 from harness.nginx import Nginx
 from harness.processes import (
@@ -90,6 +91,7 @@ def run_clients(
     probes: int = 0,
     server: dict[str, list[int]] | None = None,
     windows: tuple[str, ...] = (),
+    clock_offset_ms: int = 0,
 ) -> dict[str, Any]:
     """Run the load generator in ``procs`` processes (and ``probes`` of the ``clients`` in a
     probe process); sample worker RSS once all connect, and with ``server`` (name -> pids)
@@ -99,6 +101,7 @@ def run_clients(
     load = clients - probes
     shares = [load // procs + (1 if i < load % procs else 0) for i in range(procs)]
     common = ["--port", str(port), "--key", key, "--seconds", str(seconds)]
+    common += ["--clock-offset-ms", str(clock_offset_ms)]
     asked = list(windows) if len(windows) > 1 else [None]  # one window: the plain stream
 
     def window_of(i: int) -> list[str]:
@@ -337,7 +340,8 @@ class Bench:
                 }
                 self.placement = placement(server | {"bench": [os.getpid()]})
                 row = run_clients(port, self.key, clients, args.seconds, web.pid, procs,
-                                  self.since, probes, server, served)  # fmt: skip
+                                  self.since, probes, server, served,
+                                  int(env.get("CLOCK_OFFSET_MS", "0")))  # fmt: skip
                 row["symbols"] = (symbols or "default") + (f" x {windows}" if windows else "")
                 row["windows"] = list(served)
                 row["rss_idle_kb"] = idle
@@ -362,6 +366,15 @@ class Bench:
                 web.stop()
             refresher.stop()
         return rows
+
+
+def bench_clock(windows: str | None) -> OffsetClock:
+    """The real clock, or with an hourly or 4-hour kind in ``windows`` one that reads a
+    minute past the start of the Eastern 4-hour block holding now (also an hour's start)."""
+    spans = parse_windows(windows) if windows else ()
+    if not any(span.seconds >= 3600 for span in spans):
+        return OffsetClock()
+    return OffsetClock.reading(SPANS["4h"].start(time.time()) + 60)
 
 
 def parse_args() -> argparse.Namespace:
@@ -434,9 +447,16 @@ def main() -> int:
     if args.pinned:
         os.sched_setaffinity(0, {int(LOAD_CPUS)})  # children (load, probes) inherit it
     world = maker = None
+    clock = OffsetClock()
     moved = [m.symbol for m in parse_symbols(args.markets)] if args.markets else ["BTC"]
     if args.source == "polymarket":
-        world = FakePolymarket(auto_markets=True).start()
+        # With the hourly or 4-hour kinds, every clock (the fakes', the service's through
+        # CLOCK_OFFSET_MS, the clients') reads a minute past the start of the 4-hour block
+        # that holds now, and the fakes' history reaches back 20 minutes: every refresher
+        # latches each kind's price to beat from it (a real one runs across T0), so every
+        # row has its P(up).
+        clock = bench_clock(args.windows)
+        world = FakePolymarket(auto_markets=True, clock=clock).start()
         for symbol in moved:
             world.rtds.live(period_s=1.0, symbol=MARKETS[symbol].chainlink)
         sides = ("up", "down") if args.markets else ("up",)
@@ -464,6 +484,7 @@ def main() -> int:
             STREAM_MAX_PER_KEY="100000",
             TRACK_RECORD="false",
             **(world.env() if world is not None else {}),
+            **clock.env(),
         )
         flask = [str(BIN / "flask"), "--app", "wsgi"]
         subprocess.run([*flask, "db", "upgrade"], env=env, cwd=ROOT, check=True,

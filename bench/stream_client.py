@@ -47,6 +47,9 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=1000)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--window", help="the stream of this window (?window=); none: 5m's")
+    parser.add_argument(
+        "--clock-offset-ms", type=int, default=0, help="the service's CLOCK_OFFSET_MS (its now)"
+    )
     parser.add_argument("--batch", type=int, default=200)
     parser.add_argument(
         "--from",
@@ -57,6 +60,7 @@ def main() -> int:
         "arrival at the service (its newestInputMs)",
     )
     args = parser.parse_args()
+    offset_ms = args.clock_offset_ms  # the service's clock: its stamps are on it
 
     request = (
         f"GET /api/probboard/stream{f'?window={args.window}' if args.window else ''} HTTP/1.0\r\n"
@@ -108,7 +112,7 @@ def main() -> int:
             if not data:
                 close(fd, "closed_by_server")
                 continue
-            now = time.time() * 1000.0
+            now = time.time() * 1000.0 + offset_ms
             if not conn.headers_done:
                 conn.buffer += data
                 head, sep, rest = conn.buffer.partition(b"\r\n\r\n")
@@ -173,12 +177,12 @@ def main() -> int:
     while time.monotonic() < settle:
         pump(0.1)
     measuring = True
-    measure_start = time.time() * 1000.0
+    measure_start = time.time() * 1000.0 + offset_ms
     stop = time.monotonic() + args.seconds
     while time.monotonic() < stop:
         pump(0.1)
     measuring = False
-    measure_end = time.time() * 1000.0
+    measure_end = time.time() * 1000.0 + offset_ms
     live = list(conns.values())
     stalled = sum(1 for c in live if measure_end - c.last_board > 2000)
     # The newest board: what any client had when measuring stopped; after a second more,

@@ -83,7 +83,11 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--window", help="the stream of this window (?window=); none: 5m's")
+    parser.add_argument(
+        "--clock-offset-ms", type=int, default=0, help="the service's CLOCK_OFFSET_MS (its now)"
+    )
     args = parser.parse_args()
+    offset_ms = args.clock_offset_ms  # the service's clock: its stamps are on it
     request = (
         f"GET /api/probboard/stream{f'?window={args.window}' if args.window else ''} HTTP/1.0\r\n"
         "Host: 127.0.0.1\r\n"
@@ -116,7 +120,7 @@ def main() -> int:
                     errors["closed_by_server"] = errors.get("closed_by_server", 0) + 1
                     selector.unregister(probe.sock)
                     continue
-                probe.feed(data, time.time() * 1000.0)
+                probe.feed(data, (time.time() * 1000.0 + offset_ms))
 
     deadline = time.monotonic() + 30
     while not all(p.headers_done for p in probes) and time.monotonic() < deadline:
@@ -124,9 +128,9 @@ def main() -> int:
     connected = sum(1 for p in probes if p.headers_done and p.ok)
     print(json.dumps({"phase": "connected", "connected": connected}), flush=True)
     pump(time.monotonic() + SETTLE_S)
-    start_ms = time.time() * 1000.0
+    start_ms = time.time() * 1000.0 + offset_ms
     pump(time.monotonic() + args.seconds)
-    end_ms = time.time() * 1000.0
+    end_ms = time.time() * 1000.0 + offset_ms
     newest = max((b["id"] for p in probes for b in p.boards), default=0)
     last = [max((b["at"] for b in p.boards), default=0.0) for p in probes]
     pump(time.monotonic() + DRAIN_S)

@@ -23,7 +23,13 @@ row's spot): the "error" then measures how far the board departs from that formu
 
 ``--window 15m`` lists the 15-minute markets instead and serves them alone (``WINDOWS=15m``):
 the exact P(up) is at the 15-minute window's end, the rows' time left runs from 900 s
-(``--seconds 960`` crosses a roll).
+(``--seconds 960`` crosses a roll). ``--window 4h`` the Eastern 4-hour blocks: the run's clock
+(every stand-in's and the source's, ``harness.clocks.OffsetClock``) starts 60 s before a
+block's start (``--before-start``), so the block's price to beat is latched live at T0, and
+the exact P(up) is at the block's end (3 to 5 hours left). ``--window 1h`` the hourly markets
+the same way (60 s before an hour), settled on Binance's candle (the fake's klines, made of the
+exchange prices it relays: the spot times a constant basis): the exact P(up) is the spot
+rule's, close >= open.
 """
 
 from __future__ import annotations
@@ -35,10 +41,11 @@ import threading
 import time
 from decimal import Decimal
 
-from app.markets import MARKETS, SPANS, Span
+from app.markets import BINANCE_CANDLE, MARKETS, SPANS, Span
 from app.refresher.sources.polymarket.source import PolymarketSource, Upstreams
 from harness import tapes
-from harness.fake_polymarket import TWAP, FakeBook, FakeMarket, FakePolymarket, live_span
+from harness.clocks import OffsetClock
+from harness.fake_polymarket import SPOT, TWAP, FakeBook, FakeMarket, FakePolymarket, live_span
 from harness.paths import SeededPath
 from harness.settlement_feed import FEED_SIGMA, SettlementFeedPath
 from harness.spans import FIVE_MINUTES
@@ -61,18 +68,23 @@ def exact_p_up(
     path: SeededPath, ts_ms: int, t0: int, lookback: int, span: Span = FIVE_MINUTES
 ) -> float:
     """P(TWAP at the end >= TWAP at T0) at ``ts_ms`` of ``span``'s window starting at
+    ``t0`` (the hourly kind: P(close >= open) of the exchange price, the spot times a constant
+    basis in the fakes, so the spot's own ratio)
     ``t0``, with ``reference_sigma``: exact on the Brownian path, the Brownian formula at
     the realised sigma on the stand-in."""
     sigma = reference_sigma(path, ts_ms)
-    return tapes.exact_p_up(path, TWAP, lookback, t0, ts_ms / 1000, sigma, span.seconds)
+    length = span.end(t0) - t0  # a 4-hour block across a change of clocks: 3 or 5 hours
+    rule = SPOT if span.settlement == BINANCE_CANDLE else TWAP
+    return tapes.exact_p_up(path, rule, lookback, t0, ts_ms / 1000, sigma, length)
 
 
-def start_path(world: FakePolymarket, kind: str) -> SeededPath:
-    """Play 20 minutes of history and then live points of a path of ``kind`` on the RTDS."""
+def start_path(world: FakePolymarket, kind: str, history_s: int) -> SeededPath:
+    """Play ``history_s`` of history and then live points of a path of ``kind`` on the
+    RTDS."""
     if kind == "brownian":
-        return world.rtds.live(history_s=1200, sigma=SIGMA, seed=7)
-    path = SettlementFeedPath(7, FEED_SIGMA, 100_000, *live_span(1200))
-    world.rtds.live_on(path, history_s=1200)
+        return world.rtds.live(history_s=history_s, sigma=SIGMA, seed=7)
+    path = SettlementFeedPath(7, FEED_SIGMA, 100_000, *live_span(history_s))
+    world.rtds.live_on(path, history_s=history_s)
     return path
 
 
@@ -103,33 +115,51 @@ def main() -> int:
     parser.add_argument("--lookback", type=int, default=60, choices=(30, 60))
     parser.add_argument("--path", default="brownian", choices=("brownian", "feed"))
     parser.add_argument("--window", default=FIVE_MINUTES.name, choices=list(SPANS))
+    parser.add_argument(
+        "--before-start",
+        type=int,
+        default=None,
+        help="run on a clock shifted to this many seconds before a window's start (default: "
+        "the real clock; 60 for the 4-hour kind, whose next block may be hours away)",
+    )
     args = parser.parse_args()
     span = SPANS[args.window]
+    before = (
+        args.before_start
+        if args.before_start is not None
+        else (60 if span.seconds >= 3600 else None)
+    )
+    clock = OffsetClock()
+    if before is not None:  # every stand-in, the market maker and the source on one clock
+        clock = OffsetClock.reading(span.end(span.start(time.time())) - before)
 
-    world = FakePolymarket(auto_markets=True, auto_rule=TWAP).start()
+    rule = SPOT if span.settlement == BINANCE_CANDLE else TWAP
+    world = FakePolymarket(auto_markets=True, auto_rule=rule, clock=clock).start()
     stop = threading.Event()
     source: PolymarketSource | None = None
     try:
-        path = start_path(world, args.path)
+        path = start_path(world, args.path, 1200)
         listed = world.markets_of("BTC", span)  # the fake world's one market, of this length
 
         def list_windows(now: float) -> None:
             """List the current window and the next, where they are not yet."""
-            for start in (span.start(now), span.start(now) + span.seconds):
+            for start in (span.start(now), span.end(span.start(now))):
                 if listed.get(start) is None:
                     world.list_market(
-                        FakeMarket(start, rule=TWAP, lookback=args.lookback, span=span),
+                        FakeMarket(start, rule=rule, lookback=args.lookback, span=span),
                         (FakeBook({"0.49": "100"}, {"0.50": "100"}),
                          FakeBook({"0.50": "100"}, {"0.51": "100"})),
                     )  # fmt: skip
 
-        list_windows(time.time())
+        list_windows(clock())
 
         def make_markets() -> None:
             while not stop.wait(0.5):
-                now = time.time()
+                now = clock()
                 list_windows(now)
                 t0 = span.start(now)
+                if t0 - args.lookback < path.start_s:
+                    continue  # a block begun before the path: no exact answer to quote
                 p_up = exact_p_up(path, int(now * 1000), t0, args.lookback, span)
                 quote_books(world, listed[t0], p_up)
 
@@ -143,10 +173,12 @@ def main() -> int:
                 clob_ws=world.clob_ws.url,
                 rtds=world.rtds.url,
                 site=world.site.url,
+                binance=world.binance.url,
             ),
             (MARKETS["BTC"],),  # the fake world's one market
             stale_after_ms=STALE_MS,
             spans=(span,),
+            clock=clock,
         )
         source.warm_up(20)
         errors: list[float] = []
@@ -155,8 +187,13 @@ def main() -> int:
         crossed_fresh = null_fresh = 0
         deadline = time.monotonic() + args.seconds
         while time.monotonic() < deadline:
-            now = time.time()
+            now = clock()
             [row] = source.rows(now)
+            if row.window_start - args.lookback < path.start_s:
+                # The block running when the shifted run starts began before the path: it has
+                # no exact answer (and no price to beat); the run is about the next one.
+                time.sleep(0.5)
+                continue
             counts["rows"] += 1
             stale = int(now * 1000) - row.ts > STALE_MS
             books = (row.up_bid, row.up_ask, row.down_bid, row.down_ask)
@@ -208,7 +245,7 @@ def main() -> int:
         },
         "sigma_board_median": statistics.median(sigmas) if sigmas else None,
         "sigma_true": path.sigma,
-        "sigma_reference_at_end": reference_sigma(path, int(time.time() * 1000)),
+        "sigma_reference_at_end": reference_sigma(path, int(clock() * 1000)),
     }
     print(json.dumps(figures, indent=2))
     return 0
