@@ -24,6 +24,8 @@ their volatility differing:
 - ``profile``: the profile alone (regime 1);
 - ``short``: the last 15 minutes of 1-second returns, scaled by the square root of the time
   left (how the 5- and 15-minute kinds read the volatility before their settlement factors);
+- ``blend``: the mean of the ``long`` and ``short`` variances;
+- ``tapered``: their mean weighted by the time left (``long``'s share ``rem / 3600``);
 - ``coin``: 0.5.
 
 Log loss (natural, p clipped to [1e-4, 1 - 1e-4]) and Brier (``app.calibration.scores``),
@@ -54,7 +56,9 @@ HOURLY = SPANS["1h"]
 HOUR_S = HOURLY.seconds
 SHORT_S = 900  # the short answer's window of 1-second returns
 HELD_OUT_FROM = date(2026, 3, 15)
-ANSWERS = ("long", "profile", "short", "coin")
+ANSWERS = ("long", "profile", "short", "blend", "tapered", "coin")
+SERVED = "short"  # what the hourly rows use (docs/horizons.md)
+TAIL = 0.10  # the tails: said below 10 % or above 90 %
 
 
 def _short_sigma(seconds: Seconds, now: int) -> float | None:
@@ -73,19 +77,32 @@ def _answers(
 ) -> dict[str, float | None]:
     """P(up) of each answer at ``now`` with ``rem`` seconds left."""
     flat = LongHorizon(horizon.profile, 1.0, horizon.minutes)
-    return {
-        "long": probability_up(price, k, rem, horizon.sigma_ahead(now, rem)),
+    long = horizon.sigma_ahead(now, rem)
+    answers = {
+        "long": probability_up(price, k, rem, long),
         "profile": probability_up(price, k, rem, flat.sigma_ahead(now, rem)),
-        "short": probability_up(price, k, rem, short) if short else None,
+        "short": None,
+        "blend": None,
+        "tapered": None,
         "coin": 0.5,
     }
+    if short:
+        # The two variances averaged; and weighted toward the long one by the time left
+        # (the last minutes' returns say more about the next minutes than about the hour).
+        share = rem / HOUR_S
+        answers["short"] = probability_up(price, k, rem, short)
+        answers["blend"] = probability_up(price, k, rem, math.sqrt((short**2 + long**2) / 2))
+        tapered = math.sqrt(share * long**2 + (1 - share) * short**2)
+        answers["tapered"] = probability_up(price, k, rem, tapered)
+    return answers
 
 
 def score_coin(
-    seconds: Seconds, history_days: int
+    seconds: Seconds, history_days: int, by_day: dict[str, list[tuple[float, int]]] | None = None
 ) -> dict[str, dict[str, list[tuple[float, int]]]]:
     """Per part (``fit``, ``held out``) and answer, the (P(up), outcome) pairs of every
-    checkpoint of every scored hour."""
+    checkpoint of every scored hour; the served answer's (``SERVED``) also per day into
+    ``by_day``."""
     minutes = seconds.minute_closes()
     starts = [m for m, _ in minutes]
     first = min(seconds.opens)
@@ -118,6 +135,8 @@ def score_coin(
             ).items():
                 if p is not None:
                     pairs[part][name].append((p, outcome))
+                if p is not None and name == SERVED and by_day is not None:
+                    by_day.setdefault(day.isoformat(), []).append((p, outcome))
     return pairs
 
 
@@ -130,6 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
     report: dict[str, Any] = {}
+    days: dict[str, list[tuple[float, int]]] = {}
     together: dict[str, dict[str, list[tuple[float, int]]]] = {
         part: {a: [] for a in ANSWERS} for part in ("fit", "held out")
     }
@@ -140,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{symbol}: no {pair}-1s-* klines under {args.folder}", file=sys.stderr)
             continue
         seconds = Seconds.load(f.path for f in files.values())
-        scored = score_coin(seconds, args.history_days)
+        scored = score_coin(seconds, args.history_days, days)
         report[symbol] = _summary(scored)
         for part, answers in scored.items():
             for name, found in answers.items():
@@ -154,9 +174,29 @@ def main(argv: list[str] | None = None) -> int:
                 if s["logLoss"] is not None
             )
             print(f"{name:4} {part:8} n={answers['coin']['n']:5}  {cells}")
+    report["tailsByDay"] = {day: tails(found) for day, found in sorted(days.items())}
+    print(f"tails of {SERVED!r} per day (every coin): said < {TAIL:.0%} / > {1 - TAIL:.0%}: "
+          "n, mean said, UP came")  # fmt: skip
+    for day, found in report["tailsByDay"].items():
+        low, high = found["low"], found["high"]
+        print(f"  {day}  low n={low['n']:4} {low['said']:.3f} {low['came']:.3f}   "
+              f"high n={high['n']:4} {high['said']:.3f} {high['came']:.3f}")  # fmt: skip
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
     return 0
+
+
+def tails(found: list[tuple[float, int]]) -> dict[str, dict[str, float]]:
+    """Where the answer said below ``TAIL`` (``low``) and above ``1 - TAIL`` (``high``): how
+    many, the mean said and how often UP came (nan with none)."""
+    out = {}
+    for name, low in (("low", True), ("high", False)):
+        picked = [(p, o) for p, o in found if (p < TAIL if low else p > 1 - TAIL)]
+        n = len(picked)
+        said = math.fsum(p for p, _ in picked) / n if n else math.nan
+        came = sum(o for _, o in picked) / n if n else math.nan
+        out[name] = {"n": n, "said": said, "came": came}
+    return out
 
 
 def _summary(pairs: dict[str, dict[str, list[tuple[float, int]]]]) -> dict[str, Any]:

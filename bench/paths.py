@@ -23,6 +23,8 @@ with itself before and with the market's own rule, not with an exact answer.
 
 ``--window 15m``: tapes of 15-minute windows (``--hours`` of them), scored at the 15-minute
 checkpoints (870 ... 5 s left; issue 39); the exact model at the 15-minute window's end.
+``--window 4h``: Eastern 4-hour blocks from the first after T0 (``--hours 48`` gives 12),
+scored at their checkpoints (14,100 ... 5 s left; issue 49).
 
 Nothing is pinned: the replays share the cores; their time is not a figure here.
 """
@@ -39,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from app.backtest.report import document_of
-from app.markets import SPANS
+from app.markets import CHAINLINK, SPANS
 from bench.real import block, figures
 from harness.fake_polymarket import SPOT, TWAP, BrownianPath
 from harness.paths import SeededPath
@@ -58,14 +60,17 @@ OUTCOME = "computed"  # the key bench.real's figures read
 def _spec(kind: str, rule: str, seed: int, hours: float, window: str) -> TapeSpec:
     span = SPANS[window]
     windows = int(hours * 3600 // span.seconds)
-    start, seconds = T0 - 2400, windows * span.seconds + 3000
+    # T0 starts a 5- and 15-minute window and an hour, not an Eastern 4-hour block: then the
+    # next block's start.
+    first = T0 if span.start(T0) == T0 else span.end(span.start(T0))
+    start, seconds = first - 2400, windows * span.longest_s + 3000
     path: SeededPath
     if kind == "brownian":
         path = BrownianPath(seed, BROWNIAN_SIGMA, 100_000, start, seconds)
-        return TapeSpec(path, BROWNIAN_SIGMA, T0, windows, rule=RULES[rule][0],
+        return TapeSpec(path, BROWNIAN_SIGMA, first, windows, rule=RULES[rule][0],
                         lookback=RULES[rule][1], spans=(span,))  # fmt: skip
     path = SettlementFeedPath(seed, FEED_SIGMA, 100_000, start, seconds)
-    return TapeSpec(path, FEED_SIGMA, T0, windows, rule=RULES[rule][0], lookback=RULES[rule][1],
+    return TapeSpec(path, FEED_SIGMA, first, windows, rule=RULES[rule][0], lookback=RULES[rule][1],
                     arrivals="feed", spans=(span,))  # fmt: skip
 
 
@@ -110,8 +115,10 @@ def _windows(
         for c in window["checkpoints"]:
             p = c["pUp"] if only is None or (window["slug"], c["remS"]) in only else None
             if exact and p is not None:
-                # The board at end - rem knows the spot up to the second before.
-                length = spec.spans[0].seconds
+                # The board at end - rem knows the spot up to the second before (a 4-hour
+                # block across a change of clocks: its own length).
+                span = spec.spans[0]
+                length = span.end(window["windowStart"]) - window["windowStart"]
                 second = window["windowStart"] + length - c["remS"] - 1
                 p = exact_p_up(spec.path, spec.rule, spec.lookback, window["windowStart"],
                                second, spec.sigma, length)  # fmt: skip
@@ -129,7 +136,9 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--baseline", type=Path, help="another checkout: the model before")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", dest="json_out", type=Path)
-    parser.add_argument("--window", choices=list(REMS_OF_WINDOW), default="5m")
+    # The Chainlink kinds: the tapes carry no exchange prices or candles (the hourly kind's).
+    kinds = [name for name in REMS_OF_WINDOW if SPANS[name].settlement == CHAINLINK]
+    parser.add_argument("--window", choices=kinds, default="5m")
     args = parser.parse_args()
     for name in args.paths.split(","):
         if name not in PATHS:

@@ -40,6 +40,7 @@ from harness.fake_polymarket import (
     FakeMarket,
     FakeRtds,
 )
+from harness.fake_polymarket.market import shifted
 from harness.paths import SeededPath
 from harness.settlement_feed import SettlementFeedPath
 from harness.spans import FIVE_MINUTES, WINDOW_S
@@ -104,8 +105,8 @@ def settled_up(
 @dataclass
 class TapeSpec:
     """What to write: ``windows`` windows of ``spans[0]`` from ``first_window``, on ``path``,
-    and the windows of the other ``spans`` over the same time (``first_window`` a multiple
-    of every span's seconds).
+    and the windows of the other ``spans`` over the same time (``first_window`` the start of
+    a window of every span: for the 4-hour kind, an Eastern block's).
 
     ``arrivals``: ``prompt`` sends every second's points 50 ms after it; ``feed`` (a
     ``SettlementFeedPath`` only) sends them at the path's own arrival lag (1.45 s at the
@@ -126,7 +127,9 @@ class TapeSpec:
     spans: tuple[Span, ...] = (FIVE_MINUTES,)  # the window lengths listed (WINDOWS)
 
     def __post_init__(self) -> None:
-        if not self.spans or any(self.first_window % s.seconds for s in self.spans):
+        if not self.spans or any(
+            s.start(self.first_window) != self.first_window for s in self.spans
+        ):
             raise ValueError("first_window must start a window of every one of spans")
         if self.arrivals not in ("prompt", "feed"):
             raise ValueError(f"arrivals must be 'prompt' or 'feed', not {self.arrivals!r}")
@@ -179,22 +182,31 @@ def _points(path: SeededPath, second: int, t: float) -> list[dict[str, Any]]:
     return out
 
 
+def _starts(span: Span, first: int, last: int) -> list[int]:
+    """The starts of ``span``'s windows from ``first`` that end by ``last``, and of the one
+    after (a 4-hour block across a change of clocks is 3 or 5 hours: counted block by
+    block)."""
+    starts = [first]
+    while span.end(starts[-1]) <= last:
+        starts.append(span.end(starts[-1]))
+    return starts
+
+
 def lines(spec: TapeSpec) -> list[dict[str, Any]]:
     """Every line of the tape, in ``t`` order."""
     path, first = spec.path, spec.first_window
     start = first - LEAD_S
-    length = spec.windows * spec.spans[0].seconds
-    end = first + length + 180  # and ends after the last outcome
+    last = shifted(spec.spans[0], first, spec.windows)  # the end of the last scored window
+    end = last + 180  # and ends after the last outcome
     # Per span: its windows over the tape's length, and the one after the last (its Gamma
     # answer only: its price to beat settles the last one).
     by_span = [
         [
-            FakeMarket(first + i * span.seconds, rule=spec.rule, lookback=spec.lookback,
-                       span=span)
-            for i in range(length // span.seconds + 1)
+            FakeMarket(t0, rule=spec.rule, lookback=spec.lookback, span=span)
+            for t0 in _starts(span, first, last)
         ]
         for span in spec.spans
-    ]  # fmt: skip
+    ]
     markets = [market for listed in by_span for market in listed]
     scored = [market for listed in by_span for market in listed[:-1]]
     out: list[dict[str, Any]] = [
@@ -227,14 +239,14 @@ def lines(spec: TapeSpec) -> list[dict[str, Any]]:
                 if t0 - 59 <= second <= t1 + 5:
                     known = min(second, t1)
                     p = exact_p_up(path, spec.rule, spec.lookback, t0, known, spec.sigma,
-                                   market.span.seconds) if second >= t0 else 0.5  # fmt: skip
+                                   t1 - t0) if second >= t0 else 0.5  # fmt: skip
                     for k in range(spec.quote_hz):
                         at = second + QUOTE_DELAY_S + k / spec.quote_hz
                         out.extend(_quote_frames(market, p, at))
     for market in scored:
-        i = (market.window_start - first) // market.span.seconds
+        i = _starts(market.span, first, last).index(market.window_start)
         if spec.resolved_every and i % spec.resolved_every == 0:
-            length_s = market.span.seconds
+            length_s = market.window_end - market.window_start
             up = settled_up(path, spec.rule, spec.lookback, market.window_start, length_s)
             winner = market.up_token if up else market.down_token
             message = {

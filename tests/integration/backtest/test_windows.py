@@ -7,6 +7,7 @@ scored at its own checkpoints, and a one-market 5-minute tape's report keeps its
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from app.markets import SPANS
 from harness.fake_polymarket import TWAP, BrownianPath
 from harness.spans import FIVE_MINUTES
 from harness.tapes import TapeSpec, settled_up, write
+from harness.tapes import lines as tape_lines
 
 T0 = 1_800_000_000  # a multiple of 900: starts a 5- and a 15-minute window
 SIGMA = 1.2e-4
@@ -111,3 +113,27 @@ def test_the_windows_of_a_tape_are_those_its_gamma_requests_name() -> None:
     assert spans_of([by_query]) == (FIFTEEN,)  # the older lookup's form (docs/tapes.md)
     # A tape without a Gamma request (or of before issue 39) is a 5-minute tape.
     assert spans_of([{"t": 1.0, "src": "rtds", "event": "connect"}]) == (FIVE_MINUTES,)
+
+
+def test_a_tape_of_eastern_blocks_counts_the_autumn_block_as_five_hours() -> None:
+    """The tape writer's 4-hour windows are Eastern blocks (issue 49): the one holding the
+    autumn change of clocks lasts 5 hours, its market's end and outcome are that long, and a
+    start that is no block's is refused."""
+    four = SPANS["4h"]
+    autumn = 1_793_505_600  # 2026-11-01 00:00 EDT
+    path = BrownianPath(5, SIGMA, 100_000, autumn - 2400, 5 * 3600 + 3000)
+    with pytest.raises(ValueError, match="must start a window of every one of spans"):
+        TapeSpec(path, SIGMA, autumn + 3600, 1, spans=(four,))
+    tape = TapeSpec(path, SIGMA, autumn, 1, rule=TWAP, resolved_every=1, spans=(four,))
+    lines = tape_lines(tape)
+    listed = [json.loads(line["frame"])["slug"] for line in lines if line["src"] == "gamma"]
+    assert listed == [f"btc-updown-4h-{autumn}", f"btc-updown-4h-{autumn + 5 * 3600}"]
+    (resolved,) = [
+        json.loads(line["frame"]) for line in lines
+        if line["src"] == "clob-ws" and "market_resolved" in line.get("frame", "")
+    ]  # fmt: skip
+    up = settled_up(path, TWAP, 60, autumn, 5 * 3600)
+    assert resolved["winning_outcome"] == ("Up" if up else "Down")
+    assert int(resolved["timestamp"]) == (autumn + 5 * 3600 + 120) * 1000
+    # The last second's points arrive just after it: the tape ends after the outcome.
+    assert int(max(line["t"] for line in lines)) == autumn + 5 * 3600 + 180

@@ -57,6 +57,26 @@ SITE_VIA = "site:crypto-price"
 PRICE_TO_BEAT = "price_to_beat"  # the kind of a window's doubt about its price to beat
 
 
+def _say_why_none(window: LiveWindow, spot: PriceSeries, journaled: bool) -> None:
+    """Log once per window why it can have no price to beat: the stream is heard (the
+    history snapshot is in, or the first point came) yet nothing from before T0 and its
+    lookback. No opinion rather than a wrong one: the row shows null P(up), its books and
+    price keep their own ages (a row is stale only for inputs that are)."""
+    lookback = (window.market.lookback_s if window.market else None) or 0
+    heard = spot.latest() is not None
+    if window.unknowable_said or not heard or spot.around((window.t0 - lookback) * 1000)[0]:
+        return
+    window.unknowable_said = True
+    log.warning(
+        "%s %s window %d: no price to beat (the stream was first heard after the window "
+        "began, and %s): no P(up) until the next window",
+        window.coin.symbol,
+        window.span.name,
+        window.t0,
+        "none was kept" if journaled else "no journal without Redis",
+    )
+
+
 def _bracketed(
     series: PriceSeries, before: tuple[int, float] | None, after: tuple[int, float] | None
 ) -> bool:
@@ -265,23 +285,7 @@ class PriceToBeat:
             if kept is not None:  # the stream's own value, replaced if the stream latches later
                 self.set(window, kept[0], kept[1], False)
                 return
-        lookback = (window.market.lookback_s if window.market else None) or 0
-        spot = self._spot(window.coin)
-        # Heard (the history snapshot is in, or the first point came) yet nothing that old.
-        heard = spot.latest() is not None
-        unheard = heard and spot.around((window.t0 - lookback) * 1000)[0] is None
-        if unheard and not window.unknowable_said:
-            # No opinion rather than a wrong one: the row shows null P(up), its books and
-            # price keep their own ages (a row is stale only for inputs that are).
-            window.unknowable_said = True
-            log.warning(
-                "%s %s window %d: no price to beat (the stream was first heard after the "
-                "window began, and %s): no P(up) until the next window",
-                window.coin.symbol,
-                window.span.name,
-                window.t0,
-                "none was kept" if self.journal else "no journal without Redis",
-            )
+        _say_why_none(window, self._spot(window.coin), self.journal is not None)
 
     def flush(self) -> None:
         """Write the latched prices to beat to the journal (the upkeep thread)."""
