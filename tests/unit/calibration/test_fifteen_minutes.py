@@ -139,10 +139,11 @@ FIRST = NOW - 75 * 86_400
 
 
 def _fill(engine: Engine, rng: random.Random) -> None:
-    """BTC's windows of both lengths every 3 hours from FIRST to NOW."""
+    """BTC's windows of every served kind every 6 hours from FIRST to NOW (300 of each,
+    over two closed months and the open one)."""
     rows, points = [], []
     for name, rems in REMS_OF_WINDOW.items():
-        for start in range(FIRST, NOW, 3 * 3600):
+        for start in range(FIRST, NOW, 6 * 3600):
             slug = f"btc-updown-{name}-{start}"
             outcome = rng.choice(["up", "down", None])
             rows.append({"slug": slug, "window_start": start, "source": "simulated",
