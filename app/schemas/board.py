@@ -10,7 +10,14 @@ from app.config import MIN_REFRESH_MS
 from app.markets import DEFAULT_SPAN, MARKETS, SPANS
 from app.plans import ALL_PLANS
 from app.schemas import EXTENSION
-from app.schemas.fields import StrictBoolean, StrictInteger, StrictNumber
+from app.schemas.fields import (
+    FlatMapping,
+    StrictBoolean,
+    StrictInteger,
+    StrictNumber,
+    is_count,
+    is_text,
+)
 
 LATENCY_LEVELS = ("ok", "warn", "danger")
 SETTLEMENTS = ("spot", "twap")
@@ -96,15 +103,19 @@ class BoardItemSchema(Schema):
     source = _extension(fields.String, "Where the numbers came from (`simulated`, ...).")
     slug = _extension(fields.String, "Live source: the market's slug.", allow_none=True)
     sources = _extension(
-        fields.Dict,
+        FlatMapping,
         "Live source: where each input came from (`market`, `upBook`, `downBook`, ...).",
+        accepts=is_text,
+        what="a string",
         keys=fields.String(),
         values=fields.String(allow_none=True),
         allow_none=True,
     )
     inputAgesMs = _extension(  # noqa: N815
-        fields.Dict,
+        FlatMapping,
         "Live source: each input's age (ms; null for an input missing).",
+        accepts=is_count,
+        what="an integer at or above 0",
         keys=fields.String(),
         values=StrictInteger(allow_none=True, validate=validate.Range(min=0)),
         allow_none=True,

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+
+import pytest
 
 from app.board.row import SERVE_TIME_FIELDS, BoardRow, LiveDetails
 from app.markets import parse_symbols
@@ -57,3 +60,28 @@ def test_a_row_per_market_each_valid() -> None:
     for row in rows:
         assert PublishedItemSchema().validate(row.as_json()) == {}
         assert row.slot == row.window_start and row.slot % 300 == 0
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("sources", {"market": 5}),
+        ("sources", {"market": ["gamma"]}),
+        ("sources", ["gamma"]),
+        ("inputAgesMs", {"upBook": -1}),
+        ("inputAgesMs", {"upBook": True}),
+        ("inputAgesMs", {"upBook": "12"}),
+        ("inputAgesMs", {"upBook": 1.5}),
+        ("price", math.nan),
+        ("price", math.inf),
+        ("priceToBeat", True),
+    ],
+)
+def test_a_published_row_with_a_wrong_value_is_refused(field: str, value: object) -> None:
+    """What every published board is validated against (the one-pass mappings and numbers
+    the refresher's validation runs on): a wrong type, a negative age, a non-finite price."""
+    row = _live_row().as_json()
+    assert PublishedItemSchema().validate(row) == {}
+    assert set(PublishedItemSchema().validate(row | {field: value})) == {field}
+    # A missing input's age and source are null, which stays valid.
+    assert PublishedItemSchema().validate(row | {"inputAgesMs": {"upBook": None}}) == {}
