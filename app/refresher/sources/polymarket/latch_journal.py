@@ -68,6 +68,12 @@ class LatchJournal:
         with self._lock:
             self._pending[key] = (json.dumps(record), ttl)
 
+    @property
+    def queued(self) -> int:
+        """How many records wait for the next ``flush`` (Redis away: they are kept)."""
+        with self._lock:
+            return len(self._pending)
+
     def flush(self) -> None:
         """Write what ``note`` queued (one pipelined round trip); kept for the next flush
         while Redis is away."""
