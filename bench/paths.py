@@ -24,7 +24,11 @@ with itself before and with the market's own rule, not with an exact answer.
 ``--window 15m``: tapes of 15-minute windows (``--hours`` of them), scored at the 15-minute
 checkpoints (870 ... 5 s left; issue 39); the exact model at the 15-minute window's end.
 ``--window 4h``: Eastern 4-hour blocks from the first after T0 (``--hours 48`` gives 12),
-scored at their checkpoints (14,100 ... 5 s left; issue 49).
+scored at their checkpoints (14,100 ... 5 s left; issue 49). ``--window 1h``: hourly windows
+settled on Binance's candle: the tapes add the exchange price on ``crypto_prices`` (the spot
+times the fakes' basis, to the cent) and Binance's answers for each candle; every hourly
+window is resolved by its market (the only way one settles); run it with ``--rules spot``
+(the rule is the candle's whatever the flag says).
 
 Nothing is pinned: the replays share the cores; their time is not a figure here.
 """
@@ -41,7 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from app.backtest.report import document_of
-from app.markets import CHAINLINK, SPANS
+from app.markets import BINANCE_CANDLE, SPANS
 from bench.real import block, figures
 from harness.fake_polymarket import SPOT, TWAP, BrownianPath
 from harness.paths import SeededPath
@@ -120,7 +124,9 @@ def _windows(
                 span = spec.spans[0]
                 length = span.end(window["windowStart"]) - window["windowStart"]
                 second = window["windowStart"] + length - c["remS"] - 1
-                p = exact_p_up(spec.path, spec.rule, spec.lookback, window["windowStart"],
+                # The hourly kind settles on the candle: close >= open, the spot rule.
+                rule = SPOT if span.settlement == BINANCE_CANDLE else spec.rule
+                p = exact_p_up(spec.path, rule, spec.lookback, window["windowStart"],
                                second, spec.sigma, length)  # fmt: skip
             checkpoints.append({"remS": c["remS"], "pUp": p})
         found.append({OUTCOME: window["outcome"], "checkpoints": checkpoints})
@@ -136,9 +142,7 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--baseline", type=Path, help="another checkout: the model before")
     parser.add_argument("--jobs", type=int, default=2)
     parser.add_argument("--json", dest="json_out", type=Path)
-    # The Chainlink kinds: the tapes carry no exchange prices or candles (the hourly kind's).
-    kinds = [name for name in REMS_OF_WINDOW if SPANS[name].settlement == CHAINLINK]
-    parser.add_argument("--window", choices=kinds, default="5m")
+    parser.add_argument("--window", choices=list(REMS_OF_WINDOW), default="5m")
     args = parser.parse_args()
     for name in args.paths.split(","):
         if name not in PATHS:

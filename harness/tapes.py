@@ -24,12 +24,15 @@ import math
 import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
 from app.markets import Span
 from harness.fake_polymarket import (
+    EXCHANGE_BASIS,
+    EXCHANGE_TOPIC,
     SPOT,
     SPOT_HISTORY_TOPIC,
     SPOT_TOPIC,
@@ -182,6 +185,55 @@ def _points(path: SeededPath, second: int, t: float) -> list[dict[str, Any]]:
     return out
 
 
+CANDLE_EVERY_S = 2  # an hourly window's running candle, as Binance answers it, this often
+FINAL_AFTER_S = 6  # the closed candle's answer, this long after the hour
+
+
+def _exchange(path: SeededPath, second: int) -> Decimal:
+    """The exchange price of ``second`` as the fake relays it: the spot times the basis, to
+    the cent (the hourly kind's price and candle)."""
+    return (path.value(second) * EXCHANGE_BASIS).quantize(Decimal("0.01"))
+
+
+def _exchange_line(path: SeededPath, second: int, t: float) -> dict[str, Any]:
+    """``second``'s exchange price on RTDS's ``crypto_prices`` topic, arriving at ``t``."""
+    payload = {
+        "symbol": "btcusdt",
+        "timestamp": second * 1000,
+        "value": float(_exchange(path, second)),
+    }
+    message = {"topic": EXCHANGE_TOPIC, "type": "update", "timestamp": int(t * 1000),
+               "payload": payload}  # fmt: skip
+    return _line(t, "rtds", frame=json.dumps(message))
+
+
+def _candle_lines(path: SeededPath, market: FakeMarket) -> list[dict[str, Any]]:
+    """Binance's answers for the hourly window's candle as the source asks them: the running
+    candle every ``CANDLE_EVERY_S`` (its open, and its close so far for the relay's check),
+    then the closed one ``FINAL_AFTER_S`` after the hour."""
+    t0, t1 = market.window_start, market.window_end
+    url = (f"https://data-api.binance.vision/api/v3/klines?symbol=BTCUSDT&interval=1h"
+           f"&startTime={t0 * 1000}&limit=1")  # fmt: skip
+    out, low, high = [], _exchange(path, t0), _exchange(path, t0)
+    for second in range(t0, t1):
+        price = _exchange(path, second)
+        low, high = min(low, price), max(high, price)
+        asked = second + 1  # Binance's answer has the second just over
+        if (asked - t0) % CANDLE_EVERY_S == 1 or second == t1 - 1:  # from the hour's 1st s
+            at = asked + (FINAL_AFTER_S if second == t1 - 1 else 0)
+            prices = (str(_exchange(path, t0)), str(high), str(low), str(price))
+            row = [t0 * 1000, *prices[:2], prices[2], prices[3], "812.3", t1 * 1000 - 1,
+                   "53712345.6", 101234, "401.2", "26512345.1", "0"]  # fmt: skip
+            out.append(_line(at, "binance", method="GET", url=url, body=None, status=200,
+                             frame=json.dumps([row])))  # fmt: skip
+    return out
+
+
+def _hourly_up(path: SeededPath, market: FakeMarket) -> bool:
+    """The hourly market's outcome: the candle's close (its last second) at or above its open."""
+    return _exchange(path, market.window_end - 1) >= _exchange(path, market.window_start)
+
+
 def _starts(span: Span, first: int, last: int) -> list[int]:
     """The starts of ``span``'s windows from ``first`` that end by ``last``, and of the one
     after (a 4-hour block across a change of clocks is 3 or 5 hours: counted block by
@@ -229,25 +281,37 @@ def lines(spec: TapeSpec) -> list[dict[str, Any]]:
             for token in market.tokens
         ]
         out.append(_line(t0 - 59.5, "clob-ws", frame=json.dumps(books)))
+    hourly = any(market.binance for market in markets)
+    for market in scored:
+        if market.binance:
+            out.extend(_candle_lines(path, market))
     for second in range(start + 1, end + 1):
         delay = spec.delay(second)
         if delay is not None:
             out.extend(_points(path, second, second + delay))
+            if hourly:  # the pair's exchange price, relayed beside the spot
+                out.append(_exchange_line(path, second, second + delay + 0.002))
         if spec.market == "exact":
             for market in scored:
                 t0, t1 = market.window_start, market.window_end
                 if t0 - 59 <= second <= t1 + 5:
                     known = min(second, t1)
-                    p = exact_p_up(path, spec.rule, spec.lookback, t0, known, spec.sigma,
+                    rule = SPOT if market.binance else spec.rule  # the candle: close >= open
+                    p = exact_p_up(path, rule, spec.lookback, t0, known, spec.sigma,
                                    t1 - t0) if second >= t0 else 0.5  # fmt: skip
                     for k in range(spec.quote_hz):
                         at = second + QUOTE_DELAY_S + k / spec.quote_hz
                         out.extend(_quote_frames(market, p, at))
     for market in scored:
         i = _starts(market.span, first, last).index(market.window_start)
-        if spec.resolved_every and i % spec.resolved_every == 0:
+        # An hourly window is settled by its market's resolution only: every one resolves.
+        if market.binance or (spec.resolved_every and i % spec.resolved_every == 0):
             length_s = market.window_end - market.window_start
-            up = settled_up(path, spec.rule, spec.lookback, market.window_start, length_s)
+            up = (
+                _hourly_up(path, market)
+                if market.binance
+                else settled_up(path, spec.rule, spec.lookback, market.window_start, length_s)
+            )
             winner = market.up_token if up else market.down_token
             message = {
                 "event_type": "market_resolved",

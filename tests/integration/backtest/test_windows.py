@@ -137,3 +137,38 @@ def test_a_tape_of_eastern_blocks_counts_the_autumn_block_as_five_hours() -> Non
     assert int(resolved["timestamp"]) == (autumn + 5 * 3600 + 120) * 1000
     # The last second's points arrive just after it: the tape ends after the outcome.
     assert int(max(line["t"] for line in lines)) == autumn + 5 * 3600 + 180
+
+
+def test_a_tape_of_hourly_windows_carries_the_exchange_price_and_binances_candle() -> None:
+    """The tape writer's hourly windows (issue 49) carry what their rows are built from: the
+    pair's exchange price beside each spot point, Binance's running candle while the hour
+    runs and its closed candle after; each settles by its market's resolution on the candle
+    (close >= open), the only way an hourly window settles."""
+    hour = SPANS["1h"]
+    path = BrownianPath(9, SIGMA, 100_000, T0 - 2400, 3600 + 3000)
+    tape = TapeSpec(path, SIGMA, T0, 1, rule=TWAP, resolved_every=2, spans=(hour,))
+    lines = tape_lines(tape)
+    loaded = [(line["src"], json.loads(line["frame"])) for line in lines if "frame" in line]
+    frames = [(src, f) for src, f in loaded if isinstance(f, dict)]  # not the lists
+    # (The spot's history snapshot arrives under the same topic, as RTDS sends it: not these.)
+    exchange = [
+        f["payload"]
+        for src, f in frames
+        if src == "rtds" and f.get("topic") == "crypto_prices" and f.get("type") == "update"
+    ]
+    assert {p["symbol"] for p in exchange} == {"btcusdt"}
+    by_second = {p["timestamp"] // 1000: p["value"] for p in exchange}
+    assert by_second[T0] == pytest.approx(float(path.value(T0)) * 0.9997, abs=0.006)
+    asked = [line for line in lines if line["src"] == "binance"]
+    assert all(line["url"].endswith(f"startTime={T0 * 1000}&limit=1") for line in asked)
+    candles = [(line["t"], json.loads(line["frame"])[0]) for line in asked]
+    opens = {row[1] for _, row in candles}
+    assert opens == {f"{by_second[T0]:.2f}"}  # every answer has the hour's first price
+    at, final = candles[-1]
+    assert at == T0 + 3600 + 6 and final[4] == f"{by_second[T0 + 3599]:.2f}"
+    running = [(t, row) for t, row in candles if t < T0 + 3600]
+    assert len(running) == 1800
+    assert all(row[4] == f"{by_second[int(t) - 1]:.2f}" for t, row in running)
+    (resolved,) = [f for src, f in frames if f.get("event_type") == "market_resolved"]
+    up = by_second[T0 + 3599] >= by_second[T0]
+    assert resolved["winning_outcome"] == ("Up" if up else "Down")
