@@ -14,7 +14,8 @@ bp = Blueprint("health", __name__)
 @bp.get("/api/health")
 def health() -> Response:
     """HealthResponse: always ``ok``; ``redisReady`` says whether the bus backend answers;
-    ``source`` (an extension) names the board's source."""
+    ``source`` (an extension) names the board's source and ``sourceLabel`` says what its
+    numbers are (``live · fake upstream on this machine`` against loopback upstreams)."""
     held = services()
     ready, status = held.bus.status()
     body = {
@@ -24,6 +25,7 @@ def health() -> Response:
         "refreshMs": held.settings.refresh_ms,
         "symbols": [market.key for market in held.settings.markets],
         "source": held.settings.board_source,
+        "sourceLabel": held.settings.source_label,
         "windows": [span.name for span in held.settings.windows],
     }
     return json_response(dumps(body))

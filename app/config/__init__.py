@@ -22,6 +22,7 @@ from app.config.settings import (
     LOG_FORMATS,
     LOG_LEVELS,
     MIN_REFRESH_MS,
+    SOURCE_LABELS,
     Settings,
 )
 
@@ -36,6 +37,7 @@ __all__ = [
     "MAX_PROXY_HOPS",
     "MIN_REFRESH_MS",
     "MIN_SECRET_LENGTH",
+    "SOURCE_LABELS",
     "WEB_SECRETS",
     "ConfigError",
     "Settings",

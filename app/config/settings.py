@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from app.markets import Market, Span
 from app.plans import GUEST, USER, VIP_PRO
@@ -92,6 +94,25 @@ class Settings:
         return self.redis_url.startswith(("redis://", "rediss://", "unix://", "redis+sentinel://"))
 
     @property
+    def source_label(self) -> str:
+        """What the board's numbers are, as the page's badge and ``/api/health`` say it:
+        ``simulated``; ``live``; or ``live · fake upstream on this machine`` when every
+        upstream address of the live source is a loopback one (the bundled fakes)."""
+        if self.board_source != "polymarket":
+            return "simulated"
+        upstreams = (
+            self.polymarket_gamma_url,
+            self.polymarket_clob_url,
+            self.polymarket_clob_ws_url,
+            self.polymarket_rtds_url,
+            self.polymarket_site_url,
+            self.binance_rest_url,
+        )
+        if all(is_loopback_url(url) for url in upstreams):
+            return LOCAL_UPSTREAM_LABEL
+        return "live"
+
+    @property
     def default_window(self) -> Span:
         """The window served without ``?window=``: the contract's 5 minutes when served,
         else the first of ``WINDOWS``."""
@@ -105,3 +126,18 @@ class Settings:
             USER: self.refresh_ms_user,
             VIP_PRO: self.refresh_ms_vip_pro,
         }
+
+
+LOCAL_UPSTREAM_LABEL = "live · fake upstream on this machine"
+SOURCE_LABELS = ("simulated", "live", LOCAL_UPSTREAM_LABEL)
+
+
+def is_loopback_url(url: str) -> bool:
+    """True when ``url``'s host is this machine: ``localhost`` or a loopback address."""
+    host = (urlsplit(url).hostname or "").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from marshmallow import RAISE, Schema, fields, validate
 
-from app.config import BOARD_SOURCES, MIN_REFRESH_MS
+from app.config import BOARD_SOURCES, MIN_REFRESH_MS, SOURCE_LABELS
 from app.markets import MARKETS, SPANS
 from app.schemas import EXTENSION
 from app.schemas.fields import StrictBoolean, StrictInteger
@@ -41,6 +41,16 @@ class HealthResponseSchema(Schema):
         metadata={
             "description": "Where the board's numbers come from: `simulated` (generated "
             "here) or `polymarket` (the live markets).",
+            EXTENSION: True,
+        },
+    )
+    # Extension (issue 50): what the numbers are, as the page's badge says it: a live source
+    # whose upstreams are all on this machine (the bundled fakes) is not called live alone.
+    sourceLabel = fields.String(  # noqa: N815
+        validate=validate.OneOf(SOURCE_LABELS),
+        metadata={
+            "description": "What the board's numbers are: `simulated`, `live`, or `live · "
+            "fake upstream on this machine` (every upstream address a loopback one).",
             EXTENSION: True,
         },
     )

@@ -406,8 +406,10 @@
     $("age").textContent = age == null ? "–" : (age / 1000).toFixed(1) + " s";
     const level = judged(board, board.latencyLevel, age);
     const badge = $("badge");
-    badge.className = "badge " + level;
-    badge.textContent = (simulated(board) ? SIMULATED_TEXT : LEVEL_TEXT)[level];
+    const made = simulated(board);
+    // Simulated numbers in amber; "live" only when the upstreams are not this machine's.
+    badge.className = "badge " + level + (made ? " simulated" : "");
+    badge.textContent = made ? SIMULATED_TEXT[level] : liveText(level);
     // The board's level marks the cards around the markets; each market is marked by its own.
     document.body.classList.toggle("stale", level === "warn");
     document.body.classList.toggle("danger", level === "danger");
@@ -423,6 +425,13 @@
     const rows = board.items || [];
     if (rows.length) return rows.some((row) => row.source === "simulated");
     return Boolean(state.health && state.health.source === "simulated");
+  }
+
+  // A fresh live board's badge: /api/health's sourceLabel ("live · fake upstream on this
+  // machine" against loopback upstreams), else "live"; a stale one says how stale.
+  function liveText(level) {
+    const label = state.health && state.health.sourceLabel;
+    return level === "ok" && label && label !== "simulated" ? label : LEVEL_TEXT[level];
   }
 
   function suspects(row, single) {

@@ -1228,6 +1228,12 @@ def test_the_badge_names_a_simulated_board_and_prices_show_their_side(
     publish_from(redis_url, "BTC,XRP", "simulated")
     page = wait_shown(browser, lambda p: p["badge"] == "simulated", "the simulated badge")
     assert badge_fresh(page), page
+    # Issue 50: simulated numbers in amber, never the green of live ones.
+    assert page["badge.class"].split() == ["badge", "ok", "simulated"], page
+    amber = browser.execute_script(
+        "return getComputedStyle(document.getElementById('badge')).backgroundColor"
+    )
+    assert amber == "rgb(245, 165, 36)", amber  # --warn, not the green of a live board
     set_viewport(browser, 1100, 900, mobile=False)
     screenshot(browser, "page-simulated.png", (1100, 900))
     # No new board: the simulated board turns stale, and the badge says both.

@@ -464,6 +464,7 @@ def test_health_on_the_memory_bus(client: FlaskClient) -> None:
     assert body["refreshMs"] == {"guest": 5000, "user": 2000, "vip_pro": 500}
     assert body["symbols"] == ["btc"]
     assert body["source"] == "simulated"  # BOARD_SOURCE's default
+    assert body["sourceLabel"] == "simulated"
 
 
 def test_health_names_the_live_source(tmp_path: Path) -> None:
@@ -478,6 +479,39 @@ def test_health_names_the_live_source(tmp_path: Path) -> None:
     )
     body = validated("health", app.test_client().get("/api/health").data)
     assert body["source"] == "polymarket"
+    assert body["sourceLabel"] == "live"  # Polymarket's and Binance's own addresses
+
+
+@pytest.mark.parametrize(
+    ("host", "label"),
+    [
+        ("127.0.0.1", "live · fake upstream on this machine"),
+        ("localhost", "live · fake upstream on this machine"),
+        ("[::1]", "live · fake upstream on this machine"),
+        ("10.0.0.7", "live"),  # another machine, if a private one
+    ],
+)
+def test_health_says_when_the_live_upstreams_are_this_machines(
+    tmp_path: Path, host: str, label: str
+) -> None:
+    """Issue 50: "live" only when the upstreams are not all on this machine; against the
+    bundled fakes on loopback the label says so (the page's badge reads it)."""
+    upstreams = {
+        "POLYMARKET_GAMMA_URL": f"http://{host}:4001",
+        "POLYMARKET_CLOB_URL": f"http://{host}:4002",
+        "POLYMARKET_CLOB_WS_URL": f"ws://{host}:4003/ws/market",
+        "POLYMARKET_RTDS_URL": f"ws://{host}:4004",
+        "POLYMARKET_SITE_URL": f"http://{host}:4005",
+        "BINANCE_REST_URL": f"http://{host}:4006",
+    }
+    config = {**BASE_CONFIG, "BOARD_SOURCE": "polymarket", **upstreams}
+    app = create_app(config | {"DATABASE_URL": f"sqlite:///{tmp_path / 'app.sqlite3'}"})
+    body = validated("health", app.test_client().get("/api/health").data)
+    assert body["sourceLabel"] == label
+    # One upstream elsewhere is enough to be live.
+    mixed = config | {"BINANCE_REST_URL": "https://data-api.binance.vision"}
+    app = create_app(mixed | {"DATABASE_URL": f"sqlite:///{tmp_path / 'mixed.sqlite3'}"})
+    assert validated("health", app.test_client().get("/api/health").data)["sourceLabel"] == "live"
 
 
 def test_refresh_intervals_per_plan_follow_the_configuration() -> None:
