@@ -43,6 +43,7 @@ from harness.fake_polymarket import (
     FakeMarket,
     FakeRtds,
 )
+from harness.fake_polymarket.binance import INTERVALS_MS, kline_row
 from harness.fake_polymarket.market import shifted
 from harness.paths import SeededPath
 from harness.settlement_feed import SettlementFeedPath
@@ -187,6 +188,7 @@ def _points(path: SeededPath, second: int, t: float) -> list[dict[str, Any]]:
 
 CANDLE_EVERY_S = 2  # an hourly window's running candle, as Binance answers it, this often
 FINAL_AFTER_S = 6  # the closed candle's answer, this long after the hour
+HOUR_MS = INTERVALS_MS["1h"]
 
 
 def _exchange(path: SeededPath, second: int) -> Decimal:
@@ -214,16 +216,16 @@ def _candle_lines(path: SeededPath, market: FakeMarket) -> list[dict[str, Any]]:
     t0, t1 = market.window_start, market.window_end
     url = (f"https://data-api.binance.vision/api/v3/klines?symbol=BTCUSDT&interval=1h"
            f"&startTime={t0 * 1000}&limit=1")  # fmt: skip
-    out, low, high = [], _exchange(path, t0), _exchange(path, t0)
+    opened = _exchange(path, t0)
+    out: list[dict[str, Any]] = []
+    low = high = opened
     for second in range(t0, t1):
         price = _exchange(path, second)
         low, high = min(low, price), max(high, price)
         asked = second + 1  # Binance's answer has the second just over
         if (asked - t0) % CANDLE_EVERY_S == 1 or second == t1 - 1:  # from the hour's 1st s
             at = asked + (FINAL_AFTER_S if second == t1 - 1 else 0)
-            prices = (str(_exchange(path, t0)), str(high), str(low), str(price))
-            row = [t0 * 1000, *prices[:2], prices[2], prices[3], "812.3", t1 * 1000 - 1,
-                   "53712345.6", 101234, "401.2", "26512345.1", "0"]  # fmt: skip
+            row = kline_row(t0 * 1000, HOUR_MS, (str(opened), str(high), str(low), str(price)))
             out.append(_line(at, "binance", method="GET", url=url, body=None, status=200,
                              frame=json.dumps([row])))  # fmt: skip
     return out
@@ -261,6 +263,8 @@ def lines(spec: TapeSpec) -> list[dict[str, Any]]:
     ]
     markets = [market for listed in by_span for market in listed]
     scored = [market for listed in by_span for market in listed[:-1]]
+    # Each scored window's rank among its span's (every ``resolved_every``-th is resolved).
+    rank = {id(m): i for listed in by_span for i, m in enumerate(listed)}
     out: list[dict[str, Any]] = [
         _line(start, "rtds", event="connect"),
         _line(start + 0.001, "clob-ws", event="connect"),
@@ -303,7 +307,7 @@ def lines(spec: TapeSpec) -> list[dict[str, Any]]:
                         at = second + QUOTE_DELAY_S + k / spec.quote_hz
                         out.extend(_quote_frames(market, p, at))
     for market in scored:
-        i = _starts(market.span, first, last).index(market.window_start)
+        i = rank[id(market)]
         # An hourly window is settled by its market's resolution only: every one resolves.
         if market.binance or (spec.resolved_every and i % spec.resolved_every == 0):
             length_s = market.window_end - market.window_start

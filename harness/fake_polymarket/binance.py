@@ -78,7 +78,7 @@ class FakeBinance(_HttpFake):
         )
         if not opened and symbol in self.paths:
             opened = self._built(self.paths[symbol], INTERVALS_MS[interval], start, limit)
-        return 200, [_row(open_ms, INTERVALS_MS[interval], p) for open_ms, p in opened[:limit]]
+        return 200, [kline_row(open_ms, INTERVALS_MS[interval], p) for open_ms, p in opened[:limit]]
 
     def _built(
         self, price: Callable[[float], Decimal], step_ms: int, start_ms: int, limit: int
@@ -99,7 +99,7 @@ class FakeBinance(_HttpFake):
         return built
 
 
-def _row(open_ms: int, interval_ms: int, prices: tuple[str, str, str, str]) -> list[Any]:
+def kline_row(open_ms: int, interval_ms: int, prices: tuple[str, str, str, str]) -> list[Any]:
     """Binance's 12 items of one candle (volumes and counts made up, as strings where
     Binance sends strings)."""
     o, h, low, c = prices

@@ -56,11 +56,7 @@ class ChainlinkSettlement:
         """The price to beat of ``coin``'s window starting at ``t0`` as latched so far, and
         why it is doubted (a report its witness refused)."""
         window = self._windows.find(coin, t0, self.span)
-        if window is None:
-            return Opening(None)
-        return Opening(
-            window.price_to_beat, window.price_to_beat_via, window.doubts.get(PRICE_TO_BEAT)
-        )
+        return opening_of(window) if window is not None else Opening(None)
 
     def outcome(self, coin: Market, t0: int) -> bool | None:
         """UP when the next window's price to beat (this one's final price) is at or above
@@ -83,6 +79,12 @@ class ChainlinkSettlement:
         """Latch from the points already received (no I/O: while a row is built)."""
         if window.market is not None:
             self._price_to_beat.latch(window, now)
+
+
+def opening_of(window: LiveWindow) -> Opening:
+    """``window``'s price to beat as latched so far, with the doubt its witness raised (the
+    row's reading: it holds the window already)."""
+    return Opening(window.price_to_beat, window.price_to_beat_via, window.doubts.get(PRICE_TO_BEAT))
 
 
 def _own(window: LiveWindow | None) -> float | None:

@@ -62,9 +62,10 @@ def _say_why_none(window: LiveWindow, spot: PriceSeries, journaled: bool) -> Non
     history snapshot is in, or the first point came) yet nothing from before T0 and its
     lookback. No opinion rather than a wrong one: the row shows null P(up), its books and
     price keep their own ages (a row is stale only for inputs that are)."""
+    if window.unknowable_said or spot.latest() is None:
+        return  # said once already, or nothing heard yet (the history may still come)
     lookback = (window.market.lookback_s if window.market else None) or 0
-    heard = spot.latest() is not None
-    if window.unknowable_said or not heard or spot.around((window.t0 - lookback) * 1000)[0]:
+    if spot.around((window.t0 - lookback) * 1000)[0]:
         return
     window.unknowable_said = True
     log.warning(

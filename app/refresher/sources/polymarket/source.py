@@ -30,7 +30,10 @@ from app.refresher import clocks
 from app.refresher.changes import Changes
 from app.refresher.sources.polymarket import model_inputs
 from app.refresher.sources.polymarket.book import Books
-from app.refresher.sources.polymarket.chainlink_settlement import ChainlinkSettlement
+from app.refresher.sources.polymarket.chainlink_settlement import (
+    ChainlinkSettlement,
+    opening_of,
+)
 from app.refresher.sources.polymarket.clob import ClobFeed, winners_of
 from app.refresher.sources.polymarket.discovery import Windows
 from app.refresher.sources.polymarket.doubts import Doubts
@@ -306,7 +309,7 @@ class PolymarketSource:
         self.doubts.judge_identity(window, market)
         spot = self.rtds.of(coin)[SPOT_KEY]  # the Chainlink spot series
         # A doubted one stays beside its doubt: the row is stale for it (``suspect``).
-        price_to_beat = settlement.opening(coin, window.t0).value
+        price_to_beat = opening_of(window).value
         answer = model_inputs.answer(market, price_to_beat, spot)
         spot_doubts = (spot.doubt(), self.rtds.twap_doubt(coin), self.rtds.alone_doubt(coin))
         return assemble_row(
