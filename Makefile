@@ -12,28 +12,28 @@ export PORT HOST REDIS_URL
 
 # Every dependency from the lock (exact versions, hashes checked), then the package itself,
 # in a venv made afresh (--clear), so a package the lock no longer names is gone.
+# One line while it installs; pip's own output (notices included) goes to INSTALL_LOG,
+# whose last lines are shown if it fails.
+INSTALL_LOG ?= $(VENV)-install.log
 $(BIN)/activate: setup.cfg setup.py requirements.lock
-	$(PYTHON) -m venv --clear $(VENV)
-	$(BIN)/pip install --quiet --require-hashes -r requirements.lock
-	$(BIN)/pip install --quiet --no-deps -e .
-	touch $(BIN)/activate
+	@echo "make: installing the locked dependencies into $(VENV) (a minute or two; log: $(INSTALL_LOG))"
+	@{ $(PYTHON) -m venv --clear $(VENV) \
+		&& $(BIN)/pip install --disable-pip-version-check --require-hashes -r requirements.lock \
+		&& $(BIN)/pip install --disable-pip-version-check --no-deps -e . ; } > $(INSTALL_LOG) 2>&1 \
+		|| { tail -n 20 $(INSTALL_LOG) >&2; echo "make: the install failed; the whole log: $(INSTALL_LOG)" >&2; exit 1; }
+	@touch $(BIN)/activate
 
 ## run: the service on http://$(HOST):$(PORT) (embedded; set REDIS_URL=redis://... for the production shape)
 # A bad setting stops make itself with the one line the check printed (make's $(error): one
 # line, status 2), not a failing recipe followed by make's own "Error 2" trailer. The recipe
 # is expanded once the venv exists, before its first line runs. Only a failing check's output
 # counts (a warning printed by a good configuration does not stop make).
-run_config_error = $(shell out=$$(HOST='$(HOST)' PORT='$(PORT)' REDIS_URL='$(REDIS_URL)' $(BIN)/python -m app.config 2>&1) || printf '%s' "$$out")
+# On memory:// the development server serves (flask run): --dev-server refuses a HOST that
+# is not loopback, in the same one line (app.config.load.check_dev_server).
+DEV_SERVER = $(if $(filter memory://%,$(REDIS_URL)),--dev-server)
+run_config_error = $(shell out=$$(HOST='$(HOST)' PORT='$(PORT)' REDIS_URL='$(REDIS_URL)' $(BIN)/python -m app.config $(DEV_SERVER) 2>&1) || printf '%s' "$$out")
 run: $(BIN)/activate
 	$(if $(run_config_error),$(error $(run_config_error)))
-	@if [[ "$(REDIS_URL)" == memory://* ]]; then \
-		case "$(HOST)" in 127.0.0.1|localhost|::1|\[::1\]) ;; *) \
-			echo "make run: refusing HOST=$(HOST): the development server (flask run, memory://) is for this machine only" >&2; \
-			echo "  (lenient HTTP framing, a thread per connection, no timeouts). To serve the network, run the" >&2; \
-			echo "  production shape, gunicorn + the refresher on Redis: REDIS_URL=redis://127.0.0.1:6379/0 HOST=$(HOST) make run" >&2; \
-			exit 2;; \
-		esac; \
-	fi
 	$(BIN)/flask --app wsgi db upgrade
 	@if [[ "$(REDIS_URL)" == memory://* ]]; then \
 		echo "Probboard (embedded, memory://) on http://$(HOST):$(PORT)"; \

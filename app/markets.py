@@ -186,6 +186,9 @@ class Market:
     # longer gap: times the square root of the windows between the points). A level beyond it
     # is never believed, whatever confirms it: another coin's price under this coin's name.
     window_move: float
+    # Its exchange pair's price tick in decimals (Binance: 0.01 for BTC, ETH, SOL; 0.0001 for
+    # XRP): an hourly row's prices, which are that exchange's, are shown to it.
+    exchange_decimals: int = 2
 
     def slug(self, window_start: int, span: Span) -> str:
         """The Gamma slug (current form) of ``span``'s window starting at ``window_start``
@@ -198,6 +201,17 @@ class Market:
         return self.symbol.lower()
 
 
+# The decimals a Chainlink stream's price is shown to (the board's JSON and the record's CSV):
+# its values as RTDS relays them carry at most 8 (a hundred-millionth of a dollar); a mean
+# of them (a TWAP price to beat) or an 18-decimal report is rounded there, never float noise.
+CHAINLINK_DECIMALS = 8
+
+
+def shown_price(value: float, decimals: int = CHAINLINK_DECIMALS) -> float:
+    """``value`` as the board shows it: rounded to its source's ``decimals``."""
+    return round(value, decimals)
+
+
 # Real largest 1 s moves, 2026-03-12..18 (docs/reliability.md): BTC 34 bp, ETH 49 bp, SOL
 # 79 bp, XRP 106 bp (146 bp to the farthest trade inside a second): each bound about 3x its own.
 # A window's move (a choice): 10 % for BTC up to 25 % for XRP, a violent crash's 5 minutes
@@ -208,9 +222,18 @@ MARKETS: dict[str, Market] = {
         Market("BTC", "btc/usd", "btc-up-or-down-5m", 0.01, 95_000.0, 0.50, "btcusdt", 0.10),
         Market("ETH", "eth/usd", "eth-up-or-down-5m", 0.015, 3_500.0, 0.65, "ethusdt", 0.15),
         Market("SOL", "sol/usd", "sol-up-or-down-5m", 0.025, 180.0, 0.80, "solusdt", 0.20),
-        Market("XRP", "xrp/usd", "xrp-up-or-down-5m", 0.03, 2.5, 0.80, "xrpusdt", 0.25),
+        Market("XRP", "xrp/usd", "xrp-up-or-down-5m", 0.03, 2.5, 0.80, "xrpusdt", 0.25, 4),
     )
 }
+
+
+def price_decimals(symbol: str, span: Span) -> int:
+    """The decimals a price of ``symbol``'s ``span`` windows is shown to: its settlement
+    source's (an hourly window's exchange tick, else the Chainlink stream's)."""
+    market = MARKETS.get(symbol)
+    if span.settlement == BINANCE_CANDLE and market is not None:
+        return market.exchange_decimals
+    return CHAINLINK_DECIMALS
 
 
 def parse_symbols(text: str) -> tuple[Market, ...]:

@@ -114,5 +114,21 @@ def create_app(
             ",".join(settings.trusted_proxies),
         )
     if settings.secret_key_generated:
-        log.warning("SECRET_KEY is not set: using a random one for this process only")
+        _warn_when_serving(app)
     return app
+
+
+def _warn_when_serving(app: Flask) -> None:
+    """Say once, at the first request this process serves, that its SECRET_KEY is random:
+    an operator's command (``flask users``, ``flask db upgrade``) serves none and signs
+    nothing, so it says nothing; the hook then removes itself (no cost per request)."""
+    hooks = app.before_request_funcs.setdefault(None, [])
+
+    def warn() -> None:
+        try:
+            hooks.remove(warn)
+        except ValueError:  # another thread's first request said it
+            return
+        log.warning("SECRET_KEY is not set: using a random one for this process only")
+
+    hooks.append(warn)

@@ -1,9 +1,11 @@
-"""``GET /api/probboard/trail`` (an extension): the current window's path of each market.
+"""``GET /api/probboard/trail`` (an extension): the current window's path of each market, for
+one window kind (``?window=``, as ``/latest`` takes it; the default window without it).
 
 What the page's window chart draws from the window's start when it opens mid-window
 (``app/board/trail.py``). The steps of ``/latest``, in its order: refuse a blocked address →
-identify (a 401 to a key counts a failure: ``limits.key_attempt()``) → ``?symbol=`` → the
-guest or the plan's limit (one read, as a board is) → answer.
+identify (a 401 to a key counts a failure: ``limits.key_attempt()``) → ``?symbol=`` and
+``?window=`` (a 400 costs no slot) → the guest or the plan's limit (one read, as a board
+is) → answer.
 The points are the plan's refresh interval apart: no plan gets a finer path than its own
 polls would have drawn.
 """
@@ -14,10 +16,12 @@ from flask import Blueprint, Response, request
 
 from app.api.symbols import requested_symbols
 from app.api.vary import VARY
+from app.api.window_param import requested_window
 from app.board.timefmt import now_ms
-from app.board.trail import CHARTED, STEP_MS
+from app.board.trail import STEP_MS
 from app.errors import json_response
 from app.limits import rate_limit_headers
+from app.markets import SPANS
 from app.metrics.web import PLAN_KEY
 from app.plans import GUEST
 from app.services import Services, services
@@ -30,7 +34,9 @@ def _seeded(held: Services) -> None:
     if not held.trail.seeded:
         held.bus.latest()  # starts the worker's subscription: no board falls between
         now = now_ms()
-        held.trail.seed(held.bus.sampled(now - CHARTED.seconds * 1000, now, STEP_MS))
+        # The bus keeps minutes: the longest window's length is no bound that matters.
+        longest = max(span.seconds for span in SPANS.values())
+        held.trail.seed(held.bus.sampled(now - longest * 1000, now, STEP_MS))
 
 
 @bp.get("/api/probboard/trail")
@@ -43,8 +49,9 @@ def trail() -> Response:
     plan = GUEST if identity is None else identity.plan
     request.environ[PLAN_KEY] = plan
     symbols = requested_symbols(held.settings.markets, request)
+    window = requested_window(held.settings, request) or held.settings.default_window.name
     quota = limits.guest() if identity is None else limits.account(identity)
     _seeded(held)
     served = symbols or tuple(m.symbol for m in held.settings.markets)
-    body = held.trail.answer(max(STEP_MS, held.renderer.plans[plan].refresh_ms), served)
+    body = held.trail.answer(held.renderer.plans[plan].refresh_ms, served, window)
     return json_response(body, headers=VARY | rate_limit_headers(quota))

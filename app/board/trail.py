@@ -1,18 +1,17 @@
-"""The current window's path of each market, as the page's window chart draws it.
+"""The current window's path of each market and window kind, as the page's window chart
+draws it.
 
 A page opened mid-window would otherwise draw its chart from the moment it opened. Each web
-worker keeps, per market, one point a second of the current window (the model's P(up) and
-the market's UP mid), taken from the boards it receives (a bus listener), and once, on its
-first use, from the bus's replay history (the last ``HISTORY_MS``, the boards a reconnecting
-stream is given), so a worker started mid-window still knows up to 2 minutes before it
-started. ``GET /api/probboard/trail`` serves it (``app/api/trail.py``).
+worker keeps, per market and window kind, one point per the kind's step (``Span.trail_step_s``:
+a second for 5 minutes, 3 s for 15, 12 s for an hour, 48 s for 4 hours: about 300 points a
+window, whatever its length) of the current window (the model's P(up) and the market's UP
+mid), taken from the boards it receives (a bus listener), and once, on its first use, from
+the bus's replay history (the last ``HISTORY_MS``, the boards a reconnecting stream is given),
+so a worker started mid-window still knows up to 2 minutes before it started.
+``GET /api/probboard/trail?window=`` serves one kind (``app/api/trail.py``).
 
-It charts the 5-minute rows only (the page hides its chart on the 15-minute board): a board
-that also carries 15-minute rows (``WINDOWS=5m,15m``, issue 39) charts the same path as
-without them.
-
-Cheap by construction: at most one row parse per market and second, at most
-``MAX_POINTS`` points per market, and each answer's JSON built once per plan and change.
+Cheap by construction: at most one row parse per market, kind and step, at most
+``MAX_POINTS`` points per path, and each answer's JSON built once per plan and change.
 """
 
 from __future__ import annotations
@@ -25,24 +24,30 @@ from typing import Any
 
 from app.board.row import DEFAULT_WINDOW
 from app.board.snapshot import Snapshot, dumps
-from app.markets import SPANS
+from app.markets import SPANS, Span
 
-CHARTED = SPANS[DEFAULT_WINDOW]  # the kind charted (its length and step: app/markets.py)
-STEP_MS = CHARTED.trail_step_s * 1000  # one point a second: the chart is 420-600 px over 300 s
-# A bound on a window's points, whatever the clock does.
-MAX_POINTS = 2 * CHARTED.seconds // CHARTED.trail_step_s
+STEP_MS = SPANS[DEFAULT_WINDOW].trail_step_s * 1000  # the finest step: the 5-minute kind's
+# A bound on a window's points, whatever the clock does (a 4-hour window of 5 hours, at its
+# step, has 375).
+MAX_POINTS = 2 * SPANS[DEFAULT_WINDOW].seconds // SPANS[DEFAULT_WINDOW].trail_step_s
 # A point: seconds into the window, the model's P(up) (0-1) and the market's UP mid, either
 # None while the row was stale or the value missing (the chart leaves a gap, as the page does).
 Point = tuple[float, float | None, float | None]
 
 
+def step_ms(window: str) -> int:
+    """The chart's step of a window kind (``5m``, ``15m``...), in ms."""
+    return SPANS[window].trail_step_s * 1000
+
+
 @dataclass
 class _Path:
-    """One market's points in one window, oldest first."""
+    """One market's points in one window of one kind, oldest first."""
 
     window_start: int
+    span: Span
     points: list[Point] = field(default_factory=list)
-    last_ms: int = -STEP_MS  # the board time of the newest point
+    last_ms: int = -(10**15)  # the board time of the newest point
 
 
 def _point(row: dict[str, Any], age_ms: int, stale_ms: int) -> Point:
@@ -52,18 +57,20 @@ def _point(row: dict[str, Any], age_ms: int, stale_ms: int) -> Point:
     bid, ask = row.get("up_bid"), row.get("up_ask")
     p = None if stale or up is None else round(up / 100, 6)
     mid = None if stale or bid is None or ask is None else round((bid + ask) / 2, 6)
-    return (round(CHARTED.seconds - row["rem_secs"], 3), p, mid)
+    length = row["windowEnd"] - row["windowStart"]  # a 4-hour block may last 3 or 5 hours
+    return (round(length - row["rem_secs"], 3), p, mid)
 
 
 class WindowTrail:
-    """Per market, the current window's points; fed with every board a worker receives."""
+    """Per market and window kind, the current window's points; fed with every board a
+    worker receives."""
 
     def __init__(self, stale_ms: int) -> None:
         self._stale_ms = stale_ms
         self._lock = threading.Lock()  # the bus's thread adds while requests read
-        self._paths: dict[str, _Path] = {}
+        self._paths: dict[tuple[str, str], _Path] = {}  # by (symbol, window kind)
         self._version = 0
-        self._answers: dict[tuple[int, tuple[str, ...] | None], str] = {}
+        self._answers: dict[tuple[str, int, tuple[str, ...] | None], str] = {}
         self.seeded = False
 
     def add(self, snapshot: Snapshot) -> None:
@@ -74,21 +81,23 @@ class WindowTrail:
     def _add(self, snapshot: Snapshot) -> None:
         now_ms = snapshot.ts_ms
         for symbol, window, ts_ms, prefix in snapshot.rows():
-            if window != DEFAULT_WINDOW:
-                continue  # another window's row: not this chart's (see the docstring)
-            path = self._paths.get(symbol)
+            kind = window or DEFAULT_WINDOW
+            span = SPANS.get(kind)
+            if span is None:
+                continue  # a kind this build does not know (a newer refresher): not charted
+            path = self._paths.get((symbol, kind))
             # The board's clock decides whether a point is due (a stalled row's own time
             # stands still, and its gap must be drawn): no parse for the others.
-            if path is not None and now_ms < path.last_ms + STEP_MS:
+            if path is not None and now_ms < path.last_ms + span.trail_step_s * 1000:
                 continue
             row = json.loads(prefix + "}")
-            start, rem = row.get("windowStart"), row.get("rem_secs")
-            if start is None or rem is None:
+            start, end, rem = row.get("windowStart"), row.get("windowEnd"), row.get("rem_secs")
+            if start is None or end is None or rem is None:
                 continue
             if path is None or path.window_start != start:
                 if path is not None and start < path.window_start:
                     continue  # a row of an earlier window (an old board): not this chart's
-                path = self._paths[symbol] = _Path(start)
+                path = self._paths[symbol, kind] = _Path(start, span)
             path.points.append(_point(row, now_ms - ts_ms, self._stale_ms))
             del path.points[:-MAX_POINTS]
             path.last_ms = now_ms
@@ -105,30 +114,36 @@ class WindowTrail:
         for board in boards:
             earlier._add(board)
         with self._lock:
-            for symbol, old in earlier._paths.items():
-                path = self._paths.get(symbol)
+            for key, old in earlier._paths.items():
+                path = self._paths.get(key)
                 if path is None:
-                    self._paths[symbol] = old
+                    self._paths[key] = old
                 elif path.window_start == old.window_start:
                     first = path.points[0][0] if path.points else float("inf")
                     path.points[:0] = [p for p in old.points if p[0] < first]
             self.seeded = True
             self._changed()
 
-    def answer(self, step_ms: int, symbols: tuple[str, ...] | None) -> str:
-        """The trail's JSON: points at least ``step_ms`` apart (the plan's refresh interval,
-        so a plan gets no finer a path than its polls would have), ``symbols`` only if given."""
-        key = (step_ms, symbols)
+    def answer(
+        self, step_ms: int, symbols: tuple[str, ...] | None, window: str = DEFAULT_WINDOW
+    ) -> str:
+        """The trail's JSON of the ``window`` kind: points at least ``step_ms`` apart (the
+        plan's refresh interval, so a plan gets no finer a path than its polls would have;
+        never finer than the kind's own step), ``symbols`` only if given."""
+        key = (window, step_ms, symbols)
         with self._lock:
             cached = self._answers.get(key)
             if cached is None:
-                cached = self._answers[key] = dumps(self._document(step_ms, symbols))
+                cached = self._answers[key] = dumps(self._document(window, step_ms, symbols))
             return cached
 
-    def _document(self, step_ms: int, symbols: tuple[str, ...] | None) -> dict[str, Any]:
+    def _document(
+        self, window: str, step_ms: int, symbols: tuple[str, ...] | None
+    ) -> dict[str, Any]:
         markets = []
-        for symbol, path in self._paths.items():
-            if symbols is None or symbol in symbols:
+        step_ms = max(step_ms, SPANS[window].trail_step_s * 1000)
+        for (symbol, kind), path in self._paths.items():
+            if kind == window and (symbols is None or symbol in symbols):
                 markets.append(
                     {
                         "symbol": symbol,

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.engine import Connection
 
 from app.calibration.store import Track, checkpoints, windows
-from app.markets import SPANS, Span
+from app.markets import SPANS, Span, price_decimals, shown_price
 
 DEFAULT_LIMIT = 100
 MAX_LIMIT = 1000
@@ -40,9 +40,15 @@ class Page:
     before: int | None
 
 
-def _window(row: Any, span: Span) -> dict[str, Any]:
+def _price(value: float | None, decimals: int) -> float | None:
+    """A stored price to its source's decimals (a record older than issue 50 kept float
+    noise)."""
+    return None if value is None else shown_price(value, decimals)
+
+
+def _window(row: Any, span: Span, decimals: int) -> dict[str, Any]:
     """A stored window (of the kind ``span``) in the export's shape (its checkpoints still to
-    come)."""
+    come), its prices to ``decimals``."""
     start = int(row["window_start"])
     return {
         "slug": row["slug"],
@@ -50,7 +56,7 @@ def _window(row: Any, span: Span) -> dict[str, Any]:
         "windowEnd": span.end(start),
         "rule": row["rule"],
         "lookbackS": row["lookback_s"],
-        "priceToBeat": row["price_to_beat"],
+        "priceToBeat": _price(row["price_to_beat"], decimals),
         "outcome": row["outcome"],
         "outcomeSource": row["outcome_source"],
         "checkpoints": [],
@@ -68,7 +74,8 @@ def page(conn: Connection, query: WindowQuery, limit: int, before: int | None) -
         statement = statement.where(windows.c.window_start < min(bounds))
     rows = conn.execute(statement.order_by(windows.c.window_start.desc()).limit(limit + 1))
     span = SPANS[query.track.window]  # where its windows end
-    found = [_window(row, span) for row in rows.mappings()]
+    decimals = price_decimals(query.track.symbol, span)
+    found = [_window(row, span, decimals) for row in rows.mappings()]
     more = len(found) > limit
     found = found[:limit]
     if found:
@@ -85,7 +92,7 @@ def page(conn: Connection, query: WindowQuery, limit: int, before: int | None) -
                     "pUp": row["p_up"],
                     "marketMid": row["market_mid"],
                     "sigma": row["sigma"],
-                    "price": row["price"],
+                    "price": _price(row["price"], decimals),
                 }
             )
     return Page(found, found[-1]["windowStart"] if more else None)

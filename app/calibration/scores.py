@@ -51,3 +51,26 @@ def reliability(pairs: Sequence[tuple[float, int]], bins: int = BINS) -> list[di
             }
         )
     return table
+
+
+def overall(buckets: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The model's and the market's mean scores over every checkpoint that has both (each
+    bucket's ``both``: the same checkpoints, so the two compare), and which did better by
+    log loss (``model``, ``market``, or None with nothing to compare or a tie)."""
+    n = sum(b["both"]["n"] for b in buckets)
+    found: dict[str, Any] = {"n": n}
+    for side in ("model", "market"):
+        found[side] = {
+            name: (
+                math.fsum(b["both"][side][name] * b["both"]["n"] for b in buckets if b["both"]["n"])
+                / n
+                if n
+                else None
+            )
+            for name in ("brier", "logLoss")
+        }
+    model, market = found["model"]["logLoss"], found["market"]["logLoss"]
+    found["better"] = None
+    if model is not None and market is not None and model != market:
+        found["better"] = "model" if model < market else "market"
+    return found

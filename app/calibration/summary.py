@@ -13,11 +13,13 @@ from app.calibration.checkpoints import REMS
 
 
 def summarize(per_window: list[dict[str, Any]], rems: tuple[int, ...] = REMS) -> dict[str, Any]:
-    """``buckets`` (per time left, at ``rems``: the window length's checkpoints),
-    ``reliability`` (of the model) and ``reliabilityMarket`` (of the market's UP mid, at the
-    same checkpoints)."""
+    """``buckets`` (per time left, at ``rems``: the window length's checkpoints), ``overall``
+    (``scores.overall``), ``reliability`` (of the model) and ``reliabilityMarket`` (of the
+    market's UP mid, at the same checkpoints)."""
+    table = buckets(per_window, rems)
     return {
-        "buckets": buckets(per_window, rems),
+        "buckets": table,
+        "overall": scores.overall(table),
         "reliability": scores.reliability(pairs(per_window, "pUp", rems)),
         "reliabilityMarket": scores.reliability(pairs(per_window, "marketMid", rems)),
     }
@@ -56,6 +58,7 @@ def buckets(per_window: list[dict[str, Any]], rems: tuple[int, ...] = REMS) -> l
                 "nMarket": len(market),
                 "market": scores.mean_scores(market),
                 "difference": {**difference, "n": len(both)},
+                "both": {"n": len(both), "model": m, "market": k},
             }
         )
     return table

@@ -167,7 +167,7 @@ def _difference(rem: Rem) -> dict[str, Any]:
 
 
 def score(rows: list[Any], window: str) -> dict[str, Any]:
-    """``summary.summarize``'s answer (buckets, reliability, reliabilityMarket) from
+    """``summary.summarize``'s answer (buckets, overall, reliability, reliabilityMarket) from
     ``rem_table``'s rows of a record of ``window``'s length (scored at its checkpoints)."""
     rems = {rem: Rem() for rem in SPANS[window].rems}
     model_bins = [Bin() for _ in range(scores.BINS)]
@@ -192,11 +192,17 @@ def score(rows: list[Any], window: str) -> dict[str, Any]:
             "nMarket": rem.market.n,
             "market": rem.market.means(),
             "difference": _difference(rem),
+            "both": {
+                "n": rem.model_both.n,
+                "model": rem.model_both.means(),
+                "market": rem.market_both.means(),
+            },
         }
         for rem_s, rem in rems.items()
     ]
     return {
         "buckets": buckets,
+        "overall": scores.overall(buckets),
         "reliability": _reliability(model_bins),
         "reliabilityMarket": _reliability(market_bins),
     }

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import sys
 from collections.abc import Callable, Mapping
 from typing import TypeVar
 
@@ -16,6 +17,7 @@ from app.config.parsers import (
     choice,
     database_url,
     integer,
+    is_loopback,
     networks,
     origins,
     pepper,
@@ -204,12 +206,30 @@ def load_web_settings(environ: Mapping[str, str] | None = None) -> Settings:
     return require_web_secrets(load_settings(environ))
 
 
-def main() -> int:
-    """``python -m app.config``: check the settings in the environment, as the web service
-    reads them (its secrets included; ``make run`` and ``scripts/serve.sh`` do before starting
-    anything); 0 and silent when they parse, else the one line and 2."""
+def check_dev_server(settings: Settings) -> None:
+    """The development server (``make run`` on ``memory://``: ``flask run``) listens on
+    loopback only: lenient HTTP framing, a thread per connection and no timeouts are for this
+    machine. ``ConfigError`` on ``HOST`` otherwise, pointing at the production shape."""
+    if not is_loopback(settings.host):
+        raise ConfigError(
+            "HOST",
+            f"refusing {settings.host} for the development server (make run on memory://), "
+            "which serves this machine only; to serve the network run the production shape: "
+            f"REDIS_URL=redis://127.0.0.1:6379/0 HOST={settings.host} make run",
+        )
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m app.config [--dev-server]``: check the settings in the environment, as the
+    web service reads them (its secrets included; ``make run`` and ``scripts/serve.sh`` do
+    before starting anything), and with ``--dev-server`` that the development server may
+    listen where ``HOST`` says (``check_dev_server``); 0 and silent when they hold, else the
+    one line and 2."""
+    args = sys.argv[1:] if argv is None else argv
     try:
-        load_web_settings()
+        settings = load_web_settings()
+        if "--dev-server" in args:
+            check_dev_server(settings)
     except ConfigError as error:
         return report_bad_setting(error)
     return 0

@@ -206,6 +206,8 @@ class Refresher:
         """Publish until ``stop`` is set: on change when the source signals changes, else
         every tick on multiples of ``tick_ms`` (see the module docstring)."""
         log.info("refresher started: source=%s tick=%dms", self.source.name, self.tick_ms)
+        if self.lease is None:  # the only refresher (embedded): it leads for as long as it runs
+            _metrics().LEADING.set(1)
         period = self.tick_ms / 1000.0
         changes = self._changes
         if changes is None:

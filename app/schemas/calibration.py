@@ -29,6 +29,25 @@ class DifferenceSchema(Schema):
     n = StrictInteger(required=True, validate=validate.Range(min=0))
 
 
+class BothSchema(Schema):
+    """The model's and the market's scores on the same checkpoints (those with both)."""
+
+    class Meta:
+        unknown = RAISE
+
+    n = StrictInteger(required=True, validate=validate.Range(min=0))
+    model = fields.Nested(ScoresSchema, required=True)
+    market = fields.Nested(ScoresSchema, required=True)
+
+
+class OverallSchema(BothSchema):
+    """Every checkpoint with both, and which did better by log loss (null: none, or a tie)."""
+
+    better = fields.String(
+        required=True, allow_none=True, validate=validate.OneOf(["model", "market"])
+    )
+
+
 class BucketSchema(Schema):
     """One time left: the model's and the market's scores."""
 
@@ -41,6 +60,7 @@ class BucketSchema(Schema):
     nMarket = StrictInteger(required=True, validate=validate.Range(min=0))  # noqa: N815
     market = fields.Nested(ScoresSchema, required=True)
     difference = fields.Nested(DifferenceSchema, required=True)
+    both = fields.Nested(BothSchema, required=True)
 
 
 class BinSchema(Schema):
@@ -81,6 +101,7 @@ class CalibrationResponseSchema(Schema):
     windowsRecorded = StrictInteger(required=True, validate=validate.Range(min=0))  # noqa: N815
     windows = StrictInteger(required=True, validate=validate.Range(min=0))
     buckets = fields.List(fields.Nested(BucketSchema), required=True)
+    overall = fields.Nested(OverallSchema, required=True)
     reliability = fields.List(fields.Nested(BinSchema), required=True)
     reliabilityMarket = fields.List(fields.Nested(BinSchema), required=True)  # noqa: N815
     computedAt = fields.String(required=True)  # noqa: N815

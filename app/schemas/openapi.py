@@ -130,13 +130,13 @@ def _paths(spec: APISpec, markets: tuple[Market, ...], windows: tuple[Span, ...]
         "/api/probboard/trail",
         operations=operation(
             "/api/probboard/trail",
-            "The current window's path of each market (or of those `symbol` names), one "
-            "point per plan refresh interval, for a page opened mid-window; limited as a "
-            "board read.",
+            "The current window's path of each market (or of those `symbol` names), of one "
+            "window kind (`window`), one point per plan refresh interval (never finer than "
+            "the kind's own step), for a page opened mid-window; limited as a board read.",
             json_ok("TrailResponse", "The paths.", limited=True),
             [{}, *KEY_SCHEMES, {"SessionCookie": []}],
             extension=True,
-            parameters=[symbol_parameter(markets, several=True)],
+            parameters=[symbol_parameter(markets, several=True), window_parameter(windows)],
         ),
     )
     spec.path(

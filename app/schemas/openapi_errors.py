@@ -75,7 +75,7 @@ ENDPOINT_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
         503: ("auth_unavailable", "stream_busy"),
     },
     "/api/probboard/trail": {
-        400: (INVALID_SYMBOL,),
+        400: (INVALID_SYMBOL, INVALID_WINDOW),
         401: INVALID_KEY,
         429: (RATE_LIMITED,),
         503: ("auth_unavailable",),

@@ -7,23 +7,23 @@ from typing import Any
 from marshmallow import RAISE, Schema, ValidationError, fields, validate
 
 from app.config import MIN_REFRESH_MS
-from app.markets import DEFAULT_SPAN, MARKETS
+from app.markets import MARKETS, SPANS
 from app.schemas.fields import StrictBoolean, StrictInteger
+
+# The longest any window lasts: a 4-hour block across the autumn change of clocks (5 hours).
+LONGEST_S = max(span.seconds for span in SPANS.values()) + 3600
 
 
 class PointField(fields.Field[list[Any]]):
-    """``[s, pUp, mid]``: seconds into the window (0-300), then two numbers 0-1 or null."""
+    """``[s, pUp, mid]``: seconds into the window (0 to its length), then two numbers 0-1 or
+    null."""
 
     def _deserialize(self, value: Any, attr: str | None, data: Any, **kwargs: Any) -> list[Any]:
         if not isinstance(value, list) or len(value) != 3:
             raise ValidationError("a point is [s, pUp, mid].")
         s, *rest = value
-        if (
-            isinstance(s, bool)
-            or not isinstance(s, int | float)
-            or not 0 <= s <= DEFAULT_SPAN.seconds
-        ):  # the charted kind
-            raise ValidationError("s is seconds into the window, 0 to 300.")
+        if isinstance(s, bool) or not isinstance(s, int | float) or not 0 <= s <= LONGEST_S:
+            raise ValidationError(f"s is seconds into the window, 0 to {LONGEST_S}.")
         for v in rest:
             if v is not None and (isinstance(v, bool) or not isinstance(v, int | float)):
                 raise ValidationError("pUp and mid are numbers or null.")

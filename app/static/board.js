@@ -13,11 +13,14 @@
   const state = { board: null, receivedAt: 0, timer: null, controller: null, mode: "polling",
                   backoff: 1000, noticeKind: null, recordTimer: null, cards: new Map(),
                   failing: false, refused: null, epoch: 0, health: null, trailAsked: false,
-                  recordAsked: 0, view: null };
+                  recordAsked: 0, view: null, recordPeriod: "all" };
+  // The record's sample-size note: below this many settled windows the two scores' gap is
+  // within what chance makes of a few windows.
+  const FEW_WINDOWS = 100;
+  // One CSV file of the windows export holds at most this many windows (its limit).
+  const CSV_LIMIT = 1000;
+  // Before a row says how long its window is: the 5-minute kind's length.
   const WINDOW_S = 300;
-  // The one window /api/probboard/trail keeps (app/board/trail.py): the window chart is drawn
-  // for it only, never under another window's label.
-  const TRAIL_WINDOW = "5m";
   const SVG_NS = "http://www.w3.org/2000/svg";
   const LEVEL_TEXT = { ok: "live", warn: "stale", danger: "danger: stale" };
   // A board from the simulated source: numbers generated here, not the markets'. It never
@@ -27,7 +30,8 @@
   const KEY_REFUSED = new Set(["invalid_key", "missing_credentials", "malformed_authorization",
                                "conflicting_credentials"]);
 
-  const fmtPct = (v) => (v == null ? "–" : v.toFixed(2) + "%");
+  // Probabilities to one decimal (a tenth of a point is finer than any model's honesty).
+  const fmtPct = (v) => (v == null ? "–" : v.toFixed(1) + "%");
   const fmtPrice = (v) => (v == null ? "–" : v.toFixed(2));
   const fmtUsd = (v, digits) => (v == null ? "–" : "$" + Number(v).toLocaleString("en-US", { minimumFractionDigits: digits, maximumFractionDigits: digits }));
   const shortToken = (t) => (t ? t.slice(0, 6) + "…" + t.slice(-6) : "–");
@@ -222,7 +226,14 @@
     const stale = row.isStale === true;
     const p = stale || row.p_up_pct == null ? null : row.p_up_pct / 100;
     const mid = stale || row.up_bid == null || row.up_ask == null ? null : (row.up_bid + row.up_ask) / 2;
-    card.windowPoints.push({ s: WINDOW_S - row.rem_secs, p, mid });
+    // A window's length is its row's (a 4-hour block lasts 3 to 5 hours across a change of
+    // clocks); about 600 points a window whatever its length, as the service's trail keeps.
+    const length = row.windowEnd != null ? row.windowEnd - row.windowStart : WINDOW_S;
+    card.windowLength = length;
+    const s = length - row.rem_secs;
+    const last = card.windowPoints[card.windowPoints.length - 1];
+    if (last && s < last.s + length / 600 && (last.p == null) === (p == null)) return;
+    card.windowPoints.push({ s, p, mid });
     if (card.windowPoints.length > 4000) card.windowPoints.shift();
     drawWindow(card);
   }
@@ -234,7 +245,7 @@
   async function loadTrail() {
     const epoch = state.epoch;
     try {
-      const response = await fetch("/api/probboard/trail", { headers: headers(key()), cache: "no-store" });
+      const response = await fetch("/api/probboard/trail" + state.view.query, { headers: headers(key()), cache: "no-store" });
       if (!response.ok || epoch !== state.epoch) return;
       const doc = await response.json();
       for (const market of doc.markets || []) {
@@ -261,17 +272,30 @@
     clearSvg(svg);
     const w = $("markets").classList.contains("multi") ? 420 : 600;
     svg.setAttribute("viewBox", "0 0 " + w + " 200");
-    const xs = { min: 0, max: WINDOW_S, ticks: [0, 60, 120, 180, 240, 300], fmt: (v) => clock(v) };
-    const at = frame(svg, { w, h: 200 }, xs, pctTicks, "time into the window (m:ss)", null);
+    const length = card.windowLength || WINDOW_S;
+    const xs = timeAxis(length);
+    const at = frame(svg, { w, h: 200 }, xs, pctTicks, "time into the window (" + xs.unit + ")", null);
     const pts = card.windowPoints;
     line(svg, "model", pts.filter((q) => q.p != null).map((q) => [at.x(q.s), at.y(q.p)]));
     line(svg, "market", pts.filter((q) => q.mid != null).map((q) => [at.x(q.s), at.y(q.mid)]));
   }
 
+  // The window chart's time axis over ``length`` seconds: at most 6 intervals of a round
+  // step (1, 3, 5, 10, 15, 30 minutes, 1 hour), read as m:ss, or h:mm from an hour long.
+  function timeAxis(length) {
+    const step = [60, 180, 300, 600, 900, 1800, 3600].find((s) => length / s <= 6) || 3600;
+    const ticks = [];
+    for (let t = 0; t <= length + 0.5; t += step) ticks.push(t);
+    const pad = (n) => String(n).padStart(2, "0");
+    const long = length >= 3600;
+    const fmt = long ? (v) => Math.floor(v / 3600) + ":" + pad(Math.floor(v / 60) % 60) : (v) => clock(v);
+    return { min: 0, max: length, ticks, fmt, unit: long ? "h:mm" : "m:ss" };
+  }
+
   function drawReliability(doc) {
     const svg = $("reliability-chart");
     clearSvg(svg);
-    const at = frame(svg, { w: 320, h: 320 }, pctTicks, pctTicks, "forecast P(up)", "observed");
+    const at = frame(svg, { w: 420, h: 420 }, pctTicks, pctTicks, "forecast P(up)", "observed");
     svg.appendChild(svgNode("line", { class: "diag", x1: at.x(0), y1: at.y(0), x2: at.x(1), y2: at.y(1) }));
     for (const [cls, bins] of [["market", doc.reliabilityMarket || []], ["model", doc.reliability || []]]) {
       const shown = bins.filter((b) => b.n > 0 && b.meanP != null && b.observed != null);
@@ -292,10 +316,14 @@
     const values = buckets.flatMap((b) => [b.model.brier, b.market.brier]).filter((v) => v != null);
     // The axis fits the scores: up to the largest (a coin flip's 0.25 with none yet).
     const ys = niceAxis(values.length ? Math.max(...values) : 0.25);
-    // Time left runs from the window's start (290 s) to its end (5 s), left to right.
+    // Time left runs from the window's start to its end, left to right; a label every few
+    // checkpoints so that none runs into the next (15-minute windows have 20 of them).
     const rems = buckets.map((b) => b.remS);
-    const xs = { min: 0, max: Math.max(1, rems.length - 1), ticks: rems.map((_, i) => i), fmt: (i) => rems[i] + "s" };
-    const at = frame(svg, { w: 320, h: 320 }, xs, ys, "seconds left", "Brier");
+    const every = Math.max(1, Math.ceil(rems.length / 8));
+    const ticks = rems.map((_, i) => i).filter((i) => i % every === 0 || i === rems.length - 1);
+    const xs = { min: 0, max: Math.max(1, rems.length - 1), ticks, fmt: (i) => timeLeft(rems[i]) };
+    const unit = rems.some((r) => r >= 3600) ? "h:mm:ss" : "m:ss";
+    const at = frame(svg, { w: 720, h: 300 }, xs, ys, "time left in the window (" + unit + ")", "Brier");
     for (const cls of ["market", "model"]) {
       const pts = buckets.map((b, i) => [i, b[cls].brier]).filter((q) => q[1] != null);
       line(svg, cls, pts.map((q) => [at.x(q[0]), at.y(q[1])]));
@@ -350,8 +378,9 @@
     // The record of the window the board shows (?window=, as the board asks it).
     const params = new URLSearchParams(state.view.query);
     if (symbol) params.set("symbol", symbol);
+    if (state.recordPeriod !== "all") params.set("period", state.recordPeriod);
     const query = params.toString() ? "?" + params.toString() : "";
-    const windows = state.view.query ? state.view.kind + " windows" : "windows";
+    const windows = state.view.kind + " windows";
     try {
       const response = await fetch("/api/probboard/calibration" + query, { headers: { Accept: "application/json" }, cache: "no-store" });
       if (asked !== state.recordAsked) return;
@@ -362,14 +391,113 @@
       const doc = await response.json();
       if (asked !== state.recordAsked) return;
       recordNotice("");
-      $("record-summary").textContent = doc.windows
-        ? doc.windows + " settled " + doc.symbol + " " + windows + " (" + doc.source + ") from " + doc.period.start.slice(0, 16).replace("T", " ") + " UTC"
-        : "no settled " + doc.symbol + " " + windows.replace("windows", "window") + " yet (" + doc.source + "): the record fills in as windows end";
+      const period = { "24h": "the last 24 hours", "7d": "the last 7 days", "30d": "the last 30 days", all: "all time" }[doc.span] || doc.span;
+      $("record-summary").textContent = doc.symbol + " · " + windows + " · " + period + " (" + doc.source + ")";
+      drawHeadline(doc, windows);
+      drawRecordTable(doc);
+      csvLinks(doc);
       drawReliability(doc);
       drawBrier(doc);
     } catch (e) {
       if (asked === state.recordAsked) recordNotice("Cannot reach the service; retrying.");
     }
+  }
+
+  const fmtScore = (v) => (v == null ? "–" : v.toFixed(3));
+  const fmtCount = (n) => Number(n).toLocaleString("en-US");
+
+  // Windows settled, both scores of the model and the market on the same checkpoints, and
+  // which did better; a note while the sample is small.
+  function drawHeadline(doc, windows) {
+    const overall = doc.overall;
+    $("record-windows").textContent = fmtCount(doc.windows);
+    for (const side of ["model", "market"]) {
+      for (const name of ["logLoss", "brier"]) {
+        const cell = document.querySelector('[data-score="' + side + "-" + name + '"]');
+        cell.textContent = fmtScore(overall[side][name]);
+        cell.classList.toggle("better", overall.better === side);
+      }
+    }
+    const verdict = $("record-verdict");
+    if (!overall.n) {
+      verdict.textContent = "Nothing to compare yet: the record fills in as windows end.";
+    } else if (overall.better == null) {
+      verdict.textContent = "A tie on " + fmtCount(overall.n) + " checkpoints.";
+    } else {
+      const [win, lose] = overall.better === "model" ? ["model", "market"] : ["market", "model"];
+      verdict.textContent = "The " + (win === "model" ? "model" : "market") + " did better: log loss "
+        + fmtScore(overall[win].logLoss) + " against " + fmtScore(overall[lose].logLoss)
+        + " on " + fmtCount(overall.n) + " checkpoints.";
+    }
+    const small = $("record-small");
+    small.hidden = doc.windows >= FEW_WINDOWS;
+    small.textContent = doc.windows >= FEW_WINDOWS ? "" : "Only " + fmtCount(doc.windows) + " settled "
+      + windows + " so far: with fewer than " + FEW_WINDOWS + ", which did better can be chance. Read these as a first look.";
+  }
+
+  // Seconds left as the page's clocks write them: 4:30, 14:30, 1:00:00.
+  const timeLeft = (s) => clock(s);
+
+  function drawRecordTable(doc) {
+    const body = $("record-table").tBodies[0];
+    body.replaceChildren(...(doc.buckets || []).map((b) => {
+      const tr = document.createElement("tr");
+      const both = b.both || { n: 0, model: {}, market: {} };
+      const cells = [timeLeft(b.remS), fmtCount(b.n), fmtScore(b.model.logLoss), fmtScore(b.market.logLoss),
+                     fmtScore(b.model.brier), fmtScore(b.market.brier)];
+      let better = "–";
+      if (both.n && both.model.logLoss != null && both.market.logLoss != null && both.model.logLoss !== both.market.logLoss) {
+        better = both.model.logLoss < both.market.logLoss ? "model" : "market";
+      }
+      for (const text of [...cells, better]) {
+        const td = document.createElement("td");
+        td.textContent = text;
+        tr.appendChild(td);
+      }
+      return tr;
+    }));
+  }
+
+  // The shown period's windows as CSV (the windows export): one file, or one per
+  // CSV_LIMIT windows (newest first) when the period holds more.
+  function csvLinks(doc) {
+    const box = $("record-csv");
+    const params = new URLSearchParams(state.view.query);
+    params.set("symbol", doc.symbol);
+    params.set("format", "csv");
+    params.set("limit", String(CSV_LIMIT));
+    const links = [];
+    if (doc.period && doc.windowsRecorded > CSV_LIMIT) {
+      const first = Date.parse(doc.period.start) / 1000, end = Date.parse(doc.period.end) / 1000;
+      const step = CSV_LIMIT * ((end - first) / Math.max(1, doc.windowsRecorded));
+      for (let to = end, part = 1; to > first; to -= step, part += 1) {
+        const from = Math.max(first, Math.floor(to - step));
+        const each = new URLSearchParams(params);
+        each.set("from", String(from));
+        each.set("to", String(Math.ceil(to)));
+        links.push(["part " + part, each]);
+      }
+    } else {
+      if (doc.period) params.set("from", doc.period.start);
+      links.push(["CSV", params]);
+    }
+    const text = links.length > 1 ? "Download these windows as CSV, newest first: " : "Download these windows as ";
+    box.replaceChildren(document.createTextNode(text));
+    links.forEach(([label, query], i) => {
+      const a = document.createElement("a");
+      a.href = "/api/probboard/windows?" + query.toString();
+      a.textContent = label;
+      if (i === 0) a.id = "record-csv-link";
+      if (i) box.appendChild(document.createTextNode(" · "));
+      box.appendChild(a);
+    });
+    if (links.length === 1) box.appendChild(document.createTextNode(" (" + fmtCount(doc.windowsRecorded) + " windows)."));
+  }
+
+  function choosePeriod(value) {
+    state.recordPeriod = value;
+    for (const b of document.querySelectorAll("#record-period button")) b.setAttribute("aria-pressed", String(b.dataset.period === value));
+    loadRecord();
   }
 
   // /api/health: the served markets (the selector) and the source (the badge before a row).
@@ -684,7 +812,7 @@
       name: chosen,
       kind: button ? button.dataset.kind : view.defaultKind,
       query: isDefault ? "" : "?window=" + encodeURIComponent(chosen),
-      chart: chosen === TRAIL_WINDOW,
+      chart: true,
     };
     for (const b of switchButtons()) b.setAttribute("aria-pressed", String(b.dataset.window === chosen));
     $("symbols").textContent = state.view.kind + " window";
@@ -708,6 +836,7 @@
     syncCards([]);
     if (key()) startStream();
     else startPolling();
+    if (!$("record-view").hidden) loadRecord();  // the record of the window now chosen
   }
 
   function useKey(value) {
@@ -735,6 +864,9 @@
     $("show-board").addEventListener("click", () => showView(false));
     $("show-record").addEventListener("click", () => showView(true));
     $("record-symbol").addEventListener("change", loadRecord);
+    for (const button of document.querySelectorAll("#record-period button")) {
+      button.addEventListener("click", () => choosePeriod(button.dataset.period));
+    }
     for (const button of switchButtons()) {
       button.addEventListener("click", () => chooseWindow(button.dataset.window));
     }

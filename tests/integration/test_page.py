@@ -17,6 +17,8 @@ the repository root, for a person to look at.
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import re
@@ -60,11 +62,15 @@ from app.board.timefmt import now_ms  # noqa: E402
 from app.bus.redis_bus import RedisBoardBus  # noqa: E402
 from app.calibration import store  # noqa: E402
 from app.calibration.recorder import Recorder  # noqa: E402
-from app.markets import SPANS, parse_symbols  # noqa: E402
+from app.config.settings import LOCAL_UPSTREAM_LABEL  # noqa: E402
+from app.markets import MARKETS, SPANS, parse_symbols  # noqa: E402
 from app.refresher.loop import Refresher  # noqa: E402
+from app.refresher.model import TWAP  # noqa: E402
 from app.refresher.sources.simulated import SimulatedSource  # noqa: E402
 from harness.accounts import TEST_PEPPER  # noqa: E402
 from harness.clocks import REAL, OffsetClock  # noqa: E402
+from harness.fake_polymarket import running  # noqa: E402
+from harness.fake_polymarket.quoting import FairQuoter  # noqa: E402
 from harness.processes import (  # noqa: E402
     ROOT,
     RedisServer,
@@ -72,7 +78,7 @@ from harness.processes import (  # noqa: E402
     http_get,
     service_env,
 )
-from harness.spans import WINDOW_S  # noqa: E402
+from harness.spans import FIVE_MINUTES, WINDOW_S  # noqa: E402
 from tests.support.accounts import AccountsCli, scratch_accounts  # noqa: E402
 from tests.support.track_record import record_both_windows, run_simulated  # noqa: E402
 
@@ -246,7 +252,7 @@ def wait_shown(
 def open_board(driver: WebDriver, service: Service) -> dict[str, Any]:
     """Load ``/`` and wait until a board is rendered (P(up) shows a number)."""
     driver.get(service.base + "/")
-    wait_shown(driver, lambda p: re.fullmatch(r"\d+\.\d\d%", p["p-up"] or ""), "P(up) shown")
+    wait_shown(driver, lambda p: re.fullmatch(r"\d+\.\d%", p["p-up"] or ""), "P(up) shown")
     return shown(driver)
 
 
@@ -356,8 +362,8 @@ def expected_card(row: Mapping[str, Any]) -> dict[str, str]:
     """What a card must show for ``row``, formatted as the issue describes."""
     texts = {
         "symbol": row["symbol"],
-        "p-up": to_fixed(row["p_up_pct"], 2) + "%",
-        "p-down": to_fixed(row["p_down_pct"], 2) + "%",
+        "p-up": to_fixed(row["p_up_pct"], 1) + "%",
+        "p-down": to_fixed(row["p_down_pct"], 1) + "%",
         "window": time.strftime("%H:%M", time.gmtime(row["windowStart"]))
         + "\u2013"  # an en dash
         + time.strftime("%H:%M", time.gmtime(row["windowEnd"]))
@@ -791,13 +797,10 @@ def test_the_track_record_view_and_the_window_chart(
 
     browser.find_element(By.ID, "show-record").click()
     assert browser.find_element(By.ID, "board-view").get_attribute("hidden") is not None
-    settled = re.compile(r"(\d+) settled BTC windows \(simulated\)")
-    summary: re.Match[str] | None = wait_for(
-        browser,
-        lambda d: settled.match(d.find_element(By.ID, "record-summary").text),
-        "the record's summary",
-    )
-    assert summary is not None and int(summary[1]) >= 7, summary
+    wait_for(browser, lambda d: record_summary(d).startswith("BTC · "), "the record's summary")
+    assert "(simulated)" in record_summary(browser), record_summary(browser)
+    settled = wait_for(browser, lambda d: record_windows(d) >= 7, "the settled windows")
+    assert settled
     model_dots = browser.execute_script(count, "#reliability-chart circle.model")
     market_dots = browser.execute_script(count, "#reliability-chart circle.market")
     assert model_dots >= 3 and market_dots >= 3, (model_dots, market_dots)
@@ -893,7 +896,7 @@ def test_every_served_row_has_its_own_card(
         browser,
         lambda p: (
             symbols_of(p) == symbols
-            and all(re.fullmatch(r"\d+\.\d\d%", c["p-up"]) for c in p["cards"])
+            and all(re.fullmatch(r"\d+\.\d%", c["p-up"]) for c in p["cards"])
         ),
         "four cards with numbers",
     )
@@ -1304,6 +1307,30 @@ def record_summary(driver: WebDriver) -> str:
     return text
 
 
+def open_record(
+    recorder: Recorder,
+    service: Service,
+    accounts: Accounts,
+    browser: WebDriver,
+    width: int,
+    **settings: str,
+) -> None:
+    """Write what ``recorder`` holds, start the service with ``settings`` (its track record
+    cache must not predate these windows), open the page ``width`` px wide and its record."""
+    assert recorder.flush()
+    recorder.close()
+    serve(service, accounts, **settings)
+    open_board(browser, service)
+    set_viewport(browser, width, 900, mobile=False)
+    browser.find_element(By.ID, "show-record").click()
+
+
+def record_windows(driver: WebDriver) -> int:
+    """The Track record view's count of settled windows (-1 before it shows one)."""
+    text = driver.find_element(By.ID, "record-windows").text.replace(",", "")
+    return int(text) if text.isdigit() else -1
+
+
 def brier_fit(driver: WebDriver) -> dict[str, Any]:
     """The Brier chart's dots against its plot: their tops and the frame's, in pixels, and
     the y axis's labels (bottom to top)."""
@@ -1326,15 +1353,10 @@ def test_the_track_record_has_a_market_selector_and_axes_that_fit(
     # Two windows of seed 2: BTC's scores reach 0.44 and ETH's 0.46, beyond the fixed 0.3
     # the axis used to stop at (each market settled on its own prices).
     run_simulated(recorder, 1_700_100_100, 2 * 300 + 20, seed=2, markets=parse_symbols("BTC,ETH"))
-    assert recorder.flush()
-    recorder.close()
     # Own gunicorn: on two symbols.
-    serve(service, accounts, SYMBOLS="BTC,ETH")
-    open_board(browser, service)
-    set_viewport(browser, 1100, 900, mobile=False)
-    browser.find_element(By.ID, "show-record").click()
+    open_record(recorder, service, accounts, browser, 1100, SYMBOLS="BTC,ETH")
 
-    wait_for(browser, lambda d: "settled BTC windows" in record_summary(d), "BTC's record")
+    wait_for(browser, lambda d: record_summary(d).startswith("BTC · "), "BTC's record")
     select = browser.find_element(By.ID, "record-symbol")
     assert select.is_displayed()
     options = [o.text for o in select.find_elements(By.TAG_NAME, "option")]
@@ -1345,7 +1367,7 @@ def test_the_track_record_has_a_market_selector_and_axes_that_fit(
             focused = browser.execute_script("return document.activeElement.id")
             assert focused == "record-symbol", focused
             ActionChains(browser).send_keys(Keys.ARROW_DOWN).perform()
-            wait_for(browser, lambda d: "settled ETH windows" in record_summary(d), "ETH's record")
+            wait_for(browser, lambda d: record_summary(d).startswith("ETH · "), "ETH's record")
         status, _, body = http_get(service.base + f"/api/probboard/calibration?symbol={symbol}")
         assert status == 200, body
         record = json.loads(body)
@@ -1364,6 +1386,184 @@ def test_the_track_record_has_a_market_selector_and_axes_that_fit(
         assert min(drawn["ys"]) <= drawn["top"] + drawn["height"] / 2, drawn
         assert float(drawn["labels"][-1]) >= max(scores), (drawn, scores)
         screenshot(browser, f"page-track-record-{symbol.lower()}.png", (1100, 900))
+
+
+# -- the demo: fakes that quote like a market (issue 50, points 1, 3 and 7) -------------------
+def test_the_demo_moves_like_a_market_and_names_its_upstream(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    """The bundled fakes with their quoter (as ``python -m harness.fake_polymarket`` runs
+    them) behind the live source: the badge says the upstream is a fake on this machine, the
+    books move, and each edge on the page is the model's P minus the ask of a board
+    ``/latest`` served, a few points, not the fixed books' fifty."""
+    # "Now" 15 s into a window on the fakes' and the service's shifted clock: the window is
+    # undecided for the test's minute (a decided one quotes 0.98/0.99 and stays there).
+    clock = OffsetClock.reading(WINDOW_S * (time.time() // WINDOW_S + 1) + 15)
+    with running(auto_markets=True, auto_rule=TWAP, clock=clock) as world:
+        paths = {"BTC": world.rtds.live(symbol=MARKETS["BTC"].chainlink)}
+        world.clob_ws.keep_alive(0.1)
+        quoter = FairQuoter(world, paths).start()
+        try:
+            serve(service, accounts, **world.env(), **clock.env())
+            open_board(browser, service)
+            wait_shown(browser, lambda p: p["badge"] == LOCAL_UPSTREAM_LABEL, "the local badge")
+            books: set[tuple[float, float]] = set()
+            edges: list[float] = []
+            seen: set[str] = set()  # the boards compared (a guest page polls every 5 s)
+            deadline = time.monotonic() + 4 * WAIT_S
+            while len(edges) < 3 or len(books) < 2:
+                assert time.monotonic() < deadline, (books, edges)
+                board, page = board_shown(service, browser)
+                row = board["items"][0]
+                if board["updatedAt"] in seen or row["p_up_pct"] is None or row["isStale"]:
+                    time.sleep(0.2)  # the same board, or one before its price to beat
+                    continue
+                seen.add(board["updatedAt"])
+                expected = expected_card(row)
+                assert (page["up-gap"], page["down-gap"]) == (
+                    expected["up-gap"],
+                    expected["down-gap"],
+                ), (row, page)
+                books.add((row["up_bid"], row["up_ask"]))
+                edges.append(abs(row["p_up_pct"] - 100 * row["up_ask"]))
+            assert max(edges) < 20, edges  # a few points, as a market's (the books moved)
+            screenshot(browser, "page-demo-1280.png", (1100, 900))
+        finally:
+            quoter.stop()
+
+
+# -- a track record a trader reads in ten seconds (issue 50, points 2 and 7) -----------------
+READ_RECORD = """
+const cell = (name) => document.querySelector('[data-score="' + name + '"]').textContent;
+const rows = Array.from(document.querySelectorAll("#record-table tbody tr"))
+  .map((tr) => Array.from(tr.cells, (td) => td.textContent));
+const links = Array.from(document.querySelectorAll("#record-csv a"), (a) => a.href);
+return {windows: document.getElementById("record-windows").textContent,
+        scores: ["model-logLoss", "model-brier", "market-logLoss", "market-brier"].map(cell),
+        verdict: document.getElementById("record-verdict").textContent,
+        small: document.getElementById("record-small").hidden ? null
+               : document.getElementById("record-small").textContent,
+        rows, links};
+"""
+
+
+def calibration(service: Service, query: str) -> dict[str, Any]:
+    """``/calibration``'s answer (a 503 while a first computation outlasts its guard on a
+    loaded machine is retried after its retryAfterMs, as a client does)."""
+    deadline = time.monotonic() + 30
+    while True:
+        status, _, body = http_get(service.base + "/api/probboard/calibration" + query)
+        if status != 503 or time.monotonic() > deadline:
+            break
+        time.sleep(json.loads(body)["retryAfterMs"] / 1000)
+    assert status == 200, body
+    found: dict[str, Any] = json.loads(body)
+    return found
+
+
+def record_expected(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What the record view must show for ``/calibration``'s answer ``record``."""
+
+    def score(value: float | None) -> str:
+        return "\u2013" if value is None else half_up(Decimal(value), 3)
+
+    overall = record["overall"]
+    rows = []
+    for b in record["buckets"]:
+        model, market, better = (
+            b["both"]["model"]["logLoss"],
+            b["both"]["market"]["logLoss"],
+            "\u2013",
+        )
+        if b["both"]["n"] and None not in (model, market) and model != market:
+            better = "model" if model < market else "market"
+        rows.append([
+            clock_text(b["remS"]), f"{b['n']:,}", score(b["model"]["logLoss"]),
+            score(b["market"]["logLoss"]), score(b["model"]["brier"]),
+            score(b["market"]["brier"]), better,
+        ])  # fmt: skip
+    return {
+        "windows": f"{record['windows']:,}",
+        "scores": [
+            score(overall[side][name])
+            for side in ("model", "market")
+            for name in ("logLoss", "brier")
+        ],
+        "rows": rows,
+    }
+
+
+def clock_text(seconds: int) -> str:
+    """Seconds as the page's clocks write them: 4:50, 14:30, 1:00:00."""
+    if seconds < 3600:
+        return f"{seconds // 60}:{seconds % 60:02d}"
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
+def test_the_track_record_reads_in_ten_seconds(
+    service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    """Issue 50: at the top, the settled windows and both scores of the model and the market
+    on the same checkpoints, and which did better; a table per checkpoint; full-width charts;
+    a note while few windows are settled; a CSV link of the shown period; the window and
+    period switches on the view. Every number equals ``/calibration``'s for the same market,
+    window and period; the CSV link downloads those windows. Screenshots at 1280 and 390 px."""
+    engine = create_engine(accounts.env["DATABASE_URL"])
+    with engine.begin() as conn:
+        conn.execute(store.checkpoints.delete())
+        conn.execute(store.windows.delete())
+    recorder = Recorder(engine, "simulated", 3000)
+    fifteen = SPANS["15m"]
+    run_simulated(recorder, 1_700_199_900, 2 * 900 + 20, seed=4, spans=(FIVE_MINUTES, fifteen))
+    # Own gunicorn: on two windows.
+    open_record(recorder, service, accounts, browser, 1280, WINDOWS="5m,15m")
+    for window, period, first_left in (("", "", "4:50"), ("15m", "", "14:30"), ("15m", "24h", "")):
+        if window == "15m" and switch_state(browser)[1][1] != "true":
+            # The window switch stays on the record view and switches the record shown.
+            browser.find_elements(By.CSS_SELECTOR, SWITCH)[1].click()
+        if period:
+            button = f'#record-period [data-period="{period}"]'
+            browser.find_element(By.CSS_SELECTOR, button).click()
+        params = "&".join(f"{k}={v}" for k, v in (("window", window), ("period", period)) if v)
+        record = calibration(service, "?" + params if params else "")
+        expected = record_expected(record)
+
+        def matches(d: WebDriver, expected: dict[str, Any] = expected) -> dict[str, Any] | None:
+            found: dict[str, Any] = d.execute_script(READ_RECORD)
+            same = all(found[k] == v for k, v in expected.items())
+            return found if same else None
+
+        found = wait_for(browser, matches, f"the record of {params or 'the default'}") or {}
+        if period == "24h":  # the recorded windows are from 2023: none in the last day
+            assert record["windows"] == 0 and "Nothing to compare" in found["verdict"], found
+            continue
+        assert record["windows"] >= 2 and found["rows"][0][0] == first_left, found
+        overall = record["overall"]
+        assert overall["n"] > 0 and overall["better"] in ("model", "market"), overall
+        assert found["verdict"].startswith(f"The {overall['better']} did better"), found
+        assert found["small"] and "first look" in found["small"], found  # few windows
+        # The CSV link: the shown period's windows of this market and length.
+        [link] = found["links"]
+        status, headers, body = http_get(link)
+        assert status == 200 and headers["Content-Type"].startswith("text/csv"), (status, body)
+        lines = csv.DictReader(io.StringIO(body.decode()))
+        starts = {line["windowStart"] for line in lines}
+        assert len(starts) == record["windowsRecorded"], (link, starts)
+        width = browser.execute_script(
+            "return [document.getElementById('brier-chart').getBoundingClientRect().width,"
+            " document.getElementById('record-title').parentElement.getBoundingClientRect().width]"
+        )
+        assert width[0] >= 0.9 * width[1], width  # the chart spans its card
+        name = f"page-record-{window or '5m'}-1280.png"
+        screenshot(browser, name, (1280, 900))
+    set_viewport(browser, 390, 844, mobile=True)
+    screenshot(browser, "page-record-phone-390.png", (390, 844))
+    widths = browser.execute_script("return [document.documentElement.scrollWidth, innerWidth]")
+    assert widths == [390, 390], f"the record is wider than a 390 px phone: {widths}"
+    browser.find_element(By.ID, "show-board").click()
+    screenshot(browser, "page-board-phone-390.png", (390, 844))
+    set_viewport(browser, 1280, 900, mobile=False)
+    screenshot(browser, "page-board-1280.png", (1280, 900))
 
 
 # -- the window switch (issue 39, point 5) ----------------------------------------------------
@@ -1411,7 +1611,7 @@ def assert_cards_are_the_boards(
 
 
 def charts_shown(driver: WebDriver) -> list[bool]:
-    """Whether each card's window chart (5-minute only: /trail's) is displayed."""
+    """Whether each card's window chart is displayed."""
     return [c.is_displayed() for c in driver.find_elements(By.CSS_SELECTOR, "[data-field=chart]")]
 
 
@@ -1420,8 +1620,8 @@ def test_the_window_switch_shows_the_15_minute_board(
 ) -> None:
     """WINDOWS=5m,15m: a 5 min / 15 min switch beside the cards. 15 min (from the keyboard)
     shows the 15-minute rows, their countdowns to the 15-minute end, in the URL and after a
-    reload, polled and streamed; the 5-minute chart is not shown under it. 5 min is the
-    page as before, with a URL without the parameter."""
+    reload, polled and streamed; its chart spans the 15 minutes (issue 50, point 4). 5 min
+    is the page as before, with a URL without the parameter."""
     # Own gunicorn: on two windows and two symbols.
     serve(service, accounts, WINDOWS="5m,15m", SYMBOLS="BTC,ETH")
     open_board(browser, service)
@@ -1442,9 +1642,18 @@ def test_the_window_switch_shows_the_15_minute_board(
     assert_cards_are_the_boards(service, browser, "?window=15m", 15)
     assert browser.find_element(By.TAG_NAME, "h1").text == "Probboard BTC · ETH · 15-minute window"
     assert browser.title == "Probboard · BTC, ETH 15-minute board"
-    # The chart is the service's 5-minute trail: not shown under the 15-minute label.
-    assert not any(charts_shown(browser)), charts_shown(browser)
-    assert not browser.find_element(By.CSS_SELECTOR, ".markets-note").is_displayed()
+    # Each card charts its 15-minute window: the time axis runs 0:00 to 15:00 by 3 minutes.
+    assert all(charts_shown(browser)), charts_shown(browser)
+    for chart in browser.find_elements(By.CSS_SELECTOR, "[data-field=chart]"):
+        labels = [t.text for t in chart.find_elements(By.TAG_NAME, "text")]
+        assert [label for label in labels if re.fullmatch(r"\d+:\d\d", label)] == [
+            "0:00",
+            "3:00",
+            "6:00",
+            "9:00",
+            "12:00",
+            "15:00",
+        ], labels
     screenshot(browser, "page-15-minutes.png", (1100, 900))
 
     # The choice is in the URL: a reload (or the link, shared) keeps it.
@@ -1508,7 +1717,7 @@ def test_one_window_has_no_switch_and_a_window_it_does_not_serve_is_ignored(
     """The default (WINDOWS=5m): no switch; a link with ``?window=15m`` shows the board the
     service serves, and the URL stops claiming otherwise."""
     browser.get(default_service.base + "/?window=15m")
-    wait_shown(browser, lambda p: re.fullmatch(r"\d+\.\d\d%", p["p-up"] or ""), "P(up) shown")
+    wait_shown(browser, lambda p: re.fullmatch(r"\d+\.\d%", p["p-up"] or ""), "P(up) shown")
     assert browser.find_elements(By.CSS_SELECTOR, "#window-switch") == []
     assert browser.current_url == default_service.base + "/"
     assert_cards_are_the_boards(default_service, browser, "", 5)
@@ -1549,11 +1758,11 @@ def test_the_track_record_follows_the_window_the_board_shows(
     scores = [v for v in scores if v is not None]
     assert scores, record
     browser.get(service.base + "/?window=15m")
-    wait_shown(browser, lambda p: re.fullmatch(r"\d+\.\d\d%", p["p-up"] or ""), "P(up) shown")
+    wait_shown(browser, lambda p: re.fullmatch(r"\d+\.\d%", p["p-up"] or ""), "P(up) shown")
     set_viewport(browser, 1100, 900, mobile=False)
     browser.find_element(By.ID, "show-record").click()
-    wanted = "settled BTC 15-minute windows"
-    wait_for(browser, lambda d: wanted in record_summary(d), "the 15m record")
+    wanted = "BTC · 15-minute windows"
+    wait_for(browser, lambda d: record_summary(d).startswith(wanted), "the 15m record")
 
     def fits(d: WebDriver) -> dict[str, Any] | None:
         drawn = brier_fit(d)

@@ -98,6 +98,34 @@ def test_make_run_with_a_bad_setting_prints_one_line(redis_url: str, tmp_path: P
     assert len(lines) == 1 and LINE in lines[0], lines
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "192.0.2.7"])
+def test_make_run_refuses_a_public_host_for_the_development_server_in_one_line(
+    host: str, tmp_path: Path
+) -> None:
+    """Issue 50, point 6: ``HOST=0.0.0.0 make run`` on memory:// is refused like every other
+    bad setting: one line naming HOST, pointing at the production shape, status 2."""
+    env = operator_env(tmp_path, HOST=host, REDIS_URL="memory://")
+    done = subprocess.run(MAKE_RUN, env=env, cwd=ROOT, capture_output=True, text=True, timeout=120)
+    lines = (done.stdout + done.stderr).splitlines()
+    assert done.returncode == 2, done
+    assert len(lines) == 1 and f"probboard: HOST: refusing {host} " in lines[0], lines
+    assert "REDIS_URL=redis://" in lines[0], lines
+
+
+def test_operator_commands_print_no_warning_when_nothing_is_wrong(tmp_path: Path) -> None:
+    """Issue 50, point 6: the embedded shape without SECRET_KEY is a good configuration for
+    an operator's command (it signs nothing): ``flask db upgrade`` then ``flask users list``
+    say nothing of SECRET_KEY (the web service warns when it serves, not the CLI)."""
+    env = operator_env(tmp_path, REDIS_URL="memory://")
+    env.pop("SECRET_KEY", None)
+    for entry in ("flask db upgrade", "flask users"):
+        done = subprocess.run(
+            ENTRY_POINTS[entry], env=env, cwd=ROOT, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, done
+        assert "WARNING" not in done.stdout + done.stderr, done
+
+
 @pytest.mark.parametrize("value", ["", " "])
 def test_an_empty_symbols_is_refused_by_the_programs(value: str, tmp_path: Path) -> None:
     env = operator_env(tmp_path, SYMBOLS=value)

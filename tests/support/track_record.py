@@ -26,6 +26,7 @@ def run_simulated(
     markets: tuple[Market, ...] = (MARKETS["BTC"],),
     *,
     outcomes_only: bool = False,
+    spans: tuple[Span, ...] = (FIVE_MINUTES,),
 ) -> None:
     """Tick on the 0.5 s grid of a virtual clock from ``start`` for ``seconds`` (``markets``:
     the simulated source's), at every point of it where a board can be recorded (``recordable``)
@@ -34,13 +35,14 @@ def run_simulated(
     again), so that a seed walks the same path at the same instants as before.
 
     ``outcomes_only``: tick only where the previous window's outcome settles or a window is
-    first stored (``_stored_or_settled``), for a test of windows and outcomes alone."""
+    first stored (``_stored_or_settled``), for a test of windows and outcomes alone.
+    ``spans``: the window kinds served (each recorded apart)."""
     ticks = _stored_or_settled if outcomes_only else recordable
     clock = [start]
-    source = SimulatedSource(seed=seed, markets=markets, spans=(FIVE_MINUTES,))
+    source = SimulatedSource(seed=seed, markets=markets, spans=spans)
     refresher = Refresher(source, MemoryBoardBus(), 500, clock=lambda: clock[0], observer=recorder)
     while clock[0] < start + seconds:
-        if clock[0] == start or ticks(clock[0], FIVE_MINUTES):
+        if clock[0] == start or any(ticks(clock[0], span) for span in spans):
             assert refresher.tick()
         else:  # the source still walks at this instant: a seed gives the path it always did
             source.advance(clock[0])

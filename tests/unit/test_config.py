@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from dataclasses import replace
 from pathlib import Path
 
@@ -443,6 +444,21 @@ def test_the_embedded_shape_needs_no_secret(tmp_path: Path) -> None:
     config = {k: v for k, v in BASE_CONFIG.items() if k not in SECRETS}
     app = create_app({**config, "DATABASE_URL": f"sqlite:///{tmp_path / 'app.sqlite3'}"})
     assert services_of(app).settings.secret_key_generated
+
+
+def test_a_random_secret_key_is_said_once_when_serving_not_at_start(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 50, point 6: an operator's command builds the app and serves nothing: no
+    warning then; the first request served says it, once."""
+    config = {k: v for k, v in BASE_CONFIG.items() if k not in SECRETS}
+    with caplog.at_level(logging.WARNING, logger="app.web"):
+        app = create_app({**config, "DATABASE_URL": f"sqlite:///{tmp_path / 'app.sqlite3'}"})
+        assert "SECRET_KEY" not in caplog.text
+        client = app.test_client()
+        assert client.get("/api/health").status_code == 200
+        assert client.get("/api/health").status_code == 200
+    assert caplog.text.count("SECRET_KEY is not set") == 1, caplog.text
 
 
 def test_the_refresher_needs_no_secret() -> None:

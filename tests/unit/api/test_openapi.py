@@ -270,7 +270,7 @@ def test_every_parameter_a_view_reads_is_documented_and_no_other(
     assert read[("query", "period")] == {"/api/probboard/calibration"}
     assert read[("query", "window")] == {
         "/api/probboard/latest", "/api/probboard/stream", "/api/probboard/calibration",
-        "/api/probboard/windows",
+        "/api/probboard/windows", "/api/probboard/trail",
     }  # fmt: skip
     for name in ("from", "to", "limit", "cursor", "format"):
         assert read[("query", name)] == {"/api/probboard/windows"}, name

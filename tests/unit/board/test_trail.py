@@ -67,9 +67,11 @@ def test_one_point_a_second_per_market_from_each_row() -> None:
     assert SCHEMAS["trail"].validate(document) == {}
 
 
-def test_the_chart_follows_the_five_minute_rows_whatever_else_the_board_carries() -> None:
-    """Issue 39: a board of 15- and 5-minute rows (``WINDOWS=15m,5m``: the 15-minute rows
-    first) charts the 5-minute window's path only, as the page shows the 5-minute board."""
+def test_each_window_kind_has_its_own_chart_at_its_own_step() -> None:
+    """Issue 50, point 4: a board of 15- and 5-minute rows (``WINDOWS=15m,5m``: the
+    15-minute rows first) charts both windows, each at its own step (a second for the
+    5-minute one, 3 s for the 15-minute one), over its own length; the 5-minute chart is the
+    same as without the 15-minute rows (issue 39)."""
     both, alone = WindowTrail(STALE_MS), WindowTrail(STALE_MS)
     clock = [0.0]
     refreshers = [
@@ -81,7 +83,7 @@ def test_the_chart_follows_the_five_minute_rows_whatever_else_the_board_carries(
         )
         for spans in ("15m,5m", "5m")
     ]
-    for i in range(6):
+    for i in range(13):
         clock[0] = WINDOW_START + 400 + i
         document, five = (refresher.build() for refresher in refreshers)
         assert [item.get("window") for item in document["items"]] == ["15m", None]
@@ -89,8 +91,14 @@ def test_the_chart_follows_the_five_minute_rows_whatever_else_the_board_carries(
         alone.add(parse_snapshot(dumps(five)))
     [market] = json.loads(both.answer(STEP_MS, None))["markets"]
     assert market["windowStart"] == WINDOW_START + 300
-    assert [p[0] for p in market["points"]] == [100.0 + i for i in range(6)]
+    assert [p[0] for p in market["points"]] == [100.0 + i for i in range(13)]
     assert both.answer(STEP_MS, None) == alone.answer(STEP_MS, None)
+    fifteen = json.loads(both.answer(STEP_MS, None, "15m"))
+    assert fifteen["stepMs"] == 3000  # never finer than the kind's own step
+    [market] = fifteen["markets"]
+    assert market["windowStart"] == WINDOW_START  # the 15-minute window began 400 s ago
+    assert [p[0] for p in market["points"]] == [400.0 + 3 * i for i in range(5)]
+    assert json.loads(alone.answer(STEP_MS, None, "15m"))["markets"] == []
 
 
 def test_a_stale_row_is_a_gap_and_a_new_window_starts_afresh() -> None:
@@ -148,17 +156,18 @@ def test_the_bus_gives_one_board_per_step_of_its_history(bus: BoardBus) -> None:
     assert bus.sampled(start_ms - 60_000, start_ms - 1, 1000) == []
 
 
-def app_on(redis_url: str, tmp_path: Path) -> Flask:
+def app_on(redis_url: str, tmp_path: Path, windows: str = "5m") -> Flask:
     config = {"REDIS_URL": redis_url, "DATABASE_URL": f"sqlite:///{tmp_path / 'a.db'}"}
-    return create_app({**BASE_CONFIG, "SYMBOLS": "BTC,ETH", **config})
+    return create_app({**BASE_CONFIG, "SYMBOLS": "BTC,ETH", "WINDOWS": windows, **config})
 
 
-def publish_recent(bus: BoardBus, seconds: int) -> float:
+def publish_recent(bus: BoardBus, seconds: int, windows: str = "5m") -> float:
     """Boards every half second over the last ``seconds``, by one simulated source walking
     on (not one warmed up afresh per board, as ``board`` does); the first one's time."""
     first = time.time() - seconds
     at = first
-    source = SimulatedSource(seed=3, markets=parse_symbols("BTC,ETH"))
+    spans = parse_windows(windows)
+    source = SimulatedSource(seed=3, markets=parse_symbols("BTC,ETH"), spans=spans)
     refresher = Refresher(source, MemoryBoardBus(), 500, clock=lambda: at)
     for i in range(seconds * 2):
         at = first + i * 0.5
@@ -204,3 +213,20 @@ def test_the_trail_endpoint_takes_a_symbol_and_a_key_plan(tmp_path: Path) -> Non
     assert refused.status_code == 400 and refused.json is not None
     assert refused.json["code"] == "invalid_symbol"
     assert client.get(TRAIL, headers={"X-API-Key": "pbk_nope"}).status_code == 401
+    unserved = client.get(TRAIL + "?window=15m")  # this app serves the 5-minute kind only
+    assert unserved.status_code == 400 and unserved.json is not None
+    assert unserved.json["code"] == "invalid_window"
+
+
+def test_the_trail_of_another_window_kind(tmp_path: Path) -> None:
+    """``?window=15m`` on a service of both kinds: the 15-minute windows' paths, at the
+    guest's step; the default window's without it."""
+    app = app_on("memory://", tmp_path, windows="5m,15m")
+    publish_recent(services_of(app).bus, 20, windows="5m,15m")
+    client = app.test_client()
+    fifteen = validated("trail", client.get(TRAIL + "?window=15m").data)
+    five = validated("trail", client.get(TRAIL).data)
+    assert [m["symbol"] for m in fifteen["markets"]] == ["BTC", "ETH"]
+    assert fifteen["markets"][0]["windowStart"] % 900 == 0
+    assert fifteen["markets"][0]["windowStart"] <= five["markets"][0]["windowStart"]
+    assert fifteen["markets"][0]["points"] != five["markets"][0]["points"]

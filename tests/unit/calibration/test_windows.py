@@ -307,6 +307,26 @@ def test_a_window_without_checkpoints_is_one_csv_line(caller: Caller, engine: En
     assert caller.page({"limit": "1"})["windows"][0]["checkpoints"] == []
 
 
+def test_prices_are_exported_to_their_sources_decimals(caller: Caller, engine: Engine) -> None:
+    """Issue 50, point 5: a window recorded with float noise (a TWAP mean, before rows were
+    rounded) is exported to the Chainlink stream's 8 decimals, in JSON and in CSV."""
+    start = T0 + 300 * (COUNT + 1)
+    slug = MARKETS["BTC"].slug(start, FIVE_MINUTES)
+    with engine.begin() as conn:
+        store.save_window(conn, {"slug": slug, "window_start": start, "source": "simulated",
+                                 "rule": "twap", "price_to_beat": 100050.94263611984})  # fmt: skip
+        conn.execute(insert(store.checkpoints), [{
+            "slug": slug, "rem_s": 60, "p_up": 0.5, "market_mid": 0.5, "sigma": 0.001,
+            "price": 100051.12345678912, "price_to_beat": 100050.94263611984,
+            "recorded_at": datetime.now(UTC),
+        }])  # fmt: skip
+    newest = caller.page({"limit": "1"})["windows"][0]
+    assert newest["priceToBeat"] == 100050.94263612
+    assert newest["checkpoints"][0]["price"] == 100051.12345679
+    [line] = read_csv(caller.get({"format": "csv", "limit": "1"}))
+    assert (line["priceToBeat"], line["price"]) == ("100050.94263612", "100051.12345679")
+
+
 def test_reads_count_like_a_guests_latest_read(windows_app: Flask) -> None:
     client = windows_app.test_client()
     for remaining in (4, 3, 2, 1, 0):

@@ -230,3 +230,24 @@ def test_changes_of_four_markets_coalesce_into_one_board_per_interval() -> None:
         assert all(len(board["items"]) == 4 for _, board in boards)
         # At most one board per interval, however many markets changed (plus the first).
         assert len(boards) <= span / 0.3 + 2, (len(boards), span)
+
+
+def test_a_refresher_without_a_lease_says_it_leads() -> None:
+    """Issue 50, point 6: the embedded shape's only refresher publishes every board, so its
+    ``probboard_refresher_leading`` is 1 (it said 0 while publishing)."""
+    from prometheus_client import REGISTRY
+
+    from app.metrics.refresher import LEADING
+
+    LEADING.set(0)  # as a process starts
+    source = SimulatedSource(parse_symbols("BTC"), seed=1)
+    refresher = Refresher(source, MemoryBoardBus(), 500)
+    stop = refresher.start_background()
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while refresher.published < 1 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert refresher.published >= 1
+        assert REGISTRY.get_sample_value("probboard_refresher_leading") == 1.0
+    finally:
+        stop.set()

@@ -120,7 +120,7 @@ class HourlyRows:
         )
         return assemble_row(
             window, up, down, exchange, found, opening.believed, answer, at, self.name,
-            price_via=EXCHANGE_VIA,
+            price_via=EXCHANGE_VIA, decimals=coin.exchange_decimals,
         )  # fmt: skip
 
     def close(self) -> None:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from app.board.row import BoardRow, LiveDetails
+from app.markets import CHAINLINK_DECIMALS, shown_price
 from app.refresher.sources.polymarket.book import Quote
 from app.refresher.sources.polymarket.discovery import LiveWindow
 from app.refresher.sources.polymarket.model_inputs import ModelAnswer
@@ -121,10 +122,12 @@ def assemble_row(
     at: Instant,
     source: str,
     price_via: str = SPOT_VIA,
+    decimals: int = CHAINLINK_DECIMALS,
 ) -> BoardRow:
     """``window``'s row at ``at``: its books, its spot (and the spot's doubts), its price to
     beat (read once by the caller: the one the model was given) and the model's answer,
-    each with its provenance and age."""
+    each with its provenance and age; its prices to ``decimals``, their source's precision
+    (a mean or an 18-decimal report shows no float noise)."""
     market = window.market
     # The point the model read (its price and age go with its P(up)), else the newest.
     latest = model.point if model.point is not None else spot.latest()
@@ -185,8 +188,8 @@ def assemble_row(
         ts=ts,
         window_start=t0,
         window_end=t1,
-        price=latest[1] if latest else None,
-        price_to_beat=price_to_beat,
+        price=shown_price(latest[1], decimals) if latest else None,
+        price_to_beat=shown_price(price_to_beat, decimals) if price_to_beat is not None else None,
         sigma=model.sigma,
         settlement=rule,
         source=source,

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import redis
 
-from app.markets import SPANS, parse_symbols
+from app.markets import SPANS, parse_symbols, shown_price
 from app.refresher.sources.polymarket.latch_journal import PREFIX
 from app.refresher.sources.polymarket.rtds import TOPICS, TWAP_KEYS
 from app.refresher.sources.polymarket.source import PolymarketSource
@@ -94,7 +94,8 @@ def test_a_restarted_refresher_takes_the_price_to_beat_it_kept(
     with sources_on(world, BTC, spans=(FOUR_HOURS,), journal_url=fresh_redis.url) as make:
         first = _row(make(clock), clock, lambda r: r["priceToBeat"], "the latched price")
     kept = redis.Redis.from_url(fresh_redis.url).get(f"{PREFIX}btc-updown-4h-{T0}")
-    assert kept is not None and json.loads(kept)["value"] == first["priceToBeat"]
+    # Kept at full precision; shown to the stream's decimals.
+    assert kept is not None and shown_price(json.loads(kept)["value"]) == first["priceToBeat"]
 
     _forget_t0(world)
     clock = Clock(LATER + 0.5)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 
-from app.markets import MARKETS
+from app.markets import MARKETS, shown_price
 from app.refresher.sources.polymarket.book import Quote
 from app.refresher.sources.polymarket.discovery import LiveWindow
 from app.refresher.sources.polymarket.gamma import WindowMarket
@@ -33,10 +33,13 @@ PRICE_TO_BEAT = 100_000.0
 
 def _price(second: int) -> float:
     """A walk of alternating moves, then a fall whose 1-second returns shrink (the second
-    half of an honest move): each second's return differs from the one before."""
+    half of an honest move): each second's return differs from the one before. To the
+    stream's decimals, as it writes its values."""
     if second < 190:
-        return PRICE_TO_BEAT * math.exp(2e-4 * (1 if second % 2 else -1) * ((second % 7) + 1) / 4)
-    return PRICE_TO_BEAT * math.exp(-8e-4 * (1.0 - 0.5 ** (second - 189)))
+        move = 2e-4 * (1 if second % 2 else -1) * ((second % 7) + 1) / 4
+    else:
+        move = -8e-4 * (1.0 - 0.5 ** (second - 189))
+    return shown_price(PRICE_TO_BEAT * math.exp(move))
 
 
 class ArrivingSeries(PriceSeries):

@@ -24,6 +24,7 @@ from flask import Flask
 import app.api.latest as latest_view
 from app.bus import BoardBus
 from app.bus.memory import MemoryBoardBus
+from app.markets import shown_price
 from app.refresher import clocks
 from app.refresher.loop import Refresher
 from app.refresher.model import SPOT, TWAP
@@ -821,7 +822,7 @@ def test_spot_window_then_twap_window(
     # The price is the Chainlink spot, whatever the rule; the TWAP report at T0 is the
     # price to beat, read from full_accuracy_value (not the value rounded to cents).
     assert row["price"] == float(K + 50)
-    assert row["priceToBeat"] == exact(twap_points[NEXT])
+    assert row["priceToBeat"] == shown_price(exact(twap_points[NEXT]))
     assert row["priceToBeat"] != round(float(twap_points[NEXT]), 2)
     assert row["sources"]["price"] == f"rtds:{SPOT_TOPIC}"
     assert row["sources"]["priceToBeat"] == f"rtds:{topic}"

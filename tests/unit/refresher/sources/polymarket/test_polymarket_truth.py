@@ -26,6 +26,7 @@ from app.bus.memory import MemoryBoardBus
 from app.calibration import store
 from app.calibration.checkpoints import REMS
 from app.calibration.recorder import Recorder
+from app.markets import shown_price
 from app.refresher.loop import Refresher
 from app.refresher.sources.polymarket.clob import SWAP_RETRY_S
 from app.refresher.sources.polymarket.discovery import DISCOVERY_RETRY_S, PREFETCH_S
@@ -148,8 +149,9 @@ def make_source(world: FakePolymarket) -> Iterator[MakeSource]:
 
 
 def exact_price_to_beat(path: BrownianPath, rule: str, lookback: int, t0: int) -> float:
-    """The settlement value at T0: the TWAP report of T0, or the spot at T0."""
-    return float(path.twap(t0, lookback)) if rule == TWAP else float(path.value(t0))
+    """The settlement value at T0 as the board shows it (to the stream's decimals): the TWAP
+    report of T0, or the spot at T0."""
+    return shown_price(float(path.twap(t0, lookback)) if rule == TWAP else float(path.value(t0)))
 
 
 # One path stepped through second by second from T0 to the last sample of the next window
@@ -778,7 +780,7 @@ def test_rtds_plain_full_accuracy_twap_is_read_right(
 
     row = poll(source, clock, lambda r: r["priceToBeat"] is not None, "the price to beat")
 
-    assert row["priceToBeat"] == exact(twap) == float(twap)
+    assert row["priceToBeat"] == shown_price(exact(twap)) == shown_price(float(twap))
     assert row["priceToBeat"] != round(float(twap), 2)
     assert row["sources"]["priceToBeat"] == f"rtds:{TWAP_TOPIC}"
 
@@ -812,7 +814,7 @@ def test_rtds_twap_point_whose_exact_value_disagrees_is_rejected(
     good = Decimal("99990.123456789012345678")
     world.rtds.push(TWAP_TOPIC, T0 * 1000, good)
     row = poll(source, clock, lambda r: r["priceToBeat"] is not None, "the good report")
-    assert row["priceToBeat"] == exact(good)
+    assert row["priceToBeat"] == shown_price(exact(good))
     assert row["sources"]["priceToBeat"] == f"rtds:{TWAP_TOPIC}"
 
 
