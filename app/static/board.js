@@ -430,8 +430,9 @@
         + " on " + fmtCount(overall.n) + " checkpoints.";
     }
     const small = $("record-small");
-    small.hidden = doc.windows >= FEW_WINDOWS;
-    small.textContent = doc.windows >= FEW_WINDOWS ? "" : "Only " + fmtCount(doc.windows) + " settled "
+    const few = doc.windows > 0 && doc.windows < FEW_WINDOWS;  // none: the verdict says so
+    small.hidden = !few;
+    small.textContent = !few ? "" : "Only " + fmtCount(doc.windows) + " settled "
       + windows + " so far: with fewer than " + FEW_WINDOWS + ", which did better can be chance. Read these as a first look.";
   }
 
@@ -535,8 +536,10 @@
     const level = judged(board, board.latencyLevel, age);
     const badge = $("badge");
     const made = simulated(board);
-    // Simulated numbers in amber; "live" only when the upstreams are not this machine's.
-    badge.className = "badge " + level + (made ? " simulated" : "");
+    // Simulated numbers, or a live source on fake upstreams on this machine, in amber: not
+    // the markets' own; "live" (green) only when the upstreams are not this machine's.
+    const local = !made && state.health && state.health.sourceLabel !== "live";
+    badge.className = "badge " + level + (made || local ? " simulated" : "");
     badge.textContent = made ? SIMULATED_TEXT[level] : liveText(level);
     // The board's level marks the cards around the markets; each market is marked by its own.
     document.body.classList.toggle("stale", level === "warn");

@@ -1406,7 +1406,12 @@ def test_the_demo_moves_like_a_market_and_names_its_upstream(
         try:
             serve(service, accounts, **world.env(), **clock.env())
             open_board(browser, service)
+            set_viewport(browser, 1280, 900, mobile=False)
             wait_shown(browser, lambda p: p["badge"] == LOCAL_UPSTREAM_LABEL, "the local badge")
+            amber = browser.execute_script(
+                "return getComputedStyle(document.getElementById('badge')).backgroundColor"
+            )
+            assert amber == "rgb(245, 165, 36)", amber  # fakes' numbers: not a live green
             books: set[tuple[float, float]] = set()
             edges: list[float] = []
             seen: set[str] = set()  # the boards compared (a guest page polls every 5 s)
@@ -1427,7 +1432,7 @@ def test_the_demo_moves_like_a_market_and_names_its_upstream(
                 books.add((row["up_bid"], row["up_ask"]))
                 edges.append(abs(row["p_up_pct"] - 100 * row["up_ask"]))
             assert max(edges) < 20, edges  # a few points, as a market's (the books moved)
-            screenshot(browser, "page-demo-1280.png", (1100, 900))
+            screenshot(browser, "page-demo-1280.png", (1280, 900))
         finally:
             quoter.stop()
 
