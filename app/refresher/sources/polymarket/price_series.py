@@ -184,7 +184,8 @@ class PriceSeries(Points):
         """Three views of one price: the spot point, the exchange price and the spot the TWAP
         reports give (``TwapWitness.exact_verdict``). The exchange's agreement believes the
         point; its agreement with its own recent past only (TRAILS: a spot behind a fast
-        move) believes it unless the reports, where they speak, disagree; where it disagrees,
+        move) believes it unless the reports, where they speak, disagree (reports that arrive
+        but cannot judge yet are waited for; silent ones leave the lenience); where it disagrees,
         the reports decide: they confirm the spot (two against
         one: the exchange is outvoted) or not; where it has no verdict, the reports alone.
         WAIT while the reports that would decide have not reached the point's second."""
@@ -193,7 +194,14 @@ class PriceSeries(Points):
             return verdict, why
         exact, exact_why = self._exact_verdict(ts_ms, value)
         if verdict is Verdict.TRAILS:  # the exchange's lenience, unless the reports object
-            return (exact, exact_why) if exact is not Verdict.NONE else (Verdict.AGREES, "")
+            if exact is not Verdict.NONE:
+                return exact, exact_why
+            # Reports that arrive but cannot give a second's spot yet (their shift not
+            # learnt) soon will: the point waits for them. Believed on the trail alone, a lie
+            # inside a move was shown fresh (a drift's first second, seconds after a start).
+            if any(t.learning for t in self._twaps):
+                return Verdict.WAIT, ""
+            return Verdict.AGREES, ""
         if verdict is Verdict.NONE:
             if exact is Verdict.NONE:
                 reports = [t.newest_ms() for t in self._twaps if t.judging]

@@ -148,6 +148,12 @@ class TwapWitness(Witness):
             )
         return verdict, (f"the spot {value:.8g} is {why}" if why else "")
 
+    @property
+    def learning(self) -> bool:
+        """Whether its reports arrive but give no second's spot yet (no shift learnt)."""
+        with self._lock:
+            return self._shift is None and bool(self._times) and not self._silent()
+
     def shift(self) -> int | None:
         """The seconds between a report's stamp and the spot second it gives (None before it
         is learnt: ``_learn_points``)."""
