@@ -29,9 +29,10 @@ FIFTEEN = SPANS["15m"]
 LENGTH_S = 1800  # half an hour of tape: two 15-minute windows (one resolved by the market,
 # one by the feed) and six 5-minute ones; the replay costs about 4 ms a tape second
 WINDOWS_15M = LENGTH_S // 900
-# The keys of a one-market 5-minute report, as before issue 39.
-FLAT_KEYS = {"windows", "windowsWithOutcome", "buckets", "reliability", "reliabilityMarket",
-             "perWindow", "replay"}  # fmt: skip
+# The keys of a one-market 5-minute report, as before issue 39 (with issue 50's headline,
+# ``overall``: the model's and the market's scores on the same checkpoints).
+FLAT_KEYS = {"windows", "windowsWithOutcome", "buckets", "overall", "reliability",
+             "reliabilityMarket", "perWindow", "replay"}  # fmt: skip
 
 
 def spec(spans: tuple[Any, ...], seed: int = 31, length_s: int = LENGTH_S) -> TapeSpec:

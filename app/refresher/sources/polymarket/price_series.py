@@ -68,6 +68,19 @@ def each_seconds_price(points: list[tuple[int, float]]) -> list[tuple[int, float
     ]
 
 
+def reachable(
+    nearest: tuple[int, float] | None, ts_ms: int, value: float, window_move: float | None
+) -> bool:
+    """Whether ``value`` at ``ts_ms`` is within ``window_move`` (per square root of the
+    windows between them, at least one) of the believed point ``nearest`` in time: a level no
+    window reaches is never believed (None: no bound, or nothing believed yet)."""
+    if window_move is None or nearest is None:
+        return True
+    reference_ms, reference = nearest
+    windows = max(1.0, abs(ts_ms - reference_ms) / MOVE_UNIT_MS)
+    return abs(math.log(value / reference)) <= window_move * math.sqrt(windows)
+
+
 def _agrees(reference: tuple[int, float], point: tuple[int, float], base: float) -> bool:
     return abs(math.log(point[1] / reference[1])) <= allowed_move(point[0] - reference[0], base)
 
@@ -148,7 +161,9 @@ class PriceSeries(Points):
                 if self._doubt is None or self._doubt[0] <= ts_ms:
                     self._doubt = (ts_ms, why)
                 return "old_stamp"
-        if not self._reachable(ts_ms, value):
+        with self._lock:
+            nearest = self._nearest(ts_ms)
+        if not reachable(nearest, ts_ms, value, self._window_move):
             return "out_of_range"
         verdict, why = self._verdict(ts_ms, value)
         if verdict is Verdict.WAIT:
@@ -247,20 +262,6 @@ class PriceSeries(Points):
         (None when a believed point has come since)."""
         with self._lock:
             return self._doubt[1] if self._doubt else None
-
-    def _reachable(self, ts_ms: int, value: float) -> bool:
-        """Within ``window_move`` (per square root of the windows between them, at least
-        one) of the believed point nearest in time: a level no window reaches is never
-        believed."""
-        if self._window_move is None:
-            return True
-        with self._lock:
-            nearest = self._nearest(ts_ms)
-        if nearest is None:
-            return True
-        reference_ms, reference = nearest
-        windows = max(1.0, abs(ts_ms - reference_ms) / MOVE_UNIT_MS)
-        return abs(math.log(value / reference)) <= self._window_move * math.sqrt(windows)
 
     def _offer_alone(self, ts_ms: int, value: float) -> tuple[str | None, list[tuple[int, float]]]:
         """``offer`` without a witness: within ``allowed_move`` of the believed point nearest
