@@ -6,7 +6,6 @@ imports no web module.
 
 from __future__ import annotations
 
-import threading
 from pathlib import Path
 
 from flask import Flask
@@ -22,18 +21,10 @@ def init_app(app: Flask, settings: Settings, bus: BoardBus, lifecycle: Lifecycle
     in the factory)."""
     if not (bus.embedded and settings.embedded_refresher):
         return
-    lock = threading.Lock()
-    started: list[threading.Event] = []
 
-    def start_once() -> None:
-        if started:
-            return
-        with lock:
-            if started:
-                return
-            refresher, _ = recording_refresher(settings, bus, Path(app.instance_path))
-            refresher.tick()  # the first request already finds a board
-            started.append(refresher.start_background())
+    def start() -> None:
+        refresher, _ = recording_refresher(settings, bus, Path(app.instance_path))
+        refresher.tick()  # the first request already finds a board
+        refresher.start_background()
 
-    app.before_request(start_once)
-    lifecycle.on_start(lambda alive: start_once())
+    lifecycle.start_once(app, start)

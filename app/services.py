@@ -11,6 +11,7 @@ serving process starts after fork and runs at exit.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -49,6 +50,23 @@ class Lifecycle:
     def on_exit(self, hook: Callable[[], object]) -> None:
         """Run ``hook()`` when the process exits."""
         self.exits.append(hook)
+
+    def start_once(self, app: Flask, start: Callable[[], object]) -> None:
+        """Run ``start()`` once, at the first request or when the process starts serving,
+        whichever comes first (never at import or in the factory)."""
+        lock = threading.Lock()
+        started: list[bool] = []
+
+        def once() -> None:
+            if started:
+                return
+            with lock:
+                if not started:
+                    start()
+                    started.append(True)
+
+        app.before_request(once)
+        self.on_start(lambda alive: once())
 
 
 @dataclass(frozen=True)

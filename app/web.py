@@ -26,6 +26,7 @@ from app import (
     request_ids,
     stream,
 )
+from app.alerts import embedded as embedded_alerts
 from app.board.render import BoardRenderer
 from app.board.timefmt import now_ms, set_offset_ms
 from app.board.trail import WindowTrail
@@ -79,6 +80,7 @@ def create_app(
     authenticator = auth.init_app(app, settings, db_guard, pepper, lifecycle, monotonic)
     broker = stream.create_broker(app, settings, bus, renderer, authenticator, lifecycle)
     embedded_refresher.init_app(app, settings, bus, lifecycle)  # on memory:// only
+    embedded_alerts.init_app(app, settings, bus, lifecycle, renderer, pepper)  # the same
     commands.init_app(app)  # operator CLI: users, keys, sessions, refresher, backtest
     api.init_app(app)  # one blueprint per endpoint
     limits_ = limits.init_app(app, settings)  # steps the limited endpoints call

@@ -51,5 +51,5 @@ def empty_tables(url: str) -> None:
         conn.execute(
             "TRUNCATE sessions, api_keys, accounts, calibration_checkpoints, calibration_windows,"
             " calibration_kept_months, calibration_kept_sums, calibration_window_kept_months,"
-            " calibration_window_kept_sums RESTART IDENTITY CASCADE"
+            " calibration_window_kept_sums, alert_deliveries, alerts RESTART IDENTITY CASCADE"
         )

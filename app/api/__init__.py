@@ -8,6 +8,7 @@ from flask import Flask
 def init_app(app: Flask) -> None:
     """Register every endpoint's blueprint."""
     from app.api import (
+        alerts,
         calibration,
         health,
         keys_verify,
@@ -30,3 +31,4 @@ def init_app(app: Flask) -> None:
     app.register_blueprint(trail.bp)  # an extension: the page's window chart
     app.register_blueprint(metrics.bp)  # an extension: operators only
     app.register_blueprint(openapi.bp)  # an extension: the OpenAPI document
+    app.register_blueprint(alerts.bp)  # an extension: a key holder's alerts (issue 51)

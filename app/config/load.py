@@ -16,6 +16,7 @@ from app.config.parsers import (
     boolean,
     choice,
     database_url,
+    hosts_or_networks,
     integer,
     is_loopback,
     networks,
@@ -163,6 +164,15 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         ),
         verify_rate_limit=get("VERIFY_RATE_LIMIT", "30 per minute", rate_limit),
         stream_replay_max=get("STREAM_REPLAY_MAX", "10", lambda v, n: integer(v, n, 0, 10_000)),
+        alerts=get("ALERTS", "true", boolean),
+        alerts_allowed_hosts=get("ALERTS_ALLOWED_HOSTS", "", hosts_or_networks),
+        alerts_deliveries_per_minute=get(
+            "ALERTS_DELIVERIES_PER_MINUTE", "120", lambda v, n: integer(v, n, 1, 1_000_000)
+        ),
+        alerts_limit_user=get("ALERTS_LIMIT_USER", "5", lambda v, n: integer(v, n, 0, 10_000)),
+        alerts_limit_vip_pro=get(
+            "ALERTS_LIMIT_VIP_PRO", "100", lambda v, n: integer(v, n, 0, 100_000)
+        ),
     )
 
 

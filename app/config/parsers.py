@@ -144,6 +144,25 @@ def networks(value: str, variable: str) -> tuple[str, ...]:
     return tuple(found)
 
 
+_HOST_NAME = re.compile(r"(?=.{1,253}$)([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.?)+")
+
+
+def hosts_or_networks(value: str, variable: str) -> tuple[str, ...]:
+    """Comma-separated host names, addresses or networks (``receiver.internal``,
+    ``127.0.0.1``, ``10.0.0.0/8``); empty: none."""
+    found = []
+    for part in (p.strip() for p in value.split(",")):
+        if not part:
+            continue
+        try:
+            ipaddress.ip_network(part, strict=False)
+        except ValueError:
+            if not _HOST_NAME.fullmatch(part):
+                raise ConfigError(variable, f"not a host, address or network: {part!r}") from None
+        found.append(part)
+    return tuple(found)
+
+
 # What the old form TRUSTED_PROXIES=N (a bare hop count, before issue 46) trusts: the nginx
 # on the same host, never the private network.
 LEGACY_TRUSTED_PROXIES = ("127.0.0.1/32", "::1/128")

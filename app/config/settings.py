@@ -79,6 +79,13 @@ class Settings:
     trusted_proxies_legacy: bool = False  # TRUSTED_PROXIES was the old bare hop count
     verify_rate_limit: str = "30 per minute"  # valid-key checks on /api/keys/verify, per account
     stream_replay_max: int = 10  # a reconnect missing more boards gets the newest only
+    # Alerts (issue 51): hosts or networks admitted as targets beyond public https ones
+    # (app.alerts.targets), and how many alerts an account of each plan may hold.
+    alerts: bool = True  # ALERTS: evaluate and deliver the accounts' alerts
+    alerts_allowed_hosts: tuple[str, ...] = ()
+    alerts_deliveries_per_minute: int = 120  # calls of one account's alerts in any minute
+    alerts_limit_user: int = 5
+    alerts_limit_vip_pro: int = 100
 
     @property
     def embedded(self) -> bool:

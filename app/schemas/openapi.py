@@ -23,6 +23,7 @@ from apispec.ext.marshmallow import MarshmallowPlugin
 
 from app.markets import Market, Span
 from app.schemas import EXTENSION
+from app.schemas.openapi_alerts import alerts_paths
 from app.schemas.openapi_answers import (
     KEY_SCHEMES,
     answer,
@@ -187,4 +188,5 @@ def build_spec(markets: tuple[Market, ...], windows: tuple[Span, ...]) -> dict[s
     )
     components(spec)
     _paths(spec, markets, windows)
+    alerts_paths(spec)
     return spec.to_dict()

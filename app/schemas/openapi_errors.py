@@ -27,13 +27,16 @@ STATUSES: dict[int, Status] = {
     400: Status(
         "A parameter is not valid (`invalid_symbol`, `invalid_window`, `invalid_period`, "
         "`invalid_time`, "
-        "`invalid_limit`, `invalid_cursor`, `invalid_format`), or the request could not be "
+        "`invalid_limit`, `invalid_cursor`, `invalid_format`), a body field is not (an "
+        "alert's: `invalid_url`, `invalid_level`...), or the request could not be "
         "parsed as HTTP (`bad_request`, answered by gunicorn).",
         from_gunicorn=True,
     ),
     401: Status("The credentials presented are missing, malformed or invalid.", challenge=True),
     403: Status("The caller lacks the entitlement (or the address is not allowed)."),
-    405: Status("A method other than GET, HEAD or OPTIONS; `Allow` lists those.", allow=True),
+    404: Status("No such resource (an alert id that names none)."),
+    405: Status("A method the endpoint does not take; `Allow` lists those.", allow=True),
+    409: Status("The request conflicts with what is held (over the plan's alert limit)."),
     414: Status("The request line is too long (answered by gunicorn).", from_gunicorn=True),
     429: Status("Over a limit; `Retry-After` gives the seconds to wait.", retry=True),
     431: Status("The header fields are too large (answered by gunicorn).", from_gunicorn=True),
@@ -97,6 +100,38 @@ ENDPOINT_ERRORS: dict[str, dict[int, tuple[str, ...]]] = {
         503: ("record_unavailable",),
     },
     "/api/openapi.json": {},
+    # Issue 51: a key holder's alerts (key-only: a session or no key is 401).
+    "/api/alerts": {
+        400: (
+            "invalid_body",
+            "invalid_url",
+            INVALID_SYMBOL,
+            INVALID_WINDOW,
+            "invalid_condition",
+            "invalid_level",
+            "invalid_side",
+            "invalid_format",
+        ),
+        401: KEY_REQUIRED,
+        409: ("alert_limit",),
+        429: (RATE_LIMITED,),
+        503: ("auth_unavailable", "alerts_unavailable"),
+    },
+    "/api/alerts/<alert_id>": {
+        400: ("invalid_body", "invalid_status"),
+        401: KEY_REQUIRED,
+        403: ("not_your_alert",),
+        404: ("alert_not_found",),
+        429: (RATE_LIMITED,),
+        503: ("auth_unavailable", "alerts_unavailable"),
+    },
+    "/api/alerts/<alert_id>/deliveries": {
+        401: KEY_REQUIRED,
+        403: ("not_your_alert",),
+        404: ("alert_not_found",),
+        429: (RATE_LIMITED,),
+        503: ("auth_unavailable", "alerts_unavailable"),
+    },
     "/metrics": {403: ("metrics_forbidden",)},
     "/": {},
 }

@@ -1,0 +1,210 @@
+"""The alerts program's loop (issue 51, point 2): every board in, the alerts that fire out.
+
+``AlertsRunner`` listens to the board bus (``BoardBus.add_listener``: the Redis channel in
+the production shape, the process's own bus in the embedded one). For each board it reads the
+rows some alert watches (indexed by market and window: ``conditions.Evaluator``), judges each
+row's staleness as ``/latest`` does (its data older than ``STALE_THRESHOLD_MS``), and for the
+alerts that fire records a pending delivery and hands it to the ``Dispatcher`` (the job queue,
+or the process's own workers). The row in the call is the board's row as ``/latest`` serves it
+to a vip_pro key, rendered once per board that fires.
+
+The alerts themselves are read from the accounts database: all active ones at the start and
+every ``FULL_SYNC_S``, and those changed since the last read every ``SYNC_S`` (a new alert
+fires within a second or two of its creation). Each account's calls are bounded
+(``ALERTS_DELIVERIES_PER_MINUTE``): a firing over the bound is recorded as failed ("rate
+limited"), never queued.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import secrets
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any, Protocol
+
+from sqlalchemy import insert, select
+from sqlalchemy.engine import Engine
+
+from app.alert_kinds import AlertSpec
+from app.alerts.calls import Firing
+from app.alerts.conditions import Evaluator, Rule
+from app.alerts.models import ACTIVE, FAILED, PENDING, Alert, Delivery
+from app.board.snapshot import Snapshot
+from app.markets import SPANS
+
+log = logging.getLogger(__name__)
+
+SYNC_S = 1.0
+FULL_SYNC_S = 30.0
+
+
+class Dispatcher(Protocol):
+    """Where a firing goes to be called: the job queue, or the process's own workers."""
+
+    def dispatch(self, firing: Firing) -> None:
+        """Call ``firing``'s target (signed, retried until it expires)."""
+
+
+# The board as ``/latest`` serves it to a vip_pro key, every window's rows (``embedded``).
+Renderer = Callable[[Snapshot], dict[str, Any]]
+
+
+class AccountBudget:
+    """Per account, at most ``per_minute`` calls in any minute (a sliding count)."""
+
+    def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
+        self._per_minute = per_minute
+        self._clock = clock
+        self._spent: dict[int, list[float]] = {}
+
+    def take(self, account_id: int) -> bool:
+        """Whether one more call of ``account_id`` is within its bound (then counted)."""
+        now = self._clock()
+        recent = [t for t in self._spent.get(account_id, []) if t > now - 60.0]
+        if len(recent) >= self._per_minute:
+            self._spent[account_id] = recent
+            return False
+        recent.append(now)
+        self._spent[account_id] = recent
+        return True
+
+
+def _rule(alert: Alert) -> Rule:
+    return Rule(alert.id, alert.symbol, alert.window, alert.condition, alert.level, alert.side)
+
+
+class AlertsRunner:
+    """Evaluates every active alert on every board; see the module docstring."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        dispatcher: Dispatcher,
+        render: Renderer,
+        stale_threshold_ms: int,
+        per_minute: int,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._engine = engine
+        self._dispatcher = dispatcher
+        self._render = render
+        self._stale_ms = stale_threshold_ms
+        self._budget = AccountBudget(per_minute)
+        self._clock = clock
+        self._evaluator = Evaluator()
+        self._alerts: dict[str, Alert] = {}
+        self._lock = threading.Lock()  # the bus's thread evaluates while the sync thread reads
+        self._synced_at = datetime(2000, 1, 1)
+        self._full_at = -1e18
+        self.fired = 0
+
+    # -- the alerts ------------------------------------------------------------------------
+    def sync(self) -> None:
+        """Read the alerts changed since the last read (all of them every ``FULL_SYNC_S``)."""
+        now = time.monotonic()
+        full = now - self._full_at >= FULL_SYNC_S
+        since = self._synced_at - timedelta(seconds=2)  # clocks of two writers may differ
+        started = datetime.now(UTC).replace(tzinfo=None)
+        statement = select(Alert)
+        if not full:
+            statement = statement.where(Alert.updated_at >= since)
+        with self._engine.connect() as conn:
+            rows = conn.execute(statement).mappings().all()
+        found = [Alert(**dict(row)) for row in rows]
+        with self._lock:
+            if full:
+                gone = set(self._alerts) - {a.id for a in found}
+                for alert_id in gone:
+                    self._evaluator.remove(alert_id)
+                    del self._alerts[alert_id]
+            for alert in found:
+                if alert.status == ACTIVE:
+                    known = self._alerts.get(alert.id)
+                    if known is None or _rule(known) != _rule(alert):
+                        self._evaluator.add(_rule(alert))
+                    self._alerts[alert.id] = alert
+                else:
+                    self._evaluator.remove(alert.id)
+                    self._alerts.pop(alert.id, None)
+        self._synced_at = started
+        if full:
+            self._full_at = now
+
+    def run_sync(self, stop: threading.Event) -> None:
+        """Keep the alerts read (``sync`` every ``SYNC_S``) until ``stop``; a failed read is
+        logged once and tried again."""
+        failing = False
+        while not stop.is_set():
+            try:
+                self.sync()
+                failing = False
+            except Exception:
+                if not failing:
+                    log.exception("alerts: the accounts database cannot be read; trying again")
+                failing = True
+            stop.wait(SYNC_S)
+
+    # -- the boards ------------------------------------------------------------------------
+    def board(self, snapshot: Snapshot) -> None:
+        """Evaluate every watched row of ``snapshot`` (a bus listener: never raises)."""
+        try:
+            self._board(snapshot)
+        except Exception:
+            log.exception("alerts: a board could not be evaluated")
+
+    def _board(self, snapshot: Snapshot) -> None:
+        now_ms = int(self._clock() * 1000)
+        firings: list[tuple[Alert, str, str]] = []
+        with self._lock:
+            if not len(self._evaluator):
+                return
+            for symbol, window, ts_ms, prefix in snapshot.rows():
+                row = json.loads(prefix + "}")
+                row["isStale"] = now_ms - ts_ms > self._stale_ms
+                for alert_id in self._evaluator.row(symbol, window, row):
+                    alert = self._alerts.get(alert_id)
+                    if alert is not None:
+                        firings.append((alert, symbol, window))
+        if firings:
+            self._fire(snapshot, firings, now_ms)
+
+    def _fire(self, snapshot: Snapshot, firings: list[tuple[Alert, str, str]], now_ms: int) -> None:
+        """Record and dispatch each firing, with the row as ``/latest`` serves it."""
+        served = self._render(snapshot)
+        rows = {(r["symbol"], r.get("window", "5m")): r for r in served.get("items", [])}
+        records, calls = [], []
+        now = datetime.fromtimestamp(now_ms / 1000, UTC).replace(tzinfo=None)
+        for alert, symbol, window in firings:
+            row = rows.get((symbol, window))
+            if row is None:
+                continue
+            delivery_id = "msg_" + secrets.token_urlsafe(18)
+            expires = float(row.get("windowEnd") or now_ms / 1000 + SPANS[window].seconds)
+            allowed = self._budget.take(alert.account_id)
+            records.append(
+                {
+                    "id": delivery_id,
+                    "alert_id": alert.id,
+                    "at": now,
+                    "expires_at": datetime.fromtimestamp(expires, UTC).replace(tzinfo=None),
+                    "status": PENDING if allowed else FAILED,
+                    "attempts": 0,
+                    "error": None if allowed else "rate limited: the account's calls per minute",
+                }
+            )
+            if allowed:
+                spec = AlertSpec(
+                    alert.url, symbol, window, alert.condition, alert.level, alert.side,
+                    alert.format,
+                )  # fmt: skip
+                calls.append(Firing(delivery_id, alert.id, spec, row, served["updatedAt"], expires))
+        if records:
+            with self._engine.begin() as conn:
+                conn.execute(insert(Delivery), records)
+        for firing in calls:
+            self.fired += 1
+            self._dispatcher.dispatch(firing)

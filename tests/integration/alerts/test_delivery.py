@@ -1,0 +1,178 @@
+"""An alert fired on a board reaches its receiver signed, and its deliveries say what happened
+(issue 51, points 2 and 3): the runner on boards built by the real refresher, the accounts
+database (SQLite, then PostgreSQL) written through the API, a real receiver on loopback.
+
+The signature is checked with the ``standardwebhooks`` library and the secret shown at
+creation, as a receiver would.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask import Flask
+from sqlalchemy import create_engine
+from sqlalchemy.engine import Engine
+from standardwebhooks.webhooks import Webhook
+
+from app.alerts import delivery
+from app.alerts.delivery import MAX_FAILURES, Deliverer, LocalDispatcher
+from app.alerts.embedded import renderer_of
+from app.alerts.runner import AlertsRunner
+from app.alerts.secrets import SecretBox
+from app.alerts.targets import AllowList
+from app.board.snapshot import Snapshot, dumps, parse_snapshot
+from app.bus.memory import MemoryBoardBus
+from app.markets import parse_symbols
+from app.refresher.loop import Refresher
+from app.refresher.sources.simulated import SimulatedSource
+from app.services import services_of
+from app.web import create_app
+from harness.processes import TEST_PEPPER
+from harness.receiver import Receiver
+from tests.conftest import BASE_CONFIG
+from tests.unit.test_cors import key_of
+
+STALE_MS = 3000
+
+
+@pytest.fixture
+def app(database_url: str) -> Iterator[Flask]:
+    config = {**BASE_CONFIG, "DATABASE_URL": database_url, "ALERTS_ALLOWED_HOSTS": "127.0.0.1"}
+    found = create_app(config)
+    yield found
+    with found.app_context():
+        from app.extensions import db
+
+        db.session.remove()
+        db.engine.dispose()
+
+
+@pytest.fixture
+def engine(database_url: str) -> Iterator[Engine]:
+    found = create_engine(database_url)
+    yield found
+    found.dispose()
+
+
+def boards(p_ups: list[float]) -> list[Snapshot]:
+    """Boards of the simulated source built now, a second apart in their rows' time, BTC's
+    P(up) set to each of ``p_ups`` (and P(down) its complement)."""
+    source = SimulatedSource(parse_symbols("BTC"), seed=3)
+    refresher = Refresher(source, MemoryBoardBus(), 500, clock=time.time)
+    found = []
+    for p_up in p_ups:
+        document = refresher.build()
+        item = document["items"][0]
+        item["p_up_pct"], item["p_down_pct"] = p_up, round(100 - p_up, 2)
+        found.append(parse_snapshot(dumps(document)))
+    return found
+
+
+def runner_of(app: Flask, engine: Engine) -> tuple[AlertsRunner, LocalDispatcher]:
+    held = services_of(app)
+    deliverer = Deliverer(engine, SecretBox(TEST_PEPPER.encode()), AllowList.parse(["127.0.0.1"]))
+    dispatcher = LocalDispatcher(deliverer)
+    runner = AlertsRunner(engine, dispatcher, renderer_of(held.renderer), STALE_MS, per_minute=1000)
+    return runner, dispatcher
+
+
+def create(app: Flask, key: str, url: str, **fields: Any) -> dict[str, Any]:
+    body = {"url": url, "symbol": "BTC", "condition": "p_up_above", "level": 60, **fields}
+    answer = app.test_client().post("/api/alerts", json=body, headers={"X-API-Key": key})
+    assert answer.status_code == 201, answer.data
+    found: dict[str, Any] = answer.get_json()
+    return found
+
+
+def deliveries(app: Flask, key: str, alert_id: str) -> list[dict[str, Any]]:
+    answer = app.test_client().get(f"/api/alerts/{alert_id}/deliveries", headers={"X-API-Key": key})
+    assert answer.status_code == 200, answer.data
+    found: list[dict[str, Any]] = answer.get_json()["deliveries"]
+    return found
+
+
+def settled(app: Flask, key: str, alert_id: str, count: int) -> list[dict[str, Any]]:
+    """The alert's deliveries once ``count`` are no longer pending (10 s at most)."""
+    deadline = time.monotonic() + 10
+    while True:
+        found = deliveries(app, key, alert_id)
+        done = [d for d in found if d["status"] != "pending"]
+        if len(done) >= count or time.monotonic() > deadline:
+            return found
+        time.sleep(0.05)
+
+
+def test_a_crossing_is_delivered_signed_with_the_row_as_latest_serves_it(
+    app: Flask, engine: Engine
+) -> None:
+    vic = key_of(app, "vic", "vip_pro")
+    with Receiver() as receiver:
+        made = create(app, vic, receiver.url)
+        alert, secret = made["alert"], made["secret"]
+        runner, dispatcher = runner_of(app, engine)
+        try:
+            runner.sync()
+            for board in boards([55.0, 59.0, 64.0, 66.0]):  # crossed once, at 64
+                runner.board(board)
+            [call] = receiver.wait(1)
+            time.sleep(0.3)
+            assert len(receiver.calls) == 1  # the line crossed once
+        finally:
+            dispatcher.close()
+    # Verifiable with the library and the secret shown at creation, as the receiver does.
+    headers = {k.lower(): v for k, v in call.headers.items()}
+    Webhook(secret).verify(call.body, headers)
+    body = json.loads(call.body)
+    assert body["type"] == "probboard.alert" and body["alertId"] == alert["id"]
+    assert (body["symbol"], body["window"], body["condition"], body["level"], body["side"]) == (
+        "BTC", "5m", "p_up_above", 60.0, None
+    )  # fmt: skip
+    row = body["row"]
+    assert row["p_up_pct"] == 64.0 and row["symbol"] == "BTC" and row["isStale"] is False
+    # The board's updatedAt as /latest writes it; the expiry (the window's end) in ISO 8601.
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{3}", body["updatedAt"])
+    assert body["expiresAt"] == time.strftime(
+        "%Y-%m-%dT%H:%M:%S.000Z", time.gmtime(row["windowEnd"])
+    )
+    [done] = settled(app, vic, alert["id"], 1)
+    assert (done["status"], done["attempts"], done["httpStatus"]) == ("delivered", 1, 200)
+    assert done["id"] == headers["webhook-id"] and done["latencyMs"] is not None
+
+
+def test_a_failing_receiver_is_retried_then_the_alert_is_paused(
+    app: Flask, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(delivery, "BACKOFF_S", 0.01)  # the retries' waits, not their number
+    vic = key_of(app, "vic", "vip_pro")
+    with Receiver(status=500) as receiver:
+        made = create(app, vic, receiver.url)
+        alert_id = made["alert"]["id"]
+        runner, dispatcher = runner_of(app, engine)
+        try:
+            runner.sync()
+            # MAX_FAILURES crossings, each re-armed 2 points below the line.
+            values = [50.0] + [61.0, 55.0] * MAX_FAILURES
+            for board in boards(values):
+                runner.board(board)
+                time.sleep(0.02)
+            found = settled(app, vic, alert_id, MAX_FAILURES)
+            calls = receiver.wait(MAX_FAILURES * delivery.MAX_ATTEMPTS)
+        finally:
+            dispatcher.close()
+    assert len(found) == MAX_FAILURES
+    assert all(d["status"] == "failed" and d["httpStatus"] == 500 for d in found), found
+    assert all(d["attempts"] == delivery.MAX_ATTEMPTS for d in found), found
+    assert len(calls) == MAX_FAILURES * delivery.MAX_ATTEMPTS
+    # One webhook-id per delivery, the same on each of its attempts (idempotent by id).
+    ids = [c.headers["webhook-id"] for c in calls]
+    assert len(set(ids)) == MAX_FAILURES
+    shown = app.test_client().get(f"/api/alerts/{alert_id}", headers={"X-API-Key": vic})
+    alert = shown.get_json()["alert"]
+    assert alert["status"] == "paused"
+    assert alert["pausedReason"].startswith(f"{MAX_FAILURES} deliveries failed in a row")
