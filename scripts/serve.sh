@@ -11,6 +11,11 @@ BIN=${VENV:-.venv}/bin
 
 "$BIN/python" -m app.refresher &
 refresher=$!
-trap 'kill "$refresher" 2>/dev/null || true; wait "$refresher" 2>/dev/null || true' EXIT
-echo "Probboard (gunicorn + refresher, $REDIS_URL) on http://${HOST:-127.0.0.1}:${PORT:-8000}"
+# The alerts program and one delivery worker (issue 51; ALERTS=false: they exit at once).
+"$BIN/python" -m app.alerts &
+alerts=$!
+"$BIN/python" -m app.alerts worker &
+worker=$!
+trap 'kill "$refresher" "$alerts" "$worker" 2>/dev/null || true; wait "$refresher" "$alerts" "$worker" 2>/dev/null || true' EXIT
+echo "Probboard (gunicorn + refresher + alerts, $REDIS_URL) on http://${HOST:-127.0.0.1}:${PORT:-8000}"
 "$BIN/gunicorn" -c gunicorn.conf.py wsgi:app

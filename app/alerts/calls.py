@@ -19,6 +19,8 @@ nothing of the target's answer, and never the secret, reaches a log.
 from __future__ import annotations
 
 import json
+import logging
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +44,16 @@ CONNECT_TIMEOUT_S = 2.0
 TOTAL_TIMEOUT_S = 5.0
 MAX_ANSWER_BYTES = 4096
 USER_AGENT = "Probboard-Alerts/1 (+https://github.com/probboard)"
+# httpx logs every request's URL at INFO; a target's URL may hold its own secret (a chat
+# webhook's token is in its path): the delivering thread's requests are not logged.
+_delivering = threading.local()
+
+
+class _QuietDeliveries(logging.Filter):
+    """Drops httpx's records of the requests a delivery makes (in the delivering thread)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not getattr(_delivering, "on", False)
 
 
 @dataclass(frozen=True)
@@ -154,8 +166,10 @@ def call(
         return Outcome(False, False, None, None, f"target refused: url {refused}"[:200])
     raw = body(firing)
     url, host, extensions = _request_url(target)
-    headers = {**signed_headers(secret, firing.delivery_id, raw, clock()), **host}
+    # Signed at the real time: the receiver checks the stamp against its own clock.
+    headers = {**signed_headers(secret, firing.delivery_id, raw, time.time()), **host}
     started = time.monotonic()
+    _delivering.on = True
     try:
         with client.stream(
             "POST", url, content=raw, headers=headers, extensions=extensions
@@ -170,6 +184,8 @@ def call(
         return _failed(started, None, "timed out")
     except httpx.HTTPError as exc:
         return _failed(started, None, f"connection failed ({type(exc).__name__})")
+    finally:
+        _delivering.on = False
     latency = round((time.monotonic() - started) * 1000)
     if 200 <= status < 300:
         return Outcome(True, False, status, latency, None)
@@ -185,6 +201,9 @@ def _failed(started: float, status: int | None, why: str) -> Outcome:
 def client() -> httpx.Client:
     """The HTTP client of a delivery worker: no redirects, short timeouts, no proxies from
     the environment, connections kept between calls."""
+    quiet = logging.getLogger("httpx")
+    if not any(isinstance(f, _QuietDeliveries) for f in quiet.filters):
+        quiet.addFilter(_QuietDeliveries())
     timeout = httpx.Timeout(TOTAL_TIMEOUT_S, connect=CONNECT_TIMEOUT_S)
     limits = httpx.Limits(max_connections=64, max_keepalive_connections=16)
     return httpx.Client(timeout=timeout, follow_redirects=False, trust_env=False, limits=limits)

@@ -20,9 +20,8 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
-import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import httpx
 from sqlalchemy import select, update
@@ -33,6 +32,7 @@ from app.alerts.calls import Firing, Outcome
 from app.alerts.models import ACTIVE, DELIVERED, EXPIRED, FAILED, PAUSED, Alert, Delivery
 from app.alerts.secrets import SecretBox, SecretUnreadableError
 from app.alerts.targets import AllowList, Resolver, system_resolver
+from app.board import timefmt
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +56,7 @@ class Deliverer:
         box: SecretBox,
         allowed: AllowList,
         resolver: Resolver = system_resolver,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = timefmt.now,
     ) -> None:
         self._engine = engine
         self._box = box
@@ -115,6 +115,9 @@ class Deliverer:
                     http_status=outcome.http_status,
                     latency_ms=outcome.latency_ms,
                     error=outcome.error,
+                    # When the next attempt is due (now, after the last): the sweep of lost
+                    # deliveries counts from it, never from a retry's wait.
+                    updated_at=_now() + timedelta(seconds=0 if final else backoff_s(attempts)),
                 )
             )
             if outcome.delivered:

@@ -11,40 +11,19 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 from flask import Flask
 from sqlalchemy import create_engine
 
 from app.alerts.delivery import Deliverer, LocalDispatcher
-from app.alerts.runner import AlertsRunner
+from app.alerts.runner import AlertsRunner, renderer_of
 from app.alerts.secrets import SecretBox
 from app.alerts.targets import AllowList
 from app.board.render import BoardRenderer
-from app.board.snapshot import Snapshot
-from app.board.timefmt import now_ms
 from app.bus import BoardBus
 from app.config import Settings
 from app.database import database_url, engine_options
-from app.plans import VIP_PRO
 from app.services import Lifecycle
-
-
-def renderer_of(renderer: BoardRenderer) -> Callable[[Snapshot], dict[str, Any]]:
-    """Every window's rows as ``/latest`` serves them to a vip_pro key, as one dict."""
-    import json
-
-    def render(snapshot: Snapshot) -> dict[str, Any]:
-        now = now_ms()
-        items: list[Any] = []
-        updated = None
-        for window in sorted(set(snapshot.item_windows)):
-            board = json.loads(renderer.render(snapshot, VIP_PRO, now, None, window))
-            items += board["items"]
-            updated = board["updatedAt"]
-        return {"updatedAt": updated, "items": items}
-
-    return render
 
 
 def init_app(

@@ -60,3 +60,6 @@ class Delivery(Base):
     http_status: Mapped[int | None] = mapped_column(Integer, nullable=True)
     latency_ms: Mapped[int | None] = mapped_column(Integer, nullable=True)
     error: Mapped[str | None] = mapped_column(String(200), nullable=True)  # ours, never theirs
+    # Its last change (an attempt recorded, or queued again), or when its next attempt is
+    # due after a retry's wait: the sweep of lost deliveries counts from it.
+    updated_at: Mapped[datetime] = mapped_column(DateTime, nullable=False, default=utcnow)

@@ -33,8 +33,11 @@ from app.alert_kinds import AlertSpec
 from app.alerts.calls import Firing
 from app.alerts.conditions import Evaluator, Rule
 from app.alerts.models import ACTIVE, FAILED, PENDING, Alert, Delivery
+from app.board import timefmt
+from app.board.render import BoardRenderer
 from app.board.snapshot import Snapshot
 from app.markets import SPANS
+from app.plans import VIP_PRO
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +90,7 @@ class AlertsRunner:
         render: Renderer,
         stale_threshold_ms: int,
         per_minute: int,
-        clock: Callable[[], float] = time.time,
+        clock: Callable[[], float] = timefmt.now,
     ) -> None:
         self._engine = engine
         self._dispatcher = dispatcher
@@ -177,7 +180,9 @@ class AlertsRunner:
         served = self._render(snapshot)
         rows = {(r["symbol"], r.get("window", "5m")): r for r in served.get("items", [])}
         records, calls = [], []
-        now = datetime.fromtimestamp(now_ms / 1000, UTC).replace(tzinfo=None)
+        # The records' times are real (the sweep's and the owner's); the expiry is the
+        # service clock's, as the rows' (``CLOCK_OFFSET_MS`` in tests and drills).
+        now = datetime.now(UTC).replace(tzinfo=None)
         for alert, symbol, window in firings:
             row = rows.get((symbol, window))
             if row is None:
@@ -194,6 +199,7 @@ class AlertsRunner:
                     "status": PENDING if allowed else FAILED,
                     "attempts": 0,
                     "error": None if allowed else "rate limited: the account's calls per minute",
+                    "updated_at": now,
                 }
             )
             if allowed:
@@ -208,3 +214,21 @@ class AlertsRunner:
         for firing in calls:
             self.fired += 1
             self._dispatcher.dispatch(firing)
+
+
+def renderer_of(
+    renderer: BoardRenderer, clock_ms: Callable[[], int] = timefmt.now_ms
+) -> Callable[[Snapshot], dict[str, Any]]:
+    """Every window's rows as ``/latest`` serves them to a vip_pro key, as one dict."""
+
+    def render(snapshot: Snapshot) -> dict[str, Any]:
+        now = clock_ms()
+        items: list[Any] = []
+        updated = None
+        for window in sorted(set(snapshot.item_windows)):
+            board = json.loads(renderer.render(snapshot, VIP_PRO, now, None, window))
+            items += board["items"]
+            updated = board["updatedAt"]
+        return {"updatedAt": updated, "items": items}
+
+    return render

@@ -166,6 +166,9 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         stream_replay_max=get("STREAM_REPLAY_MAX", "10", lambda v, n: integer(v, n, 0, 10_000)),
         alerts=get("ALERTS", "true", boolean),
         alerts_allowed_hosts=get("ALERTS_ALLOWED_HOSTS", "", hosts_or_networks),
+        alerts_lost_after_s=get(
+            "ALERTS_LOST_AFTER_S", "20", lambda v, n: float(integer(v, n, 1, 3600))
+        ),
         alerts_deliveries_per_minute=get(
             "ALERTS_DELIVERIES_PER_MINUTE", "120", lambda v, n: integer(v, n, 1, 1_000_000)
         ),

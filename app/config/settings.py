@@ -84,6 +84,7 @@ class Settings:
     alerts: bool = True  # ALERTS: evaluate and deliver the accounts' alerts
     alerts_allowed_hosts: tuple[str, ...] = ()
     alerts_deliveries_per_minute: int = 120  # calls of one account's alerts in any minute
+    alerts_lost_after_s: float = 20.0  # a pending delivery untouched this long: queued again
     alerts_limit_user: int = 5
     alerts_limit_vip_pro: int = 100
 

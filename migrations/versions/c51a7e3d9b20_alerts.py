@@ -54,6 +54,7 @@ def upgrade():
         sa.Column("http_status", sa.Integer(), nullable=True),
         sa.Column("latency_ms", sa.Integer(), nullable=True),
         sa.Column("error", sa.String(length=200), nullable=True),
+        sa.Column("updated_at", sa.DateTime(), nullable=False),
         sa.ForeignKeyConstraint(["alert_id"], ["alerts.id"], ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id"),
     )

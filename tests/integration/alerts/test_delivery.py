@@ -22,8 +22,7 @@ from standardwebhooks.webhooks import Webhook
 
 from app.alerts import delivery
 from app.alerts.delivery import MAX_FAILURES, Deliverer, LocalDispatcher
-from app.alerts.embedded import renderer_of
-from app.alerts.runner import AlertsRunner
+from app.alerts.runner import AlertsRunner, renderer_of
 from app.alerts.secrets import SecretBox
 from app.alerts.targets import AllowList
 from app.board.snapshot import Snapshot, dumps, parse_snapshot
@@ -33,12 +32,17 @@ from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
 from app.web import create_app
+from harness.clocks import OffsetClock
 from harness.processes import TEST_PEPPER
 from harness.receiver import Receiver
+from harness.spans import WINDOW_S, window_start
 from tests.conftest import BASE_CONFIG
 from tests.unit.test_cors import key_of
 
 STALE_MS = 3000
+# The boards', the runner's and the calls' clock: 100 s into a window (the next one's, on the
+# real seconds), so no window ends, and no call expires, while a test runs.
+CLOCK = OffsetClock.reading(window_start(time.time()) + WINDOW_S + 100)
 
 
 @pytest.fixture
@@ -60,11 +64,11 @@ def engine(database_url: str) -> Iterator[Engine]:
     found.dispose()
 
 
-def boards(p_ups: list[float]) -> list[Snapshot]:
-    """Boards of the simulated source built now, a second apart in their rows' time, BTC's
-    P(up) set to each of ``p_ups`` (and P(down) its complement)."""
+def boards(p_ups: list[float], clock: OffsetClock = CLOCK) -> list[Snapshot]:
+    """Boards of the simulated source built now on ``clock``, BTC's P(up) set to each of
+    ``p_ups`` (and P(down) its complement)."""
     source = SimulatedSource(parse_symbols("BTC"), seed=3)
-    refresher = Refresher(source, MemoryBoardBus(), 500, clock=time.time)
+    refresher = Refresher(source, MemoryBoardBus(), 500, clock=clock)
     found = []
     for p_up in p_ups:
         document = refresher.build()
@@ -76,9 +80,11 @@ def boards(p_ups: list[float]) -> list[Snapshot]:
 
 def runner_of(app: Flask, engine: Engine) -> tuple[AlertsRunner, LocalDispatcher]:
     held = services_of(app)
-    deliverer = Deliverer(engine, SecretBox(TEST_PEPPER.encode()), AllowList.parse(["127.0.0.1"]))
+    allowed = AllowList.parse(["127.0.0.1"])
+    deliverer = Deliverer(engine, SecretBox(TEST_PEPPER.encode()), allowed, clock=CLOCK)
     dispatcher = LocalDispatcher(deliverer)
-    runner = AlertsRunner(engine, dispatcher, renderer_of(held.renderer), STALE_MS, per_minute=1000)
+    render = renderer_of(held.renderer, CLOCK.now_ms)
+    runner = AlertsRunner(engine, dispatcher, render, STALE_MS, per_minute=1000, clock=CLOCK)
     return runner, dispatcher
 
 
