@@ -11,12 +11,10 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from flask import Flask
-from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 from standardwebhooks.webhooks import Webhook
 
@@ -31,37 +29,16 @@ from app.markets import parse_symbols
 from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from app.services import services_of
-from app.web import create_app
 from harness.clocks import OffsetClock
 from harness.processes import TEST_PEPPER
 from harness.receiver import Receiver
 from harness.spans import WINDOW_S, window_start
-from tests.conftest import BASE_CONFIG
 from tests.unit.test_cors import key_of
 
 STALE_MS = 3000
 # The boards', the runner's and the calls' clock: 100 s into a window (the next one's, on the
 # real seconds), so no window ends, and no call expires, while a test runs.
 CLOCK = OffsetClock.reading(window_start(time.time()) + WINDOW_S + 100)
-
-
-@pytest.fixture
-def app(database_url: str) -> Iterator[Flask]:
-    config = {**BASE_CONFIG, "DATABASE_URL": database_url, "ALERTS_ALLOWED_HOSTS": "127.0.0.1"}
-    found = create_app(config)
-    yield found
-    with found.app_context():
-        from app.extensions import db
-
-        db.session.remove()
-        db.engine.dispose()
-
-
-@pytest.fixture
-def engine(database_url: str) -> Iterator[Engine]:
-    found = create_engine(database_url)
-    yield found
-    found.dispose()
 
 
 def boards(p_ups: list[float], clock: OffsetClock = CLOCK) -> list[Snapshot]:
