@@ -85,11 +85,15 @@ bench-latest: $(BIN)/activate
 	$(BIN)/python -m bench.latest $(BENCH_LATEST_ARGS)
 	$(BIN)/python -m bench.latest --pinned $(BENCH_LATEST_ARGS)
 
-.PHONY: bench-stream bench-refresher bench-truth bench-backtest bench-failover bench-record
+.PHONY: bench-stream bench-refresher bench-truth bench-backtest bench-failover bench-record bench-alerts
 ## bench-record: the track record at a year of four markets, per period, on PostgreSQL and SQLite
 ## (bench/record.py; needs the local PostgreSQL server and wrk; about 10 minutes)
 bench-record: $(BIN)/activate
 	$(BIN)/python -m bench.record $(BENCH_RECORD_ARGS)
+
+## bench-alerts: 10,000 alerts, 1,000 firing: board to receiver p50/p99; the refresher's publish with alerts off vs on
+bench-alerts: $(BIN)/activate
+	$(BIN)/python -m bench.alerts $(BENCH_ALERTS_ARGS)
 
 ## bench-failover: from SIGKILL of the leading refresher to the standby's first board (N kills)
 bench-failover: $(BIN)/activate

@@ -21,7 +21,10 @@ def page() -> Response:
     # whose health request fails still shows the window it was linked to.
     settings = services().settings
     body = render_template(
-        "board.html", windows=settings.windows, default_window=settings.default_window
+        "board.html",
+        windows=settings.windows,
+        default_window=settings.default_window,
+        markets=settings.markets,
     )
     response = Response(body, mimetype="text/html")
     response.headers["Cache-Control"] = "no-cache"

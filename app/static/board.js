@@ -672,6 +672,115 @@
     else sessionStorage.removeItem(KEY_STORE);
     newEpoch();
     $("key-status").textContent = value ? "Key in use: " + masked(value) + "." : "No key: the public board.";
+    $("alerts-card").hidden = !value;
+    $("alert-secret").hidden = true;
+    if (value) loadAlerts();
+  }
+
+  // -- alerts (issue 51): a key holder's lines, made, paused and deleted with the key --------
+  async function alertsCall(method, path, body) {
+    const init = { method, headers: headers(key(), body ? { "Content-Type": "application/json" } : {}), cache: "no-store" };
+    if (body) init.body = JSON.stringify(body);
+    const response = await fetch("/api/alerts" + path, init);
+    if (!response.ok) throw new Error((await problem(response)).text);
+    return response.status === 204 ? null : response.json();
+  }
+
+  const lineText = (a) => a.symbol + " " + a.window + ": " + ({
+    p_up_above: "P(up) above " + a.level + "%",
+    p_up_below: "P(up) below " + a.level + "%",
+    edge_above: a.side + " edge above " + a.level + " pts",
+    stale: "stale, and fresh again",
+  }[a.condition] || a.condition);
+
+  function button(text, label, onClick) {
+    const b = document.createElement("button");
+    b.type = "button";
+    b.textContent = text;
+    b.setAttribute("aria-label", label);
+    b.addEventListener("click", onClick);
+    return b;
+  }
+
+  async function loadAlerts() {
+    const status = $("alerts-status");
+    try {
+      const doc = await alertsCall("GET", "");
+      const rows = doc.alerts.map((a) => {
+        const tr = document.createElement("tr");
+        tr.dataset.alert = a.id;
+        const cells = [lineText(a), a.url, a.status + (a.pausedReason ? " (" + a.pausedReason + ")" : "")];
+        for (const text of cells) {
+          const td = document.createElement("td");
+          td.textContent = text;
+          tr.appendChild(td);
+        }
+        const actions = document.createElement("td");
+        const next = a.status === "active" ? "paused" : "active";
+        actions.append(
+          button(next === "paused" ? "pause" : "resume", (next === "paused" ? "Pause " : "Resume ") + lineText(a),
+                 () => changeAlert(() => alertsCall("PATCH", "/" + a.id, { status: next }))),
+          button("delete", "Delete " + lineText(a), () => changeAlert(() => alertsCall("DELETE", "/" + a.id))),
+          button("calls", "Last calls of " + lineText(a), () => loadDeliveries(a)),
+        );
+        tr.appendChild(actions);
+        return tr;
+      });
+      $("alerts-table").tBodies[0].replaceChildren(...rows);
+      status.textContent = doc.alerts.length ? doc.alerts.length + " alert(s)." : "No alerts yet.";
+    } catch (e) {
+      status.textContent = "Alerts: " + e.message;
+    }
+  }
+
+  async function changeAlert(call) {
+    try {
+      await call();
+    } catch (e) {
+      $("alerts-status").textContent = "Alerts: " + e.message;
+      return;
+    }
+    $("alert-deliveries").hidden = true;
+    loadAlerts();
+  }
+
+  async function loadDeliveries(alert) {
+    try {
+      const doc = await alertsCall("GET", "/" + alert.id + "/deliveries");
+      const rows = doc.deliveries.map((d) => {
+        const tr = document.createElement("tr");
+        for (const text of [d.at.replace("T", " ").replace("Z", ""), d.status, d.attempts, d.httpStatus ?? "–", d.latencyMs ?? "–", d.error || ""]) {
+          const td = document.createElement("td");
+          td.textContent = String(text);
+          tr.appendChild(td);
+        }
+        return tr;
+      });
+      $("deliveries-title").textContent = "Last calls: " + lineText(alert) + (rows.length ? "" : " (none yet)");
+      $("alert-deliveries").querySelector("tbody").replaceChildren(...rows);
+      $("alert-deliveries").hidden = false;
+    } catch (e) {
+      $("alerts-status").textContent = "Alerts: " + e.message;
+    }
+  }
+
+  async function createAlert(form) {
+    const data = new FormData(form);
+    const condition = data.get("condition");
+    const body = { url: data.get("url"), symbol: data.get("symbol"), window: data.get("window"),
+                   condition, format: data.get("format") };
+    if (condition !== "stale") body.level = Number(data.get("level"));
+    if (condition === "edge_above") body.side = data.get("side") || "up";
+    try {
+      const doc = await alertsCall("POST", "", body);
+      const secret = $("alert-secret");
+      secret.textContent = "Created " + doc.alert.id + ". Its signing secret, shown this once (verify each call with it): " + doc.secret;
+      secret.hidden = false;
+    } catch (e) {
+      $("alerts-status").textContent = "Alerts: " + e.message;
+      return;
+    }
+    loadAlerts();
   }
 
   function schedule(fn, ms) {
@@ -864,6 +973,10 @@
       useKey(value);
     });
     $("forget-key").addEventListener("click", () => useKey(""));
+    $("alert-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      createAlert(e.target);
+    });
     $("show-board").addEventListener("click", () => showView(false));
     $("show-record").addEventListener("click", () => showView(true));
     $("record-symbol").addEventListener("change", loadRecord);

@@ -1774,3 +1774,64 @@ def test_the_track_record_follows_the_window_the_board_shows(
         return drawn if len(drawn["ys"]) == len(scores) else None
 
     assert wait_for(browser, fits, "a Brier dot per 15-minute checkpoint scored")
+
+
+# -- the alerts panel (issue 51, point 7) ------------------------------------------------------
+def alert_rows(driver: WebDriver) -> list[list[str]]:
+    """The alerts table's rows, cell by cell (the actions cell's button texts)."""
+    found: list[list[str]] = driver.execute_script(
+        "return Array.from(document.querySelectorAll('#alerts-table tbody tr'),"
+        " (tr) => Array.from(tr.cells, (td) => td.textContent));"
+    )
+    return found
+
+
+def test_a_key_holder_manages_alerts_in_the_panel(
+    default_service: Service, accounts: Accounts, browser: WebDriver
+) -> None:
+    """With a key the panel shows: an alert made with the form (its secret shown once), paused,
+    its calls listed, deleted; each step what ``/api/alerts`` then says. Without a key there
+    is no panel."""
+    open_board(browser, default_service)
+    set_viewport(browser, 1280, 900, mobile=False)
+    assert not browser.find_element(By.ID, "alerts-card").is_displayed()
+    key = accounts.cli.issue_key("vic")
+    submit_key(browser, key)
+    wait_for(browser, lambda d: d.find_element(By.ID, "alerts-card").is_displayed(), "the panel")
+    wait_for(browser, lambda d: "No alerts yet" in d.find_element(By.ID, "alerts-status").text
+             or "alert(s)" in d.find_element(By.ID, "alerts-status").text, "the list")  # fmt: skip
+    before = len(alert_rows(browser))
+    url = browser.find_element(By.ID, "alert-url")
+    url.send_keys("https://93.184.216.34/hooks/probboard")
+    level = browser.find_element(By.ID, "alert-level")
+    level.clear()
+    level.send_keys("65")
+    browser.find_element(By.CSS_SELECTOR, "#alert-form button[type=submit]").click()
+    secret = wait_for(browser, lambda d: d.find_element(By.ID, "alert-secret").text, "the secret")
+    assert re.search(r"whsec_[A-Za-z0-9+/=]+", secret), secret
+    wait_for(browser, lambda d: len(alert_rows(d)) == before + 1, "the new alert listed")
+    status, _, body = http_get(default_service.base + "/api/alerts", headers={"X-API-Key": key})
+    made = json.loads(body)["alerts"][-1]
+    row = next(r for r in alert_rows(browser) if r[1] == made["url"])
+    assert row[0] == "BTC 5m: P(up) above 65%" and row[2] == "active", row
+    browser.execute_script("document.getElementById('alerts-card').scrollIntoView()")
+    screenshot(browser, "page-alerts-1280.png", (1280, 900))
+
+    card = f'#alerts-table tr[data-alert="{made["id"]}"]'
+    browser.find_element(By.CSS_SELECTOR, f"{card} button:nth-of-type(1)").click()  # pause
+
+    def paused(d: WebDriver) -> bool:
+        return any(r[1] == made["url"] and r[2].startswith("paused") for r in alert_rows(d))
+
+    wait_for(browser, paused, "paused")
+    _, _, body = http_get(default_service.base + f"/api/alerts/{made['id']}",
+                          headers={"X-API-Key": key})  # fmt: skip
+    assert json.loads(body)["alert"]["status"] == "paused"
+    browser.find_element(By.CSS_SELECTOR, f"{card} button:nth-of-type(3)").click()  # calls
+    wait_for(browser, lambda d: d.find_element(By.ID, "alert-deliveries").is_displayed(), "calls")
+    assert "(none yet)" in browser.find_element(By.ID, "deliveries-title").text
+    browser.find_element(By.CSS_SELECTOR, f"{card} button:nth-of-type(2)").click()  # delete
+    wait_for(browser, lambda d: len(alert_rows(d)) == before, "deleted")
+    status, _, _ = http_get(default_service.base + f"/api/alerts/{made['id']}",
+                            headers={"X-API-Key": key})  # fmt: skip
+    assert status == 404

@@ -1,0 +1,206 @@
+"""Alerts at scale, in the production shape (issue 51, point 6): ``make bench-alerts``.
+
+    python -m bench.alerts [--alerts 10000] [--firing 1000] [--workers 4] [--rounds 3]
+
+On this machine: a Redis and a scratch PostgreSQL database of the bench's own, the alerts
+program (``python -m app.alerts``) and ``--workers`` delivery workers as processes, a
+receiver on loopback (``ALERTS_ALLOWED_HOSTS=127.0.0.1``), and ``--alerts`` alerts of one
+account spread over 4 markets x 2 windows (written to the table directly, secrets sealed as
+the API seals them). ``--firing`` of them are BTC 5-minute P(up) lines between 41 and 59;
+the rest never fire (levels above 90). Each round publishes a board at P(up) 40 then one
+at 60 (the change) on the board channel: the time from that board's publication to each
+call's arrival at the receiver gives p50, p99 and the last (target: p99 under 1 s).
+
+Then the refresher's publish path with the program off and on, in the same run: a real
+refresher (simulated source, 4 markets x 2 windows) publishes for ``--seconds``; its
+``probboard_refresher_publish_delay_seconds`` (a board's build to its publish) and its boards
+a second are read from its own /metrics, first without the alerts program, then with it
+evaluating every board (all the alerts armed). Pinned: the refresher to CPU 1, the alerts
+program, workers, Redis and the receiver to CPU 0 (``taskset``), so the refresher's figures
+are its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import tempfile
+import time
+import urllib.request
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import create_engine, insert
+
+from app.alerts.models import Alert
+from app.alerts.secrets import SecretBox, new_secret
+from app.board.snapshot import dumps
+from app.bus.memory import MemoryBoardBus
+from app.bus.redis_bus import RedisBoardBus
+from app.markets import parse_symbols, parse_windows
+from app.refresher.loop import Refresher
+from app.refresher.sources.simulated import SimulatedSource
+from harness import accounts
+from harness.ports import free_port
+from harness.processes import BIN, TEST_PEPPER, Process, RedisServer, on_cpus, service_env
+from harness.receiver import Receiver
+
+SYMBOLS, WINDOWS = "BTC,ETH,SOL,XRP", "5m,15m"
+
+
+def _alerts(database_url: str, account_id: int, url: str, total: int, firing: int) -> None:
+    """``total`` alerts, ``firing`` of them BTC 5m lines crossed by 40 -> 60."""
+    box, secret = SecretBox(TEST_PEPPER.encode()), new_secret()
+    sealed = box.seal(secret)
+    markets = [(s, w) for s in SYMBOLS.split(",") for w in WINDOWS.split(",")]
+    now = datetime.now(UTC).replace(tzinfo=None)
+    rows = []
+    for i in range(total):
+        if i < firing:
+            symbol, window, level = "BTC", "5m", 41.0 + 18.0 * i / max(1, firing - 1)
+        else:
+            symbol, window = markets[i % len(markets)]
+            level = 90.0 + (i % 9)
+        rows.append({
+            "id": f"al_bench{i:06d}", "account_id": account_id, "url": url, "symbol": symbol,
+            "window": window, "condition": "p_up_above", "level": level, "side": None,
+            "format": "json", "status": "active", "paused_reason": None,
+            "secret_encrypted": sealed, "failures": 0, "created_at": now, "updated_at": now,
+        })  # fmt: skip
+    engine = create_engine(database_url)
+    with engine.begin() as conn:
+        conn.execute(insert(Alert), rows)
+    engine.dispose()
+
+
+def _boards(p_ups: list[float]) -> list[str]:
+    """Boards of 4 markets x 2 windows built now, BTC 5m's P(up) set to each of ``p_ups``."""
+    source = SimulatedSource(parse_symbols(SYMBOLS), seed=2, spans=parse_windows(WINDOWS))
+    refresher = Refresher(source, MemoryBoardBus(), 500, clock=time.time)
+    found = []
+    for p_up in p_ups:
+        document = refresher.build()
+        for item in document["items"]:
+            if item["symbol"] == "BTC" and "window" not in item:
+                item["p_up_pct"], item["p_down_pct"] = p_up, round(100 - p_up, 2)
+        found.append(dumps(document))
+    return found
+
+
+def _percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
+
+
+def _metrics(port: int) -> dict[str, float]:
+    """The refresher's publish-delay sum and count, and its boards, from its /metrics."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    found = {}
+    for line in text.splitlines():
+        for name in (
+            "probboard_refresher_publish_delay_seconds_sum",
+            "probboard_refresher_publish_delay_seconds_count",
+            "probboard_refresher_boards_total",
+        ):
+            if line.startswith(name + " "):
+                found[name] = float(line.split()[-1])
+    return found
+
+
+def _window(port: int, seconds: float) -> tuple[float, float]:
+    """(mean publish delay in ms, boards a second) over ``seconds`` of the refresher's run."""
+    before = _metrics(port)
+    time.sleep(seconds)
+    after = _metrics(port)
+    delta = {k: after[k] - before.get(k, 0.0) for k in after}
+    count = delta["probboard_refresher_publish_delay_seconds_count"]
+    mean_ms = 1000 * delta["probboard_refresher_publish_delay_seconds_sum"] / max(1.0, count)
+    return mean_ms, delta["probboard_refresher_boards_total"] / seconds
+
+
+def main() -> None:
+    """Run the bench; print its figures (see the module docstring)."""
+    parser = argparse.ArgumentParser(prog="python -m bench.alerts")
+    parser.add_argument("--alerts", type=int, default=10_000)
+    parser.add_argument("--firing", type=int, default=1_000)
+    parser.add_argument("--workers", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="bench-alerts-"))
+    redis = RedisServer(work, cpus="0")
+    redis.start()
+    processes: list[Process] = []
+    try:
+        with accounts.scratch_accounts() as env_db, Receiver() as receiver:
+            accounts.create_user(env_db, "bench", "vip_pro")
+            database_url = env_db["DATABASE_URL"]
+            engine = create_engine(database_url)
+            with engine.connect() as conn:
+                account_id = conn.exec_driver_sql("SELECT id FROM accounts").scalar_one()
+            engine.dispose()
+            _alerts(database_url, account_id, receiver.url, args.alerts, args.firing)
+            env = service_env(
+                REDIS_URL=redis.url, DATABASE_URL=database_url, SYMBOLS=SYMBOLS,
+                WINDOWS=WINDOWS, ALERTS_ALLOWED_HOSTS="127.0.0.1",
+                ALERTS_DELIVERIES_PER_MINUTE="10000000", LOG_LEVEL="WARNING",
+            )  # fmt: skip
+            metrics_port = free_port()
+            refresher_env = dict(env, REFRESHER_METRICS_PORT=str(metrics_port))
+            refresher = Process(on_cpus([str(BIN / "python"), "-m", "app.refresher"], "1"),
+                                refresher_env, work / "refresher.log")  # fmt: skip
+            processes.append(refresher)
+            time.sleep(4)
+            off = _window(metrics_port, args.seconds)
+            program = Process(on_cpus([str(BIN / "python"), "-m", "app.alerts"], "0"), env,
+                              work / "program.log")  # fmt: skip
+            processes.append(program)
+            for n in range(args.workers):
+                processes.append(Process(
+                    on_cpus([str(BIN / "python"), "-m", "app.alerts", "worker"], "0"), env,
+                    work / f"worker-{n}.log",
+                ))  # fmt: skip
+            time.sleep(4)  # the program reads 10,000 alerts and subscribes
+            on = _window(metrics_port, args.seconds)
+            refresher.stop()  # its boards would move BTC's line under the rounds
+            processes.remove(refresher)
+            time.sleep(3)
+            bus = RedisBoardBus(redis.url)
+            delays: list[float] = []
+            for round_ in range(args.rounds):
+                start = len(receiver.calls)
+                before, change = _boards([40.0, 60.0])
+                bus.publish(before)
+                time.sleep(0.5)
+                published = time.time()
+                bus.publish(change)
+                calls = receiver.wait(start + args.firing, timeout_s=30)[start:]
+                delays += [(c.at - published) * 1000 for c in calls]
+                print(f"round {round_ + 1}: {len(calls)} of {args.firing} calls arrived")
+                time.sleep(2)  # back below every line by the margin before the next round
+                bus.publish(_boards([30.0])[0])
+                time.sleep(1)
+            bus.close()
+            print(json.dumps({
+                "alerts": args.alerts, "firing": args.firing, "workers": args.workers,
+                "rounds": args.rounds, "calls": len(delays),
+                "board_to_receiver_ms": {
+                    "p50": round(statistics.median(delays), 1),
+                    "p99": round(_percentile(delays, 0.99), 1),
+                    "max": round(max(delays), 1),
+                } if delays else None,
+                "refresher_publish_delay_ms": {
+                    "off": round(off[0], 2), "on": round(on[0], 2),
+                    "ratio": round(on[0] / off[0], 2) if off[0] else None,
+                },
+                "refresher_boards_per_s": {"off": round(off[1], 2), "on": round(on[1], 2)},
+            }, indent=2))  # fmt: skip
+    finally:
+        for process in processes:
+            process.stop()
+        redis.stop()
+
+
+if __name__ == "__main__":
+    main()
