@@ -43,7 +43,16 @@ from app.refresher.loop import Refresher
 from app.refresher.sources.simulated import SimulatedSource
 from harness import accounts
 from harness.ports import free_port
-from harness.processes import BIN, TEST_PEPPER, Process, RedisServer, on_cpus, service_env
+from harness.processes import (
+    BIN,
+    TEST_PEPPER,
+    Process,
+    RedisServer,
+    on_cpus,
+    port_open,
+    service_env,
+    wait_until,
+)
 from harness.receiver import Receiver
 
 SYMBOLS, WINDOWS = "BTC,ETH,SOL,XRP", "5m,15m"
@@ -144,14 +153,16 @@ def main() -> None:
             env = service_env(
                 REDIS_URL=redis.url, DATABASE_URL=database_url, SYMBOLS=SYMBOLS,
                 WINDOWS=WINDOWS, ALERTS_ALLOWED_HOSTS="127.0.0.1",
-                ALERTS_DELIVERIES_PER_MINUTE="10000000", LOG_LEVEL="WARNING",
+                ALERTS_DELIVERIES_PER_MINUTE="1000000", LOG_LEVEL="WARNING",
             )  # fmt: skip
             metrics_port = free_port()
             refresher_env = dict(env, REFRESHER_METRICS_PORT=str(metrics_port))
             refresher = Process(on_cpus([str(BIN / "python"), "-m", "app.refresher"], "1"),
                                 refresher_env, work / "refresher.log")  # fmt: skip
             processes.append(refresher)
-            time.sleep(4)
+            if not wait_until(lambda: port_open(metrics_port), timeout=20):
+                raise RuntimeError(f"the refresher did not start:\n{refresher.output()}")
+            time.sleep(2)
             off = _window(metrics_port, args.seconds)
             program = Process(on_cpus([str(BIN / "python"), "-m", "app.alerts"], "0"), env,
                               work / "program.log")  # fmt: skip
