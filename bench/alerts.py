@@ -16,14 +16,15 @@ refresher (simulated source, 4 markets x 2 windows) publishes for ``--seconds``;
 ``probboard_refresher_publish_delay_seconds`` (a board's build to its publish) and its boards
 a second are read from its own /metrics, first without the alerts program, then with it
 evaluating every board (all the alerts armed). Pinned: the refresher to CPU 1, the alerts
-program, workers, Redis and the receiver to CPU 0 (``taskset``), so the refresher's figures
-are its own.
+program, workers and Redis to CPU 0 (``taskset``), so the refresher's figures are its own;
+for the rounds (the refresher stopped) the receiver, this process, moves to CPU 1.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import tempfile
 import time
@@ -177,6 +178,9 @@ def main() -> None:
             refresher.stop()  # its boards would move BTC's line under the rounds
             processes.remove(refresher)
             time.sleep(3)
+            # The receiver (this process's threads) on CPU 1, apart from the program, the
+            # workers and Redis on CPU 0: the load apart from what it measures.
+            os.sched_setaffinity(0, {1})
             bus = RedisBoardBus(redis.url)
             delays: list[float] = []
             for round_ in range(args.rounds):

@@ -24,12 +24,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 import httpx
-from sqlalchemy import select, update
+from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection, Engine
 
 from app.alerts import calls
 from app.alerts.calls import Firing, Outcome
-from app.alerts.models import ACTIVE, DELIVERED, EXPIRED, FAILED, PAUSED, Alert, Delivery
+from app.alerts.models import ACTIVE, DELIVERED, EXPIRED, FAILED, PAUSED, PENDING, Alert, Delivery
 from app.alerts.secrets import SecretBox, SecretUnreadableError
 from app.alerts.targets import AllowList, Resolver, system_resolver
 from app.board import timefmt
@@ -39,6 +39,7 @@ log = logging.getLogger(__name__)
 MAX_ATTEMPTS = 6
 BACKOFF_S = 0.5
 MAX_FAILURES = 5  # deliveries in a row that ended without a 2xx: the alert is paused
+UNREADABLE = Outcome(False, False, None, None, "the alert's secret is unreadable")
 
 
 def backoff_s(attempts: int) -> float:
@@ -71,23 +72,46 @@ class Deliverer:
 
     def attempt(self, firing: Firing, attempts: int) -> Outcome:
         """Attempt number ``attempts + 1`` of ``firing``, recorded; the outcome."""
-        with self._engine.connect() as conn:
-            alert = conn.execute(
-                select(Alert.status, Alert.secret_encrypted).where(Alert.id == firing.alert_id)
-            ).first()
-        if alert is None or alert.status != ACTIVE:
-            outcome = Outcome(False, False, None, None, "the alert was deleted or paused")
-        else:
-            try:
-                secret = self._box.open(alert.secret_encrypted)
-            except SecretUnreadableError:
-                outcome = Outcome(False, False, None, None, "the alert's secret is unreadable")
-            else:
-                outcome = calls.call(
-                    self._client, firing, secret, self._allowed, self._resolver, self._clock
-                )
-        self._record(firing, attempts + 1, outcome)
+        [(_, _, outcome)] = self.attempt_many([(firing, attempts)])
         return outcome
+
+    def attempt_many(
+        self, due: list[tuple[Firing, int]], pool: concurrent.futures.Executor | None = None
+    ) -> list[tuple[Firing, int, Outcome]]:
+        """One attempt of each firing of ``due`` (with its attempts so far), on ``pool``'s
+        threads when given (the calls of one board change at once, over kept-alive
+        connections): the alerts and their secrets read in one query, the outcomes recorded
+        in one transaction. Returns (firing, attempts made, outcome) of each."""
+        ids = sorted({firing.alert_id for firing, _ in due})
+        with self._engine.connect() as conn:
+            rows = conn.execute(
+                select(Alert.id, Alert.status, Alert.secret_encrypted).where(Alert.id.in_(ids))
+            ).all()
+        secrets: dict[str, str | Outcome] = {}
+        for row in rows:
+            if row.status != ACTIVE:
+                continue
+            try:
+                secrets[row.id] = self._box.open(row.secret_encrypted)
+            except SecretUnreadableError:
+                secrets[row.id] = Outcome(
+                    False, False, None, None, "the alert's secret is unreadable"
+                )
+
+        def one(item: tuple[Firing, int]) -> Outcome:
+            secret = secrets.get(item[0].alert_id)
+            if secret is None:
+                return Outcome(False, False, None, None, "the alert was deleted or paused")
+            if isinstance(secret, Outcome):
+                return secret
+            return calls.call(
+                self._client, item[0], secret, self._allowed, self._resolver, self._clock
+            )
+
+        outcomes = list(pool.map(one, due)) if pool is not None else [one(i) for i in due]
+        done = [(f, a + 1, o) for (f, a), o in zip(due, outcomes, strict=True)]
+        self._record_many(done)
+        return done
 
     def final(self, firing: Firing, attempts: int, outcome: Outcome) -> bool:
         """Whether no attempt follows ``outcome`` (the attempt numbered ``attempts``)."""
@@ -95,35 +119,44 @@ class Deliverer:
             return True
         return self._clock() + backoff_s(attempts) >= firing.expires_at
 
-    def _record(self, firing: Firing, attempts: int, outcome: Outcome) -> None:
-        """The delivery's row after an attempt; the alert's failures after its last one."""
-        final = self.final(firing, attempts, outcome)
-        if outcome.delivered:
-            status = DELIVERED
-        elif final:
-            expired = outcome.retry and self._clock() + backoff_s(attempts) >= firing.expires_at
-            status = EXPIRED if expired or "expired" in (outcome.error or "") else FAILED
-        else:
-            status = "pending"
-        with self._engine.begin() as conn:
-            conn.execute(
-                update(Delivery)
-                .where(Delivery.id == firing.delivery_id)
-                .values(
-                    status=status,
-                    attempts=attempts,
-                    http_status=outcome.http_status,
-                    latency_ms=outcome.latency_ms,
-                    error=outcome.error,
-                    # When the next attempt is due (now, after the last): the sweep of lost
-                    # deliveries counts from it, never from a retry's wait.
-                    updated_at=_now() + timedelta(seconds=0 if final else backoff_s(attempts)),
-                )
-            )
+    def _record_many(self, done: list[tuple[Firing, int, Outcome]]) -> None:
+        """Each delivery's row after its attempt, and its alert's failures after its last
+        one, in one transaction."""
+        rows, cleared, failed = [], set(), []
+        for firing, attempts, outcome in done:
+            final = self.final(firing, attempts, outcome)
             if outcome.delivered:
-                conn.execute(update(Alert).where(Alert.id == firing.alert_id).values(failures=0))
+                status = DELIVERED
+                cleared.add(firing.alert_id)
             elif final:
-                self._count_failure(conn, firing.alert_id, outcome.error or "failed")
+                expired = outcome.retry and self._clock() + backoff_s(attempts) >= firing.expires_at
+                status = EXPIRED if expired or "expired" in (outcome.error or "") else FAILED
+                failed.append((firing.alert_id, outcome.error or "failed"))
+            else:
+                status = PENDING
+            rows.append({
+                "b_id": firing.delivery_id, "status": status, "attempts": attempts,
+                "http_status": outcome.http_status, "latency_ms": outcome.latency_ms,
+                "error": outcome.error,
+                # When the next attempt is due (now, after the last): the sweep of lost
+                # deliveries counts from it, never from a retry's wait.
+                "updated_at": _now() + timedelta(seconds=0 if final else backoff_s(attempts)),
+            })  # fmt: skip
+        statement = (
+            update(Delivery)
+            .where(Delivery.id == bindparam("b_id"))
+            .values(
+                status=bindparam("status"), attempts=bindparam("attempts"),
+                http_status=bindparam("http_status"), latency_ms=bindparam("latency_ms"),
+                error=bindparam("error"), updated_at=bindparam("updated_at"),
+            )
+        )  # fmt: skip
+        with self._engine.begin() as conn:
+            conn.execute(statement, rows)
+            if cleared:
+                conn.execute(update(Alert).where(Alert.id.in_(cleared)).values(failures=0))
+            for alert_id, why in failed:
+                self._count_failure(conn, alert_id, why)
 
     def _count_failure(self, conn: Connection, alert_id: str, why: str) -> None:
         """One more delivery of ``alert_id`` ended without a 2xx: paused at the limit."""
@@ -149,26 +182,28 @@ class LocalDispatcher:
     def __init__(self, deliverer: Deliverer, threads: int = 8) -> None:
         self._deliverer = deliverer
         self._pool = concurrent.futures.ThreadPoolExecutor(threads, thread_name_prefix="alert")
+        self._calls = concurrent.futures.ThreadPoolExecutor(32, thread_name_prefix="call")
         self._stopping = threading.Event()
 
-    def dispatch(self, firing: Firing) -> None:
-        """Deliver ``firing`` on a thread of the pool."""
-        self._pool.submit(self._deliver, firing)
+    def dispatch_many(self, firings: list[Firing]) -> None:
+        """Deliver ``firings`` (one board change's) at once, retried in place."""
+        if firings:
+            self._pool.submit(self._deliver, firings)
 
-    def _deliver(self, firing: Firing) -> None:
-        attempts = 0
+    def _deliver(self, firings: list[Firing]) -> None:
+        due = [(firing, 0) for firing in firings]
         try:
-            while not self._stopping.is_set():
-                outcome = self._deliverer.attempt(firing, attempts)
-                attempts += 1
-                if self._deliverer.final(firing, attempts, outcome):
-                    return
-                self._stopping.wait(backoff_s(attempts))
+            while due and not self._stopping.is_set():
+                done = self._deliverer.attempt_many(due, self._calls)
+                due = [(f, a) for f, a, o in done if not self._deliverer.final(f, a, o)]
+                if due:  # one wait for the group: the shortest of their backoffs
+                    self._stopping.wait(min(backoff_s(a) for _, a in due))
         except Exception:
-            log.exception("alerts: delivery %s failed on our side", firing.delivery_id)
+            log.exception("alerts: %d deliveries failed on our side", len(firings))
 
     def close(self) -> None:
         """Stop retrying; wait a moment for calls under way."""
         self._stopping.set()
         self._pool.shutdown(wait=False, cancel_futures=True)
+        self._calls.shutdown(wait=False, cancel_futures=True)
         self._deliverer.close()

@@ -52,11 +52,11 @@ class TrackingDispatcher:
         self.firings: dict[str, Firing] = {}
         self._lock = threading.Lock()
 
-    def dispatch(self, firing: Firing) -> None:
-        """Queue ``firing``, and keep it for the sweep."""
+    def dispatch_many(self, firings: list[Firing]) -> None:
+        """Queue ``firings`` (one job), and keep them for the sweep."""
         with self._lock:
-            self.firings[firing.delivery_id] = firing
-        self.queue.dispatch(firing)
+            self.firings.update((f.delivery_id, f) for f in firings)
+        self.queue.dispatch_many(firings)
 
     def sweep(self, engine: Engine, lost_after_s: float) -> int:
         """``queue.sweep`` over the firings kept."""

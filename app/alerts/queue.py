@@ -19,6 +19,7 @@ was lost with it (the deliveries are rows in the accounts database, not only job
 
 from __future__ import annotations
 
+import concurrent.futures
 import dataclasses
 import logging
 import time
@@ -39,7 +40,10 @@ log = logging.getLogger(__name__)
 QUEUE = "probboard-alerts"
 JOB_TIMEOUT_S = 30  # a call's own timeouts end it long before
 LOST_AFTER_S = 20.0  # a pending delivery untouched this long was lost (ALERTS_LOST_AFTER_S)
+CALLS_AT_ONCE = 32  # a worker's calls in flight
+CHUNK = 200  # firings per job: a board change firing 1,000 alerts is 5 jobs, for 5 workers
 _deliverer: Deliverer | None = None  # a worker's own, made on its first job
+_pool: concurrent.futures.ThreadPoolExecutor | None = None
 
 
 def as_job(firing: Firing) -> dict[str, Any]:
@@ -59,7 +63,7 @@ def from_job(payload: dict[str, Any]) -> Firing:
 
 
 class QueueDispatcher:
-    """Enqueues each firing on the alerts' RQ queue."""
+    """Enqueues firings on the alerts' RQ queue: those of one board change as one job."""
 
     def __init__(self, redis_url: str, timeout_s: float = 2.0) -> None:
         self._redis = redis_client(redis_url, timeout_s)
@@ -67,19 +71,36 @@ class QueueDispatcher:
 
     def dispatch(self, firing: Firing, attempts: int = 0) -> None:
         """Queue attempt ``attempts + 1`` of ``firing`` now."""
-        self.queue.enqueue(
-            deliver,
-            as_job(firing),
-            attempts,
-            job_id=f"{firing.delivery_id}-{attempts}-{int(time.time() * 1000)}",
-            job_timeout=JOB_TIMEOUT_S,
-            result_ttl=0,
-            failure_ttl=3600,
-        )
+        self.dispatch_many([firing], attempts)
+
+    def dispatch_many(self, firings: list[Firing], attempts: int = 0) -> None:
+        """Queue jobs of at most ``CHUNK`` firings each (several workers share a large board
+        change), each making attempt ``attempts + 1`` of its firings at once."""
+        due = [(as_job(f), attempts) for f in firings]
+        for start in range(0, len(due), CHUNK):
+            _enqueue(self.queue, due[start : start + CHUNK], None)
 
     def close(self) -> None:
         """Close the Redis connection."""
         self._redis.close()
+
+
+Due = list[tuple[dict[str, Any], int]]  # (a firing as a job carries it, its attempts so far)
+
+
+def _enqueue(queue: Queue, due: Due, after_s: float | None) -> None:
+    """Queue ``deliver`` of ``due``, now or ``after_s`` from now (the worker's scheduler)."""
+    first = due[0][0]["delivery_id"]
+    options: dict[str, Any] = {
+        "job_id": f"{first}-{len(due)}-{due[0][1]}-{int(time.time() * 1000)}",
+        "job_timeout": JOB_TIMEOUT_S,
+        "result_ttl": 0,
+        "failure_ttl": 3600,
+    }
+    if after_s is None:
+        queue.enqueue(deliver, due, **options)
+    else:
+        queue.enqueue_in(timedelta(seconds=after_s), deliver, due, **options)
 
 
 def worker_deliverer(deliverer: Deliverer | None = None) -> Deliverer:
@@ -91,30 +112,32 @@ def worker_deliverer(deliverer: Deliverer | None = None) -> Deliverer:
     return _deliverer
 
 
-def deliver(payload: dict[str, Any], attempts: int) -> None:
-    """RQ's job: one attempt of the firing ``payload``; the next one queued after its backoff
-    when it may help and the firing has not expired."""
+def _calls_pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The worker's threads for the calls of one job (made on the first)."""
+    global _pool
+    if _pool is None:
+        _pool = concurrent.futures.ThreadPoolExecutor(CALLS_AT_ONCE, thread_name_prefix="call")
+    return _pool
+
+
+def deliver(due: Due) -> None:
+    """RQ's job: one attempt of each firing of ``due``, at once; those another attempt may
+    help and whose moment lasts are queued again after their backoff, together."""
     from rq import get_current_job
 
     deliverer = worker_deliverer()
-    firing = from_job(payload)
-    outcome = deliverer.attempt(firing, attempts)
-    attempts += 1
-    if deliverer.final(firing, attempts, outcome):
+    done = deliverer.attempt_many([(from_job(p), a) for p, a in due], _calls_pool())
+    again: dict[int, Due] = {}
+    for firing, attempts, outcome in done:
+        if not deliverer.final(firing, attempts, outcome):
+            again.setdefault(attempts, []).append((as_job(firing), attempts))
+    if not again:
         return
     job = get_current_job()
     assert job is not None
     queue = Queue(job.origin, connection=job.connection)
-    queue.enqueue_in(
-        timedelta(seconds=backoff_s(attempts)),
-        deliver,
-        payload,
-        attempts,
-        job_id=f"{firing.delivery_id}-{attempts}-{int(time.time() * 1000)}",
-        job_timeout=JOB_TIMEOUT_S,
-        result_ttl=0,
-        failure_ttl=3600,
-    )
+    for attempts, group in again.items():
+        _enqueue(queue, group, backoff_s(attempts))
 
 
 def sweep(

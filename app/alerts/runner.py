@@ -48,8 +48,9 @@ FULL_SYNC_S = 30.0
 class Dispatcher(Protocol):
     """Where a firing goes to be called: the job queue, or the process's own workers."""
 
-    def dispatch(self, firing: Firing) -> None:
-        """Call ``firing``'s target (signed, retried until it expires)."""
+    def dispatch_many(self, firings: list[Firing]) -> None:
+        """Call each firing's target (signed, retried until it expires), those of one board
+        change together."""
 
 
 # The board as ``/latest`` serves it to a vip_pro key, every window's rows (``embedded``).
@@ -211,9 +212,8 @@ class AlertsRunner:
         if records:
             with self._engine.begin() as conn:
                 conn.execute(insert(Delivery), records)
-        for firing in calls:
-            self.fired += 1
-            self._dispatcher.dispatch(firing)
+        self.fired += len(calls)
+        self._dispatcher.dispatch_many(calls)
 
 
 def renderer_of(
