@@ -9,7 +9,8 @@
 
 Every step, in order: refuse a blocked address → the key (``X-API-Key`` or Bearer; a session
 cookie is not enough: 401; a 401 to a presented key counts a failed attempt) → the account's
-limit (as its board reads: 429) → the body (400 per field: ``app.alerts.requests``) → the
+alerts limit (``ALERTS_RATE_LIMIT``, a counter of its own: never a board read's; 429) →
+the body (400 per field: ``app.alerts.requests``) → the
 store (404, 403 another account's, 409 over the plan's limit; 503 when it cannot answer).
 Answers are validated by their schemas (``app.schemas.alerts``) before they leave.
 """
@@ -57,7 +58,7 @@ def _caller() -> tuple[Services, Identity, dict[str, str]]:
     with held.limits.key_attempt():  # 429 for a blocked address; a 401 counts a failure
         identity = held.authenticator.require_key(request)
     request.environ[PLAN_KEY] = identity.plan
-    return held, identity, rate_limit_headers(held.limits.account(identity))
+    return held, identity, rate_limit_headers(held.limits.alerts(identity))
 
 
 def _stored(held: Services, job: Callable[[], Any]) -> Any:

@@ -165,6 +165,7 @@ def load_settings(environ: Mapping[str, str] | None = None) -> Settings:
         verify_rate_limit=get("VERIFY_RATE_LIMIT", "30 per minute", rate_limit),
         stream_replay_max=get("STREAM_REPLAY_MAX", "10", lambda v, n: integer(v, n, 0, 10_000)),
         alerts=get("ALERTS", "true", boolean),
+        alerts_rate_limit=get("ALERTS_RATE_LIMIT", "120 per minute", rate_limit),
         alerts_allowed_hosts=get("ALERTS_ALLOWED_HOSTS", "", hosts_or_networks),
         alerts_lost_after_s=get(
             "ALERTS_LOST_AFTER_S", "20", lambda v, n: float(integer(v, n, 1, 3600))

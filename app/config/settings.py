@@ -82,6 +82,7 @@ class Settings:
     # Alerts (issue 51): hosts or networks admitted as targets beyond public https ones
     # (app.alerts.targets), and how many alerts an account of each plan may hold.
     alerts: bool = True  # ALERTS: evaluate and deliver the accounts' alerts
+    alerts_rate_limit: str = "120 per minute"  # an account's calls to /api/alerts
     alerts_allowed_hosts: tuple[str, ...] = ()
     alerts_deliveries_per_minute: int = 120  # calls of one account's alerts in any minute
     alerts_lost_after_s: float = 20.0  # a pending delivery untouched this long: queued again

@@ -208,13 +208,19 @@ class Limits:
 
     def __init__(
         self, storage: Storage, guest: GuestLimit, accounts: AccountLimits,
-        throttle: FailureThrottle, verify: VerifyLimit,
+        throttle: FailureThrottle, verify: VerifyLimit, alerts: VerifyLimit | None = None,
     ) -> None:  # fmt: skip
         self.storage = storage  # every counter of the app's limits
         self.guest = guest  # count one guest read; 429 when over
         self._accounts = accounts
         self._key_attempt = KeyAttempt(throttle)
         self._verify = verify
+        self._alerts = alerts
+
+    def alerts(self, identity: Identity) -> Quota | None:
+        """Count one call of the account to ``/api/alerts`` (``ALERTS_RATE_LIMIT``, a counter
+        of its own: managing alerts never spends a board read); 429 when over."""
+        return self._alerts.admit(identity.account_id) if self._alerts is not None else None
 
     def account(self, identity: Identity) -> Quota | None:
         """Count one read of an account against its plan (None: no limit); 429 when over it."""
@@ -259,6 +265,9 @@ def init_app(app: Flask, settings: Settings) -> Limits:
     )
     throttle = FailureThrottle(storage, settings.auth_failure_limit, key_prefix=KEY_PREFIX)
     verify = VerifyLimit(storage, settings.verify_rate_limit, key_prefix=KEY_PREFIX)
+    alerts = VerifyLimit(
+        storage, settings.alerts_rate_limit, KEY_PREFIX, scope="alerts", what="alert requests"
+    )
     # One line per refused request would let one client flood the log: one per interval.
     limit_repeats(failures.__name__, FLASK_LIMITER_LOGGER)
-    return Limits(storage, guest, accounts, throttle, verify)
+    return Limits(storage, guest, accounts, throttle, verify, alerts)

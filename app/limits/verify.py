@@ -27,10 +27,10 @@ from app.limits.sliding import SlidingWindowCounter
 SCOPE = "verify"
 
 
-def too_many_checks(item: RateLimitItem, retry_after_ms: int) -> ApiError:
-    """The 429 for an account over its key checks."""
+def too_many_checks(item: RateLimitItem, retry_after_ms: int, what: str = "key checks") -> ApiError:
+    """The 429 for an account over its key checks (or over its ``what``)."""
     return too_many_requests(
-        f"Too many key checks for this account ({item}); retry after the delay given.",
+        f"Too many {what} for this account ({item}); retry after the delay given.",
         retry_after_ms,
     )
 
@@ -38,21 +38,30 @@ def too_many_checks(item: RateLimitItem, retry_after_ms: int) -> ApiError:
 class VerifyLimit:
     """Counts an account's valid-key checks; 429 over ``VERIFY_RATE_LIMIT``."""
 
-    def __init__(self, storage: Storage, limit: str, key_prefix: str) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        limit: str,
+        key_prefix: str,
+        scope: str = SCOPE,
+        what: str = "key checks",
+    ) -> None:
         self._items: list[RateLimitItem] = sorted(parse_many(limit))
         self._strategy = SlidingWindowCounter(storage)
         self._prefix = key_prefix
+        self._scope = scope  # the counter's own key: ``verify``, ``alerts``
+        self._what = what
 
     def admit(self, account_id: int) -> Quota | None:
         """Count one check of the account's key: the tightest window for the headers (None
         without a limit); raises the 429 when any limit is full."""
-        identifiers = (self._prefix, f"account:{account_id}", SCOPE)
+        identifiers = (self._prefix, f"account:{account_id}", self._scope)
         shown: Quota | None = None
         for item in self._items:
             if not self._strategy.hit(item, *identifiers):
                 stats = self._strategy.get_window_stats(item, *identifiers)
                 retry_ms = max(1, math.ceil((stats.reset_time - time.time()) * 1000))
-                refusal = too_many_checks(item, retry_ms)
+                refusal = too_many_checks(item, retry_ms, self._what)
                 refusal.headers.update(Quota(item.amount, 0, stats.reset_time).headers())
                 raise refusal
             stats = self._strategy.get_window_stats(item, *identifiers)
