@@ -39,6 +39,7 @@ from app.alerts.targets import (
     resolve,
     system_resolver,
 )
+from app.board.timefmt import served_at
 
 CONNECT_TIMEOUT_S = 2.0
 TOTAL_TIMEOUT_S = 5.0
@@ -79,11 +80,6 @@ class Outcome:
     error: str | None
 
 
-def _iso(epoch_s: float) -> str:
-    moment = datetime.fromtimestamp(epoch_s, UTC)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
-
-
 def _text(firing: Firing) -> str:
     """The chat line: which line, on which market, and the numbers."""
     row, spec = firing.row, firing.spec
@@ -97,7 +93,7 @@ def _text(firing: Firing) -> str:
     numbers = f"P(up) {row.get('p_up_pct')} %, UP ask {row.get('up_ask')}"
     return (
         f"Probboard {spec.symbol} {spec.window}: {what}. {numbers}, {row.get('rem_secs')} s left "
-        f"(alert {firing.alert_id}, until {_iso(firing.expires_at)})"
+        f"(alert {firing.alert_id}, until {served_at(int(firing.expires_at * 1000))})"
     )
 
 
@@ -118,7 +114,7 @@ def body(firing: Firing) -> bytes:
             "side": firing.spec.side,
             "row": dict(firing.row),
             "updatedAt": firing.updated_at,
-            "expiresAt": _iso(firing.expires_at),
+            "expiresAt": served_at(int(firing.expires_at * 1000)),
         }
     return json.dumps(document, separators=(",", ":")).encode()
 

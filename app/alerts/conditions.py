@@ -118,6 +118,7 @@ class Evaluator:
         self._lines: dict[tuple[str, str, str, str], _Line] = {}
         self._stale: dict[tuple[str, str], set[str]] = {}
         self._was_stale: dict[tuple[str, str], bool] = {}
+        self._watched: dict[tuple[str, str], int] = {}  # alerts per (market, window)
         self._rules: dict[str, Rule] = {}
 
     def __len__(self) -> int:
@@ -127,6 +128,8 @@ class Evaluator:
         """Watch ``rule`` (replacing an alert of the same id)."""
         self.remove(rule.alert_id)
         self._rules[rule.alert_id] = rule
+        key = (rule.symbol, rule.window)
+        self._watched[key] = self._watched.get(key, 0) + 1
         if rule.condition == STALE:
             self._stale.setdefault((rule.symbol, rule.window), set()).add(rule.alert_id)
             return
@@ -138,10 +141,19 @@ class Evaluator:
         rule = self._rules.pop(alert_id, None)
         if rule is None:
             return
+        key = (rule.symbol, rule.window)
+        self._watched[key] -= 1
+        if not self._watched[key]:  # unwatched: its rows are no longer read, nor their state
+            del self._watched[key]
+            self._was_stale.pop(key, None)
         if rule.condition == STALE:
             self._stale.get((rule.symbol, rule.window), set()).discard(alert_id)
         elif rule.level is not None:
             self._line(rule).remove(rule.level, alert_id)
+
+    def watches(self, symbol: str, window: str) -> bool:
+        """Whether any alert watches ``symbol``'s ``window`` rows."""
+        return (symbol, window) in self._watched
 
     def rules(self) -> Iterable[Rule]:
         """The alerts watched."""

@@ -167,6 +167,8 @@ class AlertsRunner:
             if not len(self._evaluator):
                 return
             for symbol, window, ts_ms, prefix in snapshot.rows():
+                if not self._evaluator.watches(symbol, window):
+                    continue  # no alert on this row: not even parsed
                 row = json.loads(prefix + "}")
                 row["isStale"] = now_ms - ts_ms > self._stale_ms
                 for alert_id in self._evaluator.row(symbol, window, row):

@@ -9,7 +9,6 @@ account is a 403 ``not_your_alert`` (an unknown id a 404 ``alert_not_found``). T
 from __future__ import annotations
 
 import secrets
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import delete as sql_delete
@@ -19,18 +18,13 @@ from app.alert_kinds import AlertSpec
 from app.alerts.models import ACTIVE, PAUSED, Alert, Delivery
 from app.alerts.secrets import SecretBox, new_secret
 from app.auth import Identity
+from app.board.timefmt import iso_of
 from app.config import Settings
 from app.errors import ApiError
 from app.extensions import db
 from app.plans import USER
 
 DELIVERIES_SHOWN = 50
-
-
-def _iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 def limit_of(plan: str, settings: Settings) -> int:
@@ -134,7 +128,7 @@ def alert_json(alert: Alert) -> dict[str, Any]:
         "format": alert.format,
         "status": alert.status,
         "pausedReason": alert.paused_reason,
-        "createdAt": _iso(alert.created_at),
+        "createdAt": iso_of(alert.created_at),
     }
 
 
@@ -142,7 +136,7 @@ def delivery_json(delivery: Delivery) -> dict[str, Any]:
     """A call as ``/deliveries`` shows it."""
     return {
         "id": delivery.id,
-        "at": _iso(delivery.at),
+        "at": iso_of(delivery.at),
         "status": delivery.status,
         "attempts": delivery.attempts,
         "httpStatus": delivery.http_status,

@@ -8,23 +8,16 @@ block every key-taking endpoint runs) → the account's checks (429 over
 
 from __future__ import annotations
 
-from datetime import datetime
-
 from flask import Blueprint, Response, request
 
 from app.board.snapshot import dumps
+from app.board.timefmt import iso_of
 from app.errors import json_response
 from app.limits import rate_limit_headers
 from app.metrics.web import PLAN_KEY
 from app.services import services
 
 bp = Blueprint("keys_verify", __name__)
-
-
-def _iso(moment: datetime | None) -> str | None:
-    if moment is None:
-        return None
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 @bp.get("/api/keys/verify")
@@ -42,6 +35,6 @@ def verify() -> Response:
         "userId": identity.account_name,
         "plan": identity.plan,
         "maskedKey": key.masked,
-        "lastUsedAt": _iso(identity.previous_use),
+        "lastUsedAt": iso_of(identity.previous_use),
     }
     return json_response(dumps(body), headers=headers)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import time
+from datetime import datetime
 
 
 def updated_at(epoch_ms: int) -> str:
@@ -18,6 +19,14 @@ def served_at(epoch_ms: int) -> str:
     """ISO 8601 with milliseconds and ``Z``, as ``servedAt`` is documented."""
     seconds, millis = divmod(epoch_ms, 1000)
     return f"{_second(seconds)}.{millis:03d}Z"
+
+
+def iso_of(moment: datetime | None) -> str | None:
+    """A naive-UTC ``datetime`` (the accounts store's) as ``served_at`` writes a time; None
+    stays None."""
+    if moment is None:
+        return None
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
 
 
 @functools.lru_cache(maxsize=4)
