@@ -224,7 +224,7 @@ class Stage:
             self.warm_up()
             return
         rtds.exchange_paused = True
-        warm = self.watch(within_s, until=lambda: self.sample().fresh_and_right)
+        warm = self.watch(within_s, until=lambda newest: newest.fresh_and_right)
         assert warm and warm[-1].fresh_and_right, "never fresh with the exchange silent"
 
     def learns_smoothing(self, within_s: float) -> list[float]:
@@ -232,7 +232,7 @@ class Stage:
         points a second: ``smoothing.MIN_ROWS`` seconds at least); fail after ``within_s``.
         Returns the mean lags learnt."""
         witnesses = list(self.source.rtds.witnesses.values())
-        self.watch(within_s, until=lambda: all(w.mean_lag_s is not None for w in witnesses))
+        self.watch(within_s, until=lambda _: all(w.mean_lag_s is not None for w in witnesses))
         lags = [w.mean_lag_s for w in witnesses]
         assert all(lag is not None for lag in lags), f"no smoothing learnt in {within_s} s"
         return [lag for lag in lags if lag is not None]
@@ -381,10 +381,10 @@ class Stage:
         self,
         seconds: float,
         during: Callable[[], None] | None = None,
-        until: Callable[[], bool] | None = None,
+        until: Callable[[Sample], bool] | None = None,
     ) -> list[Sample]:
-        """Samples every ``SAMPLE_S`` for ``seconds`` (or until ``until()``), calling
-        ``during()`` before each."""
+        """Samples every ``SAMPLE_S`` for ``seconds`` (or until ``until`` holds for the newest
+        of them, the one the caller reads last), calling ``during()`` before each."""
         samples = []
         end = time.monotonic() + seconds
         while True:
@@ -392,7 +392,7 @@ class Stage:
             if during is not None:
                 during()
             samples.append(self.sample())
-            if tick >= end or (until is not None and until()):
+            if tick >= end or (until is not None and until(samples[-1])):
                 return samples
             time.sleep(max(0.0, tick + SAMPLE_S - time.monotonic()))
 

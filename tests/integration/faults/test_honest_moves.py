@@ -71,5 +71,5 @@ def test_a_slower_feeds_smoothing_is_learnt_live_and_keeps_the_row_fresh() -> No
         assert not wrong, [describe(s, stage.began) for s in wrong[:2]]
         fresh = sum(s.fresh for s in samples) / len(samples)
         assert fresh >= SLOW_FEED_SHARE, f"fresh {fresh:.0%} of {len(samples)} (lags {lags})"
-        back = stage.watch(RECOVERY_S, until=lambda: stage.sample().fresh)
+        back = stage.watch(RECOVERY_S, until=lambda newest: newest.fresh)
         assert back[-1].fresh and not _price_problems(back[-1]), describe(back[-1], stage.began)
