@@ -17,17 +17,20 @@ limited"), never queued.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
 import logging
-import secrets
 import threading
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
-from sqlalchemy import insert, select
-from sqlalchemy.engine import Engine
+from sqlalchemy import select
+from sqlalchemy.dialects.postgresql import insert as postgresql_insert
+from sqlalchemy.dialects.sqlite import insert as sqlite_insert
+from sqlalchemy.engine import Connection, Engine
 
 from app.alert_kinds import AlertSpec
 from app.alerts.calls import Firing
@@ -190,7 +193,7 @@ class AlertsRunner:
             row = rows.get((symbol, window))
             if row is None:
                 continue
-            delivery_id = "msg_" + secrets.token_urlsafe(18)
+            delivery_id = delivery_id_of(alert.id, snapshot)
             expires = float(row.get("windowEnd") or now_ms / 1000 + SPANS[window].seconds)
             allowed = self._budget.take(alert.account_id)
             records.append(
@@ -213,9 +216,27 @@ class AlertsRunner:
                 calls.append(Firing(delivery_id, alert.id, spec, row, served["updatedAt"], expires))
         if records:
             with self._engine.begin() as conn:
-                conn.execute(insert(Delivery), records)
+                new = record_new(conn, records)
+            calls = [call for call in calls if call.delivery_id in new]
         self.fired += len(calls)
         self._dispatcher.dispatch_many(calls)
+
+
+def delivery_id_of(alert_id: str, snapshot: Snapshot) -> str:
+    """The webhook-id of ``alert_id``'s firing on ``snapshot``: the same in every alerts
+    program that evaluates that board (one per host), so a crossing is called once. The
+    board's time beside its seq: a seq starts again with the bus (a new Redis, a restarted
+    embedded service), the time does not."""
+    digest = hashlib.sha256(f"{alert_id}:{snapshot.seq}:{snapshot.ts_ms}".encode()).digest()
+    return "msg_" + base64.urlsafe_b64encode(digest[:18]).decode()
+
+
+def record_new(conn: Connection, records: list[dict[str, Any]]) -> set[str]:
+    """Insert the deliveries ``records`` that no other program recorded first (the same
+    ids); the ids this call inserted."""
+    make = postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
+    statement = make(Delivery).on_conflict_do_nothing(index_elements=["id"])
+    return set(conn.execute(statement.returning(Delivery.id), records).scalars())
 
 
 def renderer_of(

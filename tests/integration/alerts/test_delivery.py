@@ -159,3 +159,28 @@ def test_a_failing_receiver_is_retried_then_the_alert_is_paused(
     alert = shown.get_json()["alert"]
     assert alert["status"] == "paused"
     assert alert["pausedReason"].startswith(f"{MAX_FAILURES} deliveries failed in a row")
+
+
+def test_two_alerts_programs_on_one_bus_call_once_per_crossing(app: Flask, engine: Engine) -> None:
+    """Every host runs an alerts program (docs/deploy.md): both evaluate the same boards, and
+    a crossing is recorded and called once, under one webhook-id, whichever queues it first."""
+    vic = key_of(app, "vic", "vip_pro")
+    with Receiver() as receiver:
+        alert_id = create(app, vic, receiver.url)["alert"]["id"]
+        programs = [runner_of(app, engine), runner_of(app, engine)]
+        try:
+            for runner, _ in programs:
+                runner.sync()
+            for board in boards([55.0, 64.0, 50.0, 65.0]):  # crossed twice
+                for runner, _ in programs:
+                    runner.board(board)
+            receiver.wait(2)
+            time.sleep(0.3)  # a duplicate would have been sent by now
+        finally:
+            for _, dispatcher in programs:
+                dispatcher.close()
+    ids = [call.headers["webhook-id"] for call in receiver.calls]
+    assert len(ids) == 2 and len(set(ids)) == 2, ids
+    found = settled(app, vic, alert_id, 2)
+    assert sorted(d["id"] for d in found) == sorted(ids)
+    assert all(d["status"] == "delivered" for d in found)

@@ -4,6 +4,7 @@ rows never fire a line; indexed by market and window."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from app.alerts.conditions import (
@@ -15,6 +16,8 @@ from app.alerts.conditions import (
     Evaluator,
     Rule,
 )
+from app.alerts.runner import delivery_id_of
+from app.board.snapshot import Snapshot
 
 
 def row(
@@ -92,3 +95,19 @@ def test_thousands_of_lines_fire_only_those_crossed() -> None:
     # From 50.0 to 51.0: the levels 50.0 .. 50.9 (ten of 400, each 10 alerts) are crossed;
     # 50.0 itself was not beyond at the first row (it stood at the line): it fires too.
     assert len(e.row("BTC", "5m", row(51.0))) == 100
+
+
+def _board(seq: int, ts_ms: int) -> Snapshot:
+    return Snapshot(seq, ts_ms, "simulated", '""', (), (), (), (), "{}")
+
+
+def test_a_firings_id_is_the_boards_and_never_one_of_an_earlier_bus() -> None:
+    """The same board gives every program the same webhook-id; a bus that starts its seq
+    again (a new Redis, a restarted embedded service) gives new ones, later in time."""
+    board, again = _board(7, 1_800_000_000_000), _board(7, 1_800_000_900_000)
+    first = delivery_id_of("alt_1", board)
+    assert first == delivery_id_of("alt_1", _board(7, 1_800_000_000_000))
+    assert re.fullmatch(r"msg_[A-Za-z0-9_-]{24}", first)
+    assert first != delivery_id_of("alt_2", board)
+    assert first != delivery_id_of("alt_1", again)
+    assert first != delivery_id_of("alt_1", _board(8, 1_800_000_000_000))
