@@ -8,8 +8,8 @@
 #
 # Options:
 #   --prefix DIR         install under DIR (DIR/opt/probboard, DIR/etc/probboard): tests
-#   --no-systemd         no systemctl, no system user, no apt: start the two processes with
-#                        the exact commands of the unit files (tests, containers)
+#   --no-systemd         no systemctl, no system user, no apt: start the processes with the
+#                        exact commands of the unit files (tests, containers)
 #   --env-defaults FILE  lines for the env file when it is first created (the secrets they
 #                        do not define are generated)
 #   --health-timeout S   how long the health gate waits (default 60)
@@ -42,8 +42,8 @@ ENV_FILE="$ETC/probboard.env"
 UNITS="$PREFIX/etc/systemd/system"
 RUN="$PREFIX/run/probboard"
 LOGS="$PREFIX/var/log/probboard"
-SERVICES=(probboard-web probboard-refresher)
 KEEP_RELEASES=5
+ALERTS_WORKERS_DEFAULT=2
 
 log() { echo "deploy: $*"; }
 die() { echo "deploy: $*" >&2; exit 1; }
@@ -176,6 +176,34 @@ print(f"deploy: rewrote TRUSTED_PROXIES={old} (the old hop count) in {path} as "
 PY
 }
 
+alerts_workers() {  # ALERTS_WORKERS of the env file: this host's delivery workers
+  local count
+  count=$(env_file_value "$ENV_FILE" ALERTS_WORKERS)
+  count=${count:-$ALERTS_WORKERS_DEFAULT}
+  [[ "$count" =~ ^[0-9]{1,2}$ ]] && ((10#$count <= 32)) ||
+    die "ALERTS_WORKERS=$count in $ENV_FILE: give a whole number of alert delivery workers, 0 to 32"
+  echo $((10#$count))
+}
+
+load_services() {  # SERVICES: the units the current release runs on this host
+  local count i
+  SERVICES=(probboard-web probboard-refresher)
+  # A release from before the alerts (a rollback) has no alerts units: it runs without them.
+  [[ -f "$ROOT/current/deploy/probboard-alerts.service" ]] || return 0
+  case "$(env_file_value "$ENV_FILE" ALERTS | tr '[:upper:]' '[:lower:]')" in
+    0 | false | no | off) return 0 ;;  # ALERTS=false: nothing to evaluate or deliver
+  esac
+  count=$(alerts_workers) || exit 1
+  SERVICES+=(probboard-alerts)
+  for ((i = 1; i <= count; i++)); do
+    SERVICES+=("probboard-alerts-worker@$i")
+  done
+}
+
+unit_file() {  # the unit file of a service: an instance's is its template's
+  if [[ "$1" == *@* ]]; then echo "${1%%@*}@.service"; else echo "$1.service"; fi
+}
+
 is_local() { [[ "$1" == *"@127.0.0.1"* || "$1" == *"@localhost"* || "$1" == *"//127.0.0.1"* || "$1" == *"//localhost"* ]]; }
 
 ensure_backing_services() {
@@ -259,31 +287,42 @@ migrate() {
 
 install_units() {
   if ((SYSTEMD)); then
-    install -m 644 "$1/deploy/probboard-web.service" "$1/deploy/probboard-refresher.service" "$UNITS/"
+    local unit extra
+    for unit in "$1"/deploy/probboard-*.service; do
+      install -m 644 "$unit" "$UNITS/"
+    done
     systemctl daemon-reload
     systemctl enable "${SERVICES[@]}" >/dev/null
+    # Units this release does not run (workers beyond a lowered ALERTS_WORKERS, the alerts
+    # after a rollback past them): stopped and no longer started at boot.
+    for extra in $(systemctl list-units --all --plain --no-legend 'probboard-*' |
+      awk '{print $1}' | sed 's/\.service$//'); do
+      [[ " ${SERVICES[*]} " == *" $extra "* ]] && continue
+      systemctl disable --now "$extra" >/dev/null 2>&1 || true
+    done
   fi
 }
 
 unit_command() {  # the ExecStart of a unit, with this install's paths
-  sed -n 's/^ExecStart=//p' "$ROOT/current/deploy/$1.service" |
+  sed -n 's/^ExecStart=//p' "$ROOT/current/deploy/$(unit_file "$1")" |
     sed "s#/opt/probboard#$ROOT#g; s#/etc/probboard#$ETC#g"
 }
 
 stop_services() {
   if ((SYSTEMD)); then
-    systemctl stop "${SERVICES[@]}" || true
+    systemctl stop probboard-web probboard-refresher probboard-alerts 'probboard-alerts-worker@*' || true
     return
   fi
-  local service pid
-  for service in "${SERVICES[@]}"; do
-    [[ -f "$RUN/$service.pid" ]] || continue
-    pid=$(cat "$RUN/$service.pid")
+  local file pid
+  # Every process started here, also those of a worker count since lowered.
+  for file in "$RUN"/probboard-*.pid; do
+    [[ -f "$file" ]] || continue
+    pid=$(cat "$file")
     if kill -TERM "$pid" 2>/dev/null; then
       for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
       kill -KILL "$pid" 2>/dev/null || true
     fi
-    rm -f "$RUN/$service.pid"
+    rm -f "$file"
   done
 }
 
@@ -319,7 +358,7 @@ healthy() {  # health answers and the board is fresh, within the timeout
   elif [[ -f "$RUN/probboard-web.pid" ]]; then
     web_pid=$(cat "$RUN/probboard-web.pid")
   fi
-  python3 - "$port" "$HEALTH_TIMEOUT" "${web_pid:-0}" <<'PY'
+  python3 - "$port" "$HEALTH_TIMEOUT" "${web_pid:-0}" <<'PY' || return 1
 import json, os, sys, time, urllib.request
 port, timeout, pid = sys.argv[1], float(sys.argv[2]), int(sys.argv[3] or 0)
 base = f"http://127.0.0.1:{port}"
@@ -349,6 +388,22 @@ while time.monotonic() < deadline:
 print(f"deploy: health gate failed: {why}", file=sys.stderr)
 sys.exit(1)
 PY
+  running || return 1
+}
+
+running() {  # every other service of the release still runs once the board is fresh
+  local service pid
+  for service in "${SERVICES[@]}"; do
+    [[ "$service" == probboard-web ]] && continue
+    if ((SYSTEMD)); then
+      systemctl is-active --quiet "$service" && continue
+    else
+      pid=$(cat "$RUN/$service.pid" 2>/dev/null || echo 0)
+      kill -0 "$pid" 2>/dev/null && continue
+    fi
+    echo "deploy: health gate failed: $service is not running (see its log)" >&2
+    return 1
+  done
 }
 
 prune() {
@@ -362,6 +417,7 @@ activate() {  # switch to release $1 (previous: $2), restart, gate; roll back on
   local target=$1 previous=$2
   stop_services
   switch_to "$target"
+  load_services
   install_units "$ROOT/current"
   start_services
   if healthy; then
@@ -375,6 +431,7 @@ activate() {  # switch to release $1 (previous: $2), restart, gate; roll back on
   log "release $target failed its health gate: switching back to $previous"
   stop_services
   switch_to "$previous"
+  load_services
   install_units "$ROOT/current"
   start_services
   healthy || log "the previous release $previous is not healthy either"
@@ -386,6 +443,7 @@ case "$ACTION" in
     ensure_user
     ensure_env_file
     upgrade_env_file
+    alerts_workers >/dev/null  # a bad count stops the deploy here, nothing switched
     ensure_backing_services
     install_release
     previous=$(basename "$(readlink "$ROOT/current" 2>/dev/null || true)" 2>/dev/null || true)
@@ -398,6 +456,7 @@ case "$ACTION" in
     current=$(basename "$(readlink "$ROOT/current" 2>/dev/null)" 2>/dev/null) || die "nothing is deployed"
     previous=$(ls -1 "$ROOT/releases" | sort | grep -B1 -x "$current" | head -n 1)
     [[ -n "$previous" && "$previous" != "$current" ]] || die "no release before $current"
+    alerts_workers >/dev/null
     log "rolling back from $current to $previous"
     activate "$previous" "$current"
     ;;

@@ -158,6 +158,12 @@ def test_deploy_switch_and_rollback(vm: Vm, bundle: Path, tmp_path: Path) -> Non
     refresher = vm.cmdline("probboard-refresher")
     assert refresher[-2:] == ["-m", "app.refresher"], refresher  # its own program
     assert refresher[0].endswith("/current/venv/bin/python"), refresher
+    # The alerts program and its delivery workers (ALERTS_WORKERS, default 2), each its unit's.
+    assert vm.cmdline("probboard-alerts")[-2:] == ["-m", "app.alerts"]
+    for worker in ("probboard-alerts-worker@1", "probboard-alerts-worker@2"):
+        assert vm.cmdline(worker)[-3:] == ["-m", "app.alerts", "worker"], worker
+        assert vm.cmdline(worker)[0].endswith("/current/venv/bin/python"), worker
+    assert not (vm.prefix / "run/probboard/probboard-alerts-worker@3.pid").exists()
     # The release's venv holds the lock's versions and nothing the lock does not name.
     frozen = subprocess.run(
         [str(vm.prefix / "opt/probboard/current/venv/bin/pip"), "freeze", "--all"],
@@ -180,12 +186,20 @@ def test_deploy_switch_and_rollback(vm: Vm, bundle: Path, tmp_path: Path) -> Non
     assert values["SECRET_KEY"] == "given-secret-of-this-vm-0123"  # the defaults' own
     assert len(values["API_KEY_PEPPER"]) >= 32  # the one they lack, made once
 
+    # One worker from now on: the second is stopped with the release it ran.
+    second_worker = vm.pid("probboard-alerts-worker@2")
+    with (vm.prefix / "etc/probboard/probboard.env").open("a") as env_file:
+        env_file.write("ALERTS_WORKERS=1\n")
+    env_before = vm.env_file
     second = renamed(bundle, tmp_path, "20260102000000-bbbbbbb")
     result = vm.install(second)
     assert result.returncode == 0, result.stdout + result.stderr
     assert vm.current == "20260102000000-bbbbbbb"
     assert vm.env_file == env_before  # secrets kept: never overwritten
     assert vm.board()["items"]
+    assert vm.cmdline("probboard-alerts-worker@1")[-1] == "worker"
+    assert not (vm.prefix / "run/probboard/probboard-alerts-worker@2.pid").exists()
+    assert not Path(f"/proc/{second_worker}").exists()
 
     broken = renamed(bundle, tmp_path, "20260103000000-ccccccc", break_it=True)
     result = vm.install(broken)
@@ -206,8 +220,8 @@ def test_deploy_switch_and_rollback(vm: Vm, bundle: Path, tmp_path: Path) -> Non
 
 def _substituted_units(tmp_path: Path) -> list[Path]:
     units = []
-    for name in ("probboard-web.service", "probboard-refresher.service"):
-        text = (ROOT / "deploy" / name).read_text()
+    for path in sorted((ROOT / "deploy").glob("probboard-*.service")):
+        name, text = path.name, path.read_text()
         # Point at executables that exist here, so verify checks everything else.
         text = text.replace("/opt/probboard/current/venv/bin/gunicorn", shutil.which("true") or "")
         text = text.replace("/opt/probboard/current/venv/bin/python", shutil.which("true") or "")
@@ -220,7 +234,8 @@ def _substituted_units(tmp_path: Path) -> list[Path]:
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="systemd-analyze absent")
 def test_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
-    """Both units pass ``systemd-analyze verify``: exit 0 and no complaint about them."""
+    """Every unit (web, refresher, alerts, the alerts workers' template) passes
+    ``systemd-analyze verify``: exit 0 and no complaint about them."""
     result = subprocess.run(
         ["systemd-analyze", "verify", *map(str, _substituted_units(tmp_path))],
         capture_output=True, text=True,
@@ -228,10 +243,29 @@ def test_units_pass_systemd_analyze_verify(tmp_path: Path) -> None:
     problems = [
         line
         for line in (result.stdout + result.stderr).splitlines()
-        if "probboard" in line and "Failed to" not in line
+        # (a bus that is not there is no complaint about the units; a setting it cannot parse is)
+        if "probboard" in line and ("Failed to" not in line or "Failed to parse" in line)
     ]
     assert result.returncode == 0, result.stdout + result.stderr
     assert not problems, problems
+
+
+@pytest.mark.parametrize("count", ["many", "33", "-1", "2.5"])
+def test_a_bad_alerts_worker_count_stops_the_deploy_before_anything_is_installed(
+    vm: Vm, count: str
+) -> None:
+    """ALERTS_WORKERS is a whole number from 0 to 32: anything else is named in one line,
+    status 1, before a release is unpacked (no bundle is even looked at)."""
+    with vm.defaults.open("a") as defaults:
+        defaults.write(f"ALERTS_WORKERS={count}\n")
+    result = vm.run("install", str(vm.prefix / "no-such-bundle.tar.gz"),
+                    "--env-defaults", str(vm.defaults))  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"deploy: ALERTS_WORKERS={count} in {vm.prefix}/etc/probboard/probboard.env: give a "
+        "whole number of alert delivery workers, 0 to 32"
+    ]
+    assert not (vm.prefix / "opt/probboard/releases").exists()
 
 
 @pytest.mark.skipif(shutil.which("nginx") is None, reason="nginx absent")
