@@ -39,6 +39,10 @@ class Receiver:
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
+            # Connections kept between calls, as a production endpoint keeps them: HTTP/1.0
+            # would make every call open its own.
+            protocol_version = "HTTP/1.1"
+
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)

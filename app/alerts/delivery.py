@@ -154,7 +154,12 @@ class Deliverer:
         with self._engine.begin() as conn:
             conn.execute(statement, rows)
             if cleared:
-                conn.execute(update(Alert).where(Alert.id.in_(cleared)).values(failures=0))
+                # Only those that had failures: a success of a clean alert writes nothing.
+                conn.execute(
+                    update(Alert)
+                    .where(Alert.id.in_(cleared), Alert.failures != 0)
+                    .values(failures=0)
+                )
             for alert_id, why in failed:
                 self._count_failure(conn, alert_id, why)
 

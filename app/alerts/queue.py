@@ -20,7 +20,6 @@ was lost with it (the deliveries are rows in the accounts database, not only job
 from __future__ import annotations
 
 import concurrent.futures
-import dataclasses
 import logging
 import time
 from datetime import UTC, datetime, timedelta
@@ -47,10 +46,23 @@ _pool: concurrent.futures.ThreadPoolExecutor | None = None
 
 
 def as_job(firing: Firing) -> dict[str, Any]:
-    """A firing as a job's argument (JSON-able: RQ pickles it, Redis keeps it)."""
-    found = dataclasses.asdict(firing)
-    found["row"] = dict(firing.row)
-    return found
+    """A firing as a job's argument (plain values: RQ pickles it, Redis keeps it). The row
+    is the board's own object, not a copy: the firings of one board share it, so a job
+    pickles it once (``dataclasses.asdict`` copied it per firing, a third of the program's
+    time on a change firing 1,000 alerts)."""
+    spec = firing.spec
+    return {
+        "delivery_id": firing.delivery_id,
+        "alert_id": firing.alert_id,
+        "spec": {
+            "url": spec.url, "symbol": spec.symbol, "window": spec.window,
+            "condition": spec.condition, "level": spec.level, "side": spec.side,
+            "format": spec.format,
+        },
+        "row": firing.row,
+        "updated_at": firing.updated_at,
+        "expires_at": firing.expires_at,
+    }  # fmt: skip
 
 
 def from_job(payload: dict[str, Any]) -> Firing:

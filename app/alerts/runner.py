@@ -17,25 +17,23 @@ limited"), never queued.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import json
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, Protocol
 
 from sqlalchemy import select
-from sqlalchemy.dialects.postgresql import insert as postgresql_insert
-from sqlalchemy.dialects.sqlite import insert as sqlite_insert
-from sqlalchemy.engine import Connection, Engine
+from sqlalchemy.engine import Engine
 
 from app.alert_kinds import AlertSpec
 from app.alerts.calls import Firing
 from app.alerts.conditions import Evaluator, Rule
-from app.alerts.models import ACTIVE, FAILED, PENDING, Alert, Delivery
+from app.alerts.models import ACTIVE, FAILED, PENDING, Alert
+from app.alerts.records import delivery_id_of, record_new
 from app.board import timefmt
 from app.board.render import BoardRenderer
 from app.board.snapshot import Snapshot
@@ -61,22 +59,26 @@ Renderer = Callable[[Snapshot], dict[str, Any]]
 
 
 class AccountBudget:
-    """Per account, at most ``per_minute`` calls in any minute (a sliding count)."""
+    """Per account, at most ``per_minute`` calls in any minute (a sliding count).
+
+    Each account's times are a queue, oldest first: a call drops the expired ones from its
+    head, so 1,000 firings of one board cost 1,000 steps, not 1,000 scans of the minute's.
+    """
 
     def __init__(self, per_minute: int, clock: Callable[[], float] = time.monotonic) -> None:
         self._per_minute = per_minute
         self._clock = clock
-        self._spent: dict[int, list[float]] = {}
+        self._spent: dict[int, deque[float]] = {}
 
     def take(self, account_id: int) -> bool:
         """Whether one more call of ``account_id`` is within its bound (then counted)."""
         now = self._clock()
-        recent = [t for t in self._spent.get(account_id, []) if t > now - 60.0]
+        recent = self._spent.setdefault(account_id, deque())
+        while recent and recent[0] <= now - 60.0:
+            recent.popleft()
         if len(recent) >= self._per_minute:
-            self._spent[account_id] = recent
             return False
         recent.append(now)
-        self._spent[account_id] = recent
         return True
 
 
@@ -220,23 +222,6 @@ class AlertsRunner:
             calls = [call for call in calls if call.delivery_id in new]
         self.fired += len(calls)
         self._dispatcher.dispatch_many(calls)
-
-
-def delivery_id_of(alert_id: str, snapshot: Snapshot) -> str:
-    """The webhook-id of ``alert_id``'s firing on ``snapshot``: the same in every alerts
-    program that evaluates that board (one per host), so a crossing is called once. The
-    board's time beside its seq: a seq starts again with the bus (a new Redis, a restarted
-    embedded service), the time does not."""
-    digest = hashlib.sha256(f"{alert_id}:{snapshot.seq}:{snapshot.ts_ms}".encode()).digest()
-    return "msg_" + base64.urlsafe_b64encode(digest[:18]).decode()
-
-
-def record_new(conn: Connection, records: list[dict[str, Any]]) -> set[str]:
-    """Insert the deliveries ``records`` that no other program recorded first (the same
-    ids); the ids this call inserted."""
-    make = postgresql_insert if conn.dialect.name == "postgresql" else sqlite_insert
-    statement = make(Delivery).on_conflict_do_nothing(index_elements=["id"])
-    return set(conn.execute(statement.returning(Delivery.id), records).scalars())
 
 
 def renderer_of(

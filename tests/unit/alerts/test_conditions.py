@@ -16,7 +16,8 @@ from app.alerts.conditions import (
     Evaluator,
     Rule,
 )
-from app.alerts.runner import delivery_id_of
+from app.alerts.records import delivery_id_of
+from app.alerts.runner import AccountBudget
 from app.board.snapshot import Snapshot
 
 
@@ -111,3 +112,15 @@ def test_a_firings_id_is_the_boards_and_never_one_of_an_earlier_bus() -> None:
     assert first != delivery_id_of("alt_2", board)
     assert first != delivery_id_of("alt_1", again)
     assert first != delivery_id_of("alt_1", _board(8, 1_800_000_000_000))
+
+
+def test_an_accounts_budget_slides_over_the_minute_and_keeps_accounts_apart() -> None:
+    """``per_minute`` calls in any 60 s of the clock; the oldest leaves the count after 60 s."""
+    now = [1000.0]
+    budget = AccountBudget(3, clock=lambda: now[0])
+    taken = []
+    for at in (0.0, 10.0, 20.0, 30.0, 59.9, 60.0, 60.0, 70.0, 80.0):
+        now[0] = 1000.0 + at
+        taken.append(budget.take(1))
+    assert taken == [True, True, True, False, False, True, False, True, True]
+    assert budget.take(2)  # another account's own count
