@@ -23,7 +23,7 @@ import threading
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
-import httpx
+import httpcore
 from sqlalchemy import bindparam, select, update
 from sqlalchemy.engine import Connection, Engine
 
@@ -64,7 +64,7 @@ class Deliverer:
         self._allowed = allowed
         self._resolver = resolver
         self._clock = clock
-        self._client: httpx.Client = calls.client()
+        self._client: httpcore.ConnectionPool = calls.client()
 
     def close(self) -> None:
         """Close the HTTP client."""

@@ -184,3 +184,37 @@ def test_two_alerts_programs_on_one_bus_call_once_per_crossing(app: Flask, engin
     found = settled(app, vic, alert_id, 2)
     assert sorted(d["id"] for d in found) == sorted(ids)
     assert all(d["status"] == "delivered" for d in found)
+
+
+def test_a_paused_or_deleted_alert_stops_firing_and_a_resumed_one_fires_again(
+    app: Flask, engine: Engine
+) -> None:
+    """The runner's reads (``sync``) follow the API: a paused alert and a deleted one are
+    no longer evaluated, a resumed one is, from its next crossing."""
+    vic = key_of(app, "vic", "vip_pro")
+    client, headers = app.test_client(), {"X-API-Key": vic}
+    with Receiver() as receiver:
+        kept, paused, deleted = (create(app, vic, receiver.url)["alert"]["id"] for _ in range(3))
+        runner, dispatcher = runner_of(app, engine)
+        try:
+            runner.sync()
+            assert client.patch(f"/api/alerts/{paused}", json={"status": "paused"},
+                                headers=headers).status_code == 200  # fmt: skip
+            assert client.delete(f"/api/alerts/{deleted}", headers=headers).status_code == 204
+            runner.sync()
+            for board in boards([55.0, 64.0]):
+                runner.board(board)
+            receiver.wait(1)
+            time.sleep(0.3)  # a call of the other two would have come by now
+            assert [json.loads(c.body)["alertId"] for c in receiver.calls] == [kept]
+            assert client.patch(f"/api/alerts/{paused}", json={"status": "active"},
+                                headers=headers).status_code == 200  # fmt: skip
+            runner.sync()
+            for board in boards([55.0, 64.0]):
+                runner.board(board)
+            receiver.wait(3)
+            time.sleep(0.3)
+        finally:
+            dispatcher.close()
+    later = sorted(json.loads(c.body)["alertId"] for c in receiver.calls[1:])
+    assert later == sorted([kept, paused])

@@ -45,6 +45,8 @@ def shape(
         DATABASE_URL=postgres_database,
         ALERTS_ALLOWED_HOSTS="127.0.0.1",
         ALERTS_LOST_AFTER_S=str(LOST_AFTER_S),
+        # Every record the HTTP libraries make (httpcore's are DEBUG): none may name the target.
+        LOG_LEVEL="DEBUG",
         **CLOCK.env(),  # the boards' clock (test_delivery's): no window ends meanwhile
     )
     processes: list[Process] = []

@@ -8,11 +8,11 @@ from __future__ import annotations
 import json
 import time
 
-import httpx
 import pytest
 from standardwebhooks.webhooks import Webhook
 
 from app.alert_kinds import CONDITIONS, FORMATS, AlertSpec
+from app.alerts import calls
 from app.alerts.calls import Firing, _request_url, body, call, signed_headers
 from app.alerts.secrets import SecretBox, SecretUnreadableError, new_secret
 from app.alerts.targets import AllowList, resolve
@@ -71,7 +71,7 @@ def test_the_connection_goes_to_the_checked_address() -> None:
 
 def test_a_name_now_at_a_private_address_is_refused_without_a_connection() -> None:
     # A real client: the refusal comes before any connection (10.0.0.7 is never dialled).
-    with httpx.Client(timeout=0.5) as client:
+    with calls.client() as client:
         outcome = call(client, firing(), new_secret(), AllowList.parse([]),
                        lambda host, port: ["10.0.0.7"])  # fmt: skip
     assert not outcome.delivered and not outcome.retry and outcome.latency_ms is None
@@ -81,7 +81,7 @@ def test_a_name_now_at_a_private_address_is_refused_without_a_connection() -> No
 def test_an_expired_firing_is_never_called() -> None:
     late = firing()
     late = Firing(late.delivery_id, late.alert_id, late.spec, late.row, late.updated_at, 0.0)
-    with httpx.Client(timeout=0.5) as client:
+    with calls.client() as client:
         outcome = call(client, late, new_secret(), AllowList.parse([]))
     assert (outcome.delivered, outcome.retry, outcome.error) == (
         False, False, "expired before a call got through"
