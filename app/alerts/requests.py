@@ -70,11 +70,13 @@ def new_alert(raw: bytes, settings: Settings, resolver: Resolver = system_resolv
         raise _field_error(messages) from None
     symbol = found["symbol"].upper()
     served = {m.symbol for m in settings.markets}
-    if symbol not in served:
+    # isascii: str.upper maps a few non-ASCII letters onto ASCII ones ("\u017fol" -> "SOL").
+    if symbol not in served or not found["symbol"].isascii():
         raise ApiError(
             400, "invalid_symbol", f"symbol must be a served market: {', '.join(sorted(served))}."
         )
-    window = (found["window"] or settings.default_window.name).lower()
+    # Absent or null: the default window; an empty name is no served window.
+    window = (settings.default_window.name if found["window"] is None else found["window"]).lower()
     windows = [span.name for span in settings.windows]
     if window not in windows:
         raise ApiError(

@@ -1,9 +1,10 @@
 """Alerts (issue 51): the body ``POST /api/alerts`` takes, and the documents its endpoints
 answer with (an extension of the interface).
 
-The input schema checks each field's type and range; which symbols and windows are served,
-whether a condition has the level and side it needs, and whether the URL may be called are
-checked by ``app.alerts.requests`` (each refusal a 400 with the field's own code).
+The input schema checks each field's type and range; which symbols and windows are served
+(the OpenAPI document's patterns: ``openapi_alerts``), whether a condition has the level and
+side it needs, and whether the URL may be called are checked by ``app.alerts.requests`` (each
+refusal a 400 with the field's own code).
 """
 
 from __future__ import annotations

@@ -188,5 +188,5 @@ def build_spec(markets: tuple[Market, ...], windows: tuple[Span, ...]) -> dict[s
     )
     components(spec)
     _paths(spec, markets, windows)
-    alerts_paths(spec)
+    alerts_paths(spec, markets, windows)
     return spec.to_dict()

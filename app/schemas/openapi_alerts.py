@@ -8,6 +8,7 @@ from typing import Any
 
 from apispec import APISpec
 
+from app.markets import Market, Span
 from app.schemas import EXTENSION
 from app.schemas.alerts import (
     AlertCreatedSchema,
@@ -24,6 +25,7 @@ from app.schemas.openapi_answers import (
     ok_headers,
     ref,
 )
+from app.schemas.openapi_parameters import one_symbol, one_window
 
 LIST, ONE, DELIVERIES = "/api/alerts", "/api/alerts/<alert_id>", "/api/alerts/<alert_id>/deliveries"
 ALERT_ID = {
@@ -56,8 +58,9 @@ def _body(schema: dict[str, Any]) -> dict[str, Any]:
     return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}
 
 
-def alerts_paths(spec: APISpec) -> None:
-    """Add the alerts' paths and their records to ``spec``."""
+def alerts_paths(spec: APISpec, markets: tuple[Market, ...], windows: tuple[Span, ...]) -> None:
+    """Add the alerts' paths and their records to ``spec`` (``AlertInput``'s ``symbol`` and
+    ``window``: one served market and window, as ``app.alerts.requests`` takes them)."""
     for name, record in (
         ("AlertInput", AlertInputSchema),
         ("AlertCreated", AlertCreatedSchema),
@@ -66,6 +69,9 @@ def alerts_paths(spec: APISpec) -> None:
         ("Deliveries", DeliveriesSchema),
     ):
         spec.components.schema(name, schema=record)
+    wanted = spec.components.schemas["AlertInput"]["properties"]
+    wanted["symbol"]["pattern"] = one_symbol(markets)
+    wanted["window"]["pattern"] = one_window(windows)  # or null: the default window
     created = answer(
         "The alert, and its signing secret (`whsec_...`): shown this once, never again.",
         "application/json",

@@ -3,6 +3,7 @@ markets and windows make them, ``?period=`` and the ``Last-Event-ID`` header."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from app.calibration.periods import DEFAULT as DEFAULT_PERIOD
@@ -11,10 +12,24 @@ from app.markets import Market, Span
 from app.schemas import EXTENSION
 
 
+def _any_case(names: Iterable[str]) -> str:
+    """Any of ``names`` in any case (JSON Schema patterns have no flags)."""
+    return "(?:" + "|".join("".join(f"[{c.upper()}{c.lower()}]" for c in n) for n in names) + ")"
+
+
 def _name_pattern(markets: tuple[Market, ...]) -> str:
-    """Any served symbol in any case (JSON Schema patterns have no flags)."""
-    names = ("".join(f"[{c.upper()}{c.lower()}]" for c in m.symbol) for m in markets)
-    return f"(?:{'|'.join(names)})"
+    """Any served symbol in any case."""
+    return _any_case(m.symbol for m in markets)
+
+
+def one_symbol(markets: tuple[Market, ...]) -> str:
+    """The pattern of one served symbol, in any case (``POST /api/alerts``'s ``symbol`` too)."""
+    return f"^{_name_pattern(markets)}$"
+
+
+def one_window(windows: tuple[Span, ...]) -> str:
+    """The pattern of one served window, in any case (``POST /api/alerts``'s ``window`` too)."""
+    return f"^{_any_case(s.name for s in windows)}$"
 
 
 def symbol_parameter(markets: tuple[Market, ...], several: bool) -> dict[str, Any]:
@@ -48,7 +63,6 @@ def symbol_parameter(markets: tuple[Market, ...], several: bool) -> dict[str, An
 def window_parameter(windows: tuple[Span, ...], board: bool = True) -> dict[str, Any]:
     """``?window=``: exactly the values ``app.api.window_param`` accepts (else: 400); of the
     board (``/latest``, the stream) or of the track record (``board=False``)."""
-    names = "|".join("".join(f"[{c.upper()}{c.lower()}]" for c in s.name) for s in windows)
     served = ", ".join(s.name for s in windows)
     what, as_before = "board", "exactly as the interface describes it"
     if not board:
@@ -64,7 +78,7 @@ def window_parameter(windows: tuple[Span, ...], board: bool = True) -> dict[str,
             f"it, the 5-minute {what} {as_before} (the first served window when 5m is not "
             "served). Anything else is 400 `invalid_window`."
         ),
-        "schema": {"type": "string", "pattern": f"^(?:{names})$"},
+        "schema": {"type": "string", "pattern": one_window(windows)},
         EXTENSION: True,
     }
 

@@ -15,7 +15,11 @@ from flask.testing import FlaskClient
 from openapi_spec_validator import validate
 from werkzeug.test import TestResponse
 
+from app.alerts.requests import new_alert
+from app.config import load_settings
+from app.errors import ApiError
 from app.markets import parse_symbols
+from app.schemas.openapi import build_spec
 from app.web import create_app
 from harness.processes import ROOT
 from tests.conftest import BASE_CONFIG
@@ -322,6 +326,31 @@ def test_the_symbol_pattern_is_exactly_what_the_service_accepts(two: Flask, path
             assert response.status_code != 400, (value, body)
         else:
             assert (response.status_code, body["code"]) == (400, "invalid_symbol"), value
+
+
+ALERT_VALUES = [
+    ("symbol", v) for v in ("btc", "Sol", "", "xrp", " btc", "btc\n", "\u017fol", "btc,sol")
+] + [("window", v) for v in ("5m", "15M", "", "1h", "5m ", "5", "5m\n")]  # fmt: skip
+
+
+@pytest.mark.parametrize(("field", "value"), ALERT_VALUES)
+def test_the_alert_body_patterns_are_exactly_what_the_service_accepts(
+    field: str, value: str
+) -> None:
+    """``POST /api/alerts``'s ``symbol`` and ``window``: a value the document's pattern matches
+    is taken, anything else is a 400 naming the field (the fuzzer sends both)."""
+    settings = load_settings({"SYMBOLS": "BTC,SOL", "WINDOWS": "5m,15m"})
+    schemas = build_spec(settings.markets, settings.windows)["components"]["schemas"]
+    pattern = re.compile(schemas["AlertInput"]["properties"][field]["pattern"])
+    body = {"url": "https://93.184.216.34/hook", "symbol": "btc", "condition": "stale"}
+    try:
+        new_alert(json.dumps(body | {field: value}).encode(), settings)
+    except ApiError as refused:
+        assert (refused.status, refused.code) == (400, f"invalid_{field}"), refused.message
+        taken = False
+    else:
+        taken = True
+    assert taken == (pattern.search(value) is not None and "\n" not in value), (field, value)
 
 
 def _raised_codes() -> set[tuple[int, str]]:
