@@ -310,7 +310,12 @@ unit_command() {  # the ExecStart of a unit, with this install's paths
 
 stop_services() {
   if ((SYSTEMD)); then
-    systemctl stop probboard-web probboard-refresher probboard-alerts 'probboard-alerts-worker@*' || true
+    local unit
+    # One at a time: a unit this host never had (the alerts before their first deploy) is
+    # only that unit's error.
+    for unit in probboard-web probboard-refresher probboard-alerts 'probboard-alerts-worker@*'; do
+      systemctl stop "$unit" 2>/dev/null || true
+    done
     return
   fi
   local file pid
