@@ -65,11 +65,15 @@ class ProcessGroup:
                     found.append(int(entry.name))
         return found
 
-    def interrupt(self, signum: int = signal.SIGINT) -> None:
-        """Send ``signum`` to every process of the group (Ctrl-C: SIGINT), noting when."""
+    def interrupt(self, signum: int = signal.SIGINT, only: int | None = None) -> None:
+        """Send ``signum`` to every process of the group (Ctrl-C: SIGINT), or to the one
+        process ``only``, noting when."""
         self._mark = len(self.output())
         self.signalled_at = time.monotonic()
-        os.killpg(self.pgid, signum)
+        if only is not None:
+            os.kill(only, signum)
+        else:
+            os.killpg(self.pgid, signum)
 
     def wait_all_gone(self, timeout: float) -> float | None:
         """Seconds from the signal until the leader exited and the group is empty; None
