@@ -3,12 +3,14 @@
 ``Receiver`` is a real HTTP server (``ThreadingHTTPServer`` on 127.0.0.1, a free port) that
 keeps every POST it gets (arrival time, headers, raw body) and answers with ``status``; its
 faults: ``hang_s`` (sleep before answering), ``close`` (drop the connection unanswered) and
-``redirect_to`` (a 307 to that URL).
+``redirect_to`` (a 307 to that URL). With ``tls`` (a server context) it speaks https and
+keeps the name each client asked for (``server_names``).
 """
 
 from __future__ import annotations
 
 import http.server
+import ssl
 import threading
 import time
 from dataclasses import dataclass
@@ -28,8 +30,9 @@ class Received:
 class Receiver:
     """See the module docstring; a context manager that starts and always stops it."""
 
-    def __init__(self, status: int = 200) -> None:
+    def __init__(self, status: int = 200, tls: ssl.SSLContext | None = None) -> None:
         self.status = status
+        self.server_names: list[str | None] = []  # the TLS name (SNI) of each handshake
         self.hang_s = 0.0
         self.close = False
         self.redirect_to: str | None = None
@@ -68,7 +71,15 @@ class Receiver:
 
         self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self._server.server_address[1]}/hook"
+        scheme = "http"
+        if tls is not None:  # https: each connection's handshake in its own thread
+            tls.sni_callback = lambda sock, name, context: self.server_names.append(name)
+            self._server.socket = tls.wrap_socket(
+                self._server.socket, server_side=True, do_handshake_on_connect=True
+            )
+            scheme = "https"
+        self.port = self._server.server_address[1]
+        self.url = f"{scheme}://127.0.0.1:{self.port}/hook"
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     def __enter__(self) -> Receiver:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Mapping
@@ -216,11 +217,14 @@ def _failed(started: float, status: int | None, why: str) -> Outcome:
     return Outcome(False, True, status, round((time.monotonic() - started) * 1000), why)
 
 
-def client() -> httpcore.ConnectionPool:
+def client(ssl_context: ssl.SSLContext | None = None) -> httpcore.ConnectionPool:
     """The HTTP connections of a delivery worker: no redirects (httpcore follows none), no
-    proxies from the environment (it reads none), connections kept between calls."""
+    proxies from the environment (it reads none), connections kept between calls, TLS
+    verified (with the system's certificates, or ``ssl_context``'s: tests)."""
     for name in _QUIET:
         quiet = logging.getLogger(name)
         if not any(isinstance(f, _QuietDeliveries) for f in quiet.filters):
             quiet.addFilter(_QuietDeliveries())
-    return httpcore.ConnectionPool(max_connections=64, max_keepalive_connections=16)
+    return httpcore.ConnectionPool(
+        ssl_context=ssl_context, max_connections=64, max_keepalive_connections=16
+    )
