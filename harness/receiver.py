@@ -2,9 +2,10 @@
 
 ``Receiver`` is a real HTTP server (``ThreadingHTTPServer`` on 127.0.0.1, a free port) that
 keeps every POST it gets (arrival time, headers, raw body) and answers with ``status``; its
-faults: ``hang_s`` (sleep before answering), ``close`` (drop the connection unanswered) and
-``redirect_to`` (a 307 to that URL). With ``tls`` (a server context) it speaks https and
-keeps the name each client asked for (``server_names``).
+faults: ``hang_s`` (sleep before answering), ``drip_s`` (the answer one byte at a time, this
+far apart), ``close`` (drop the connection unanswered) and ``redirect_to`` (a 307 to that
+URL). With ``tls`` (a server context) it speaks https and keeps the name each client asked
+for (``server_names``).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ class Receiver:
         self.status = status
         self.server_names: list[str | None] = []  # the TLS name (SNI) of each handshake
         self.hang_s = 0.0
+        self.drip_s = 0.0
         self.close = False
         self.redirect_to: str | None = None
         self.calls: list[Received] = []
@@ -58,6 +60,12 @@ class Receiver:
                     time.sleep(receiver.hang_s)
                 if receiver.close:
                     self.close_connection = True
+                    return
+                if receiver.drip_s:  # the answer a byte at a time, its status line first
+                    for byte in b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok":
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(receiver.drip_s)
                     return
                 self.send_response(receiver.status if receiver.redirect_to is None else 307)
                 if receiver.redirect_to is not None:

@@ -46,6 +46,7 @@ from app.alerts.targets import (
     system_resolver,
 )
 from app.board.timefmt import served_at
+from app.network_deadline import DeadlineBackend, within
 
 CONNECT_TIMEOUT_S = 2.0
 TOTAL_TIMEOUT_S = 5.0
@@ -181,7 +182,7 @@ def call(
     deadline = started + TOTAL_TIMEOUT_S
     _delivering.on = True
     try:
-        with client.stream(
+        with within(deadline), client.stream(
             "POST", url, headers=list(headers.items()), content=raw,
             extensions={**extensions, "timeout": _timeouts()},
         ) as answer:  # fmt: skip
@@ -190,8 +191,6 @@ def call(
                 read += len(chunk)
                 if read >= MAX_ANSWER_BYTES:
                     break
-                if time.monotonic() > deadline:  # an answer dripped out: the total bound
-                    return _failed(started, None, "timed out")
             status = answer.status
     except httpcore.TimeoutException:
         return _failed(started, None, "timed out")
@@ -226,5 +225,6 @@ def client(ssl_context: ssl.SSLContext | None = None) -> httpcore.ConnectionPool
         if not any(isinstance(f, _QuietDeliveries) for f in quiet.filters):
             quiet.addFilter(_QuietDeliveries())
     return httpcore.ConnectionPool(
-        ssl_context=ssl_context, max_connections=64, max_keepalive_connections=16
-    )
+        ssl_context=ssl_context, max_connections=64, max_keepalive_connections=16,
+        network_backend=DeadlineBackend(),  # the total bound, over every read and write
+    )  # fmt: skip

@@ -3,8 +3,9 @@
 httpx's timeouts bound each phase and each read: an answer trickled a byte a second never
 trips a 3 s read timeout, and held the one upkeep thread for 90 s. ``DeadlineTransport``
 gives the whole exchange (connect, TLS, request, headers, body) ``DEADLINE_S`` from its
-start. It owns an httpcore connection pool whose network backend clamps every connect, read
-and write timeout to the time left, and raises the timeout error once none is left. The
+start. It owns an httpcore connection pool whose network backend
+(``app.network_deadline``, shared with the alerts' calls) clamps every connect, read and
+write timeout to the time left, and raises the timeout error once none is left. The
 body is read inside the exchange (our answers are small), so the deadline covers it too.
 Not covered: the name lookup before a connection (``getaddrinfo`` takes no timeout).
 
@@ -17,19 +18,15 @@ from __future__ import annotations
 
 import ssl
 import time
-import typing
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 
 import httpcore
 import httpx
 
-DEADLINE_S = 5.0  # the most one exchange may take, whatever the upstream trickles
+from app.network_deadline import DeadlineBackend, within
 
-# The deadline of the exchange under way in this thread: a pooled connection outlives the
-# exchange that opened it, so its stream reads the deadline of whoever uses it now.
-_deadline: ContextVar[float | None] = ContextVar("probboard_http_deadline", default=None)
+DEADLINE_S = 5.0  # the most one exchange may take, whatever the upstream trickles
 
 # httpcore's errors as httpx's, the most specific first (what httpx's own transport raises).
 _ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
@@ -51,86 +48,6 @@ _ERRORS: tuple[tuple[type[Exception], type[httpx.TransportError]], ...] = (
 _CORE_ERRORS = tuple(ours for ours, _ in _ERRORS)
 # What the response keeps of httpcore's extensions (its network stream is closed by then).
 _KEPT_EXTENSIONS = ("http_version", "reason_phrase")
-
-
-def _time_left(error: type[httpcore.TimeoutException], timeout: float | None) -> float | None:
-    """``timeout`` clamped to what is left of this thread's exchange (unchanged outside one);
-    raises ``error`` once the deadline has passed."""
-    deadline = _deadline.get()
-    if deadline is None:
-        return timeout
-    left = deadline - time.monotonic()
-    if left <= 0:  # never 0 below: a zero socket timeout means non-blocking, not "expired"
-        raise error("the deadline of the exchange has passed")
-    return left if timeout is None else min(timeout, left)
-
-
-class _DeadlineStream(httpcore.NetworkStream):
-    """A network stream whose every wait ends by the deadline of the exchange."""
-
-    def __init__(self, inner: httpcore.NetworkStream) -> None:
-        self._inner = inner
-
-    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
-        """Read, waiting no longer than the time left."""
-        return self._inner.read(max_bytes, _time_left(httpcore.ReadTimeout, timeout))
-
-    def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        """Write, waiting no longer than the time left."""
-        self._inner.write(buffer, _time_left(httpcore.WriteTimeout, timeout))
-
-    def close(self) -> None:
-        """Close the stream below."""
-        self._inner.close()
-
-    def start_tls(
-        self,
-        ssl_context: ssl.SSLContext,
-        server_hostname: str | None = None,
-        timeout: float | None = None,
-    ) -> httpcore.NetworkStream:
-        """The TLS handshake, within the time left; the TLS stream keeps the deadline."""
-        left = _time_left(httpcore.ConnectTimeout, timeout)
-        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, left))
-
-    def get_extra_info(self, info: str) -> typing.Any:
-        """As the stream below (the pool asks whether an idle connection is readable)."""
-        return self._inner.get_extra_info(info)
-
-
-class _DeadlineBackend(httpcore.NetworkBackend):
-    """httpcore's socket backend, its connections opened within the time left."""
-
-    def __init__(self, inner: httpcore.NetworkBackend | None = None) -> None:
-        self._inner = inner or httpcore.SyncBackend()
-
-    def connect_tcp(
-        self,
-        host: str,
-        port: int,
-        timeout: float | None = None,
-        local_address: str | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        """Connect within the time left."""
-        left = _time_left(httpcore.ConnectTimeout, timeout)
-        return _DeadlineStream(
-            self._inner.connect_tcp(host, port, left, local_address, socket_options)
-        )
-
-    def connect_unix_socket(
-        self,
-        path: str,
-        timeout: float | None = None,
-        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
-    ) -> httpcore.NetworkStream:
-        """Connect within the time left."""
-        left = _time_left(httpcore.ConnectTimeout, timeout)
-        return _DeadlineStream(self._inner.connect_unix_socket(path, left, socket_options))
-
-    def sleep(self, seconds: float) -> None:
-        """As the backend below (retries between connection attempts)."""
-        self._inner.sleep(seconds)
 
 
 @contextmanager
@@ -160,7 +77,7 @@ class DeadlineTransport(httpx.BaseTransport):
             max_connections=100,
             max_keepalive_connections=20,
             keepalive_expiry=5.0,
-            network_backend=_DeadlineBackend(),
+            network_backend=DeadlineBackend(),
         )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
@@ -183,16 +100,12 @@ class DeadlineTransport(httpx.BaseTransport):
             content=request.stream,
             extensions={**request.extensions, "timeout": timeouts},
         )
-        token = _deadline.set(time.monotonic() + self.deadline_s)
-        try:
-            with _httpx_errors(request):
-                response = self._pool.handle_request(core_request)
-                try:
-                    body = response.read()
-                finally:
-                    response.close()
-        finally:
-            _deadline.reset(token)
+        with within(time.monotonic() + self.deadline_s), _httpx_errors(request):
+            response = self._pool.handle_request(core_request)
+            try:
+                body = response.read()
+            finally:
+                response.close()
         return httpx.Response(
             status_code=response.status,
             headers=response.headers,

@@ -1,11 +1,14 @@
-"""A call over https goes to the address that was checked, and is still verified against the
-URL's host (issue 51, point 4): a real TLS receiver on loopback, a name that "resolves" to it,
-the client's certificates those of the test."""
+"""One call over real sockets (issue 51, point 4): over https it goes to the address that was
+checked and is still verified against the URL's host (a real TLS receiver on loopback, a name
+that "resolves" to it, the client's certificates those of the test); an answer dripped a byte
+at a time ends at the call's total bound."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
+
+import pytest
 
 from app.alert_kinds import AlertSpec
 from app.alerts import calls
@@ -56,3 +59,18 @@ def test_the_certificate_is_checked_against_the_urls_host_at_the_checked_address
         with calls.client() as pool:
             outcome = call(pool, _firing(url), "whsec_" + "A" * 32, ALLOWED, _at_loopback)
         assert not outcome.delivered and receiver.calls == [], outcome
+
+
+def test_an_answer_dripped_a_byte_at_a_time_ends_at_the_total_bound(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each byte comes well within the read timeout, so only a bound on the whole call ends
+    it: the status line and headers take 38 x 0.2 s, the bound here is 1 s (before the bound
+    covered them, the call ended only at the body, 7.6 s in)."""
+    monkeypatch.setattr(calls, "TOTAL_TIMEOUT_S", 1.0)
+    with Receiver() as receiver:
+        receiver.drip_s = 0.2
+        with calls.client() as pool:
+            outcome = call(pool, _firing(receiver.url), "whsec_" + "A" * 32, ALLOWED)
+    assert (outcome.delivered, outcome.retry, outcome.error) == (False, True, "timed out")
+    assert outcome.latency_ms is not None and outcome.latency_ms < 4000, outcome  # not 7.6 s
