@@ -95,10 +95,17 @@ def run_program(settings: Settings, stopping: Stopping) -> int:
         settings.alerts_deliveries_per_minute,
     )
     stop = stopping.event
+    try:  # the alerts read before the first board, so none is evaluated against nothing
+        runner.sync()
+    except Exception:
+        log.exception("alerts: the accounts database cannot be read yet; trying again")
     threading.Thread(target=runner.run_sync, args=(stop,), name="alerts-sync", daemon=True).start()
     bus.add_listener(runner.board)
     bus.start()
-    log.info("alerts: evaluating the boards of %s, queueing on %s", settings.redis_url, QUEUE)
+    log.info(
+        "alerts: %d watched; evaluating the boards of %s, queueing on %s",
+        runner.watched, settings.redis_url, QUEUE,
+    )  # fmt: skip
     lost_after_s = settings.alerts_lost_after_s
     while not stop.wait(min(SWEEP_S, lost_after_s / 2)):
         try:

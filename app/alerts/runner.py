@@ -111,6 +111,11 @@ class AlertsRunner:
         self._full_at = -1e18
         self.fired = 0
 
+    @property
+    def watched(self) -> int:
+        """How many alerts are evaluated now."""
+        return len(self._alerts)
+
     # -- the alerts ------------------------------------------------------------------------
     def sync(self) -> None:
         """Read the alerts changed since the last read (all of them every ``FULL_SYNC_S``)."""

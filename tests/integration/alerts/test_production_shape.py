@@ -70,6 +70,18 @@ def shape(
         empty_tables(postgres_database)
 
 
+def ready(program: Process) -> None:
+    """Wait until ``program`` has read the alert and subscribed (a board published before
+    would be lost to it: pub/sub keeps nothing)."""
+    assert wait_until(
+        lambda: (
+            "alerts: 1 watched" in program.output()
+            and "board subscription established" in program.output()
+        ),
+        timeout=30,
+    ), program.output()
+
+
 def publish(redis_url: str, p_ups: list[float]) -> None:
     """Boards with BTC's P(up) at each of ``p_ups`` on the Redis channel, 100 ms apart."""
     from tests.integration.alerts.test_delivery import boards
@@ -93,7 +105,7 @@ def test_a_crossing_goes_through_the_queue_signed_and_survives_a_killed_worker(
         alert_id, secret = made["alert"]["id"], made["secret"]
         program = shape["start"]()
         workers = [shape["start"]("worker"), shape["start"]("worker")]
-        time.sleep(2.5)  # the program reads the alerts (every second) and subscribes
+        ready(program)
         redis_url = shape["redis"].url
         publish(redis_url, [55.0, 64.0])
         [call] = receiver.wait(1, timeout_s=15)
@@ -132,7 +144,7 @@ def test_redis_restarted_with_a_delivery_queued(shape: dict[str, Any]) -> None:
     with Receiver() as receiver:
         made = create(app, vic, receiver.url)
         program = shape["start"]()
-        time.sleep(2.5)
+        ready(program)
         publish(server.url, [55.0, 64.0])  # queued: no worker runs
         assert wait_until(lambda: len(settled(app, vic, made["alert"]["id"], 0)) == 1, 10)
         server.restart()  # no persistence: the queue is gone with it
