@@ -164,17 +164,26 @@ class Deliverer:
                 self._count_failure(conn, alert_id, why)
 
     def _count_failure(self, conn: Connection, alert_id: str, why: str) -> None:
-        """One more delivery of ``alert_id`` ended without a 2xx: paused at the limit."""
-        row = conn.execute(select(Alert.failures, Alert.status).where(Alert.id == alert_id)).first()
-        if row is None:
+        """One more delivery of ``alert_id`` ended without a 2xx: paused at the limit. The
+        count is one atomic increment: deliveries of one alert end on several threads and
+        workers at once, and a read then a write lost their counts (an alert failing five
+        times in a row stayed active)."""
+        counted = conn.execute(
+            update(Alert)
+            .where(Alert.id == alert_id)
+            .values(failures=Alert.failures + 1, updated_at=_now())
+            .returning(Alert.failures)
+        ).first()
+        if counted is None or counted.failures < MAX_FAILURES:
             return
-        failures = row.failures + 1
-        values: dict[str, object] = {"failures": failures, "updated_at": _now()}
-        if failures >= MAX_FAILURES and row.status == ACTIVE:
-            reason = f"{failures} deliveries failed in a row: {why}"
-            values.update(status=PAUSED, paused_reason=reason[:200])
-            log.warning("alert %s paused after %d failed deliveries", alert_id, failures)
-        conn.execute(update(Alert).where(Alert.id == alert_id).values(**values))
+        reason = f"{counted.failures} deliveries failed in a row: {why}"
+        paused = conn.execute(
+            update(Alert)
+            .where(Alert.id == alert_id, Alert.status == ACTIVE)
+            .values(status=PAUSED, paused_reason=reason[:200])
+        )
+        if paused.rowcount:
+            log.warning("alert %s paused after %d failed deliveries", alert_id, counted.failures)
 
 
 def _now() -> datetime:

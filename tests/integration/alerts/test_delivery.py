@@ -218,3 +218,42 @@ def test_a_paused_or_deleted_alert_stops_firing_and_a_resumed_one_fires_again(
             dispatcher.close()
     later = sorted(json.loads(c.body)["alertId"] for c in receiver.calls[1:])
     assert later == sorted([kept, paused])
+
+
+def test_failures_ending_at_once_on_many_threads_are_all_counted(
+    app: Flask, engine: Engine
+) -> None:
+    """Deliveries of one alert end on several threads (and workers) at once: each failure
+    counts. A read-then-write of the count lost some under PostgreSQL's isolation (an alert
+    failing again and again stayed active)."""
+    import threading
+
+    from sqlalchemy import select
+
+    from app.alert_kinds import AlertSpec
+    from app.alerts.calls import Firing
+    from app.alerts.models import Alert
+
+    vic = key_of(app, "vic", "vip_pro")
+    alert = create(app, vic, "http://127.0.0.1:9/hook")["alert"]
+    # No allow-list here: the loopback target is refused at call time, a final failure.
+    deliverer = Deliverer(engine, SecretBox(TEST_PEPPER.encode()), AllowList.parse([]))
+    spec = AlertSpec(alert["url"], "BTC", "5m", "p_up_above", 60.0, None, "json")
+    threads, start = 8, threading.Barrier(8)
+
+    def fail(n: int) -> None:
+        firing = Firing(f"msg_race{n}", alert["id"], spec, {}, "", time.time() + 60)
+        start.wait(timeout=10)
+        deliverer.attempt(firing, 0)
+
+    workers = [threading.Thread(target=fail, args=(n,)) for n in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join(timeout=30)
+    deliverer.close()
+    with engine.connect() as conn:
+        failures, status = conn.execute(
+            select(Alert.failures, Alert.status).where(Alert.id == alert["id"])
+        ).one()
+    assert (failures, status) == (threads, "paused")
