@@ -15,23 +15,18 @@ The believed points themselves live in ``points.Points``; the volatility is meas
 
 from __future__ import annotations
 
-import bisect
 import math
 import time
 from collections.abc import Callable
 
-from app.refresher import clocks, volatility
+from app.refresher import volatility
 from app.refresher.sources.polymarket.points import Points
+from app.refresher.sources.polymarket.series_volatility import SeriesVolatility
 from app.refresher.sources.polymarket.twap_witness import TwapWitness
 from app.refresher.sources.polymarket.witness import MAX_PENDING, ExchangeWitness, Verdict
 
 SPOT_HISTORY_S = 4 * 3600  # hours of spot: the volatility's horizon scale is measured on it
 TWAP_HISTORY_S = 1800
-SCALE_EVERY_S = 60.0  # the scale is about hours of data: recomputing it once a minute is plenty
-# The settlement factors (volatility.settlement_factors) move over hours and cost as much as
-# the rest of the history: measured again every 5 minutes (at once when a snapshot arrives
-# after a start whose history was too short for them).
-FACTORS_EVERY_S = 300.0
 # The largest move believed between two points dt seconds apart, in log terms:
 # JUMP_BASE + JUMP_PER_ROOT_S * sqrt(dt). Set from BTC's real 1 s data (docs/reliability.md):
 # about 3x its largest real second (34 bp), far below a stray price.
@@ -100,12 +95,7 @@ class PriceSeries(Points):
         windows: tuple[int, ...] = (),
     ) -> None:
         super().__init__(history_s, clock)
-        # The window lengths served (seconds; the shortest kind's horizons are measured
-        # whatever is served): the settlement factors' horizons reach the longest's, and its
-        # factors need the longest history.
-        self._windows = windows
-        measured = (volatility.SHORTEST.seconds, *windows)
-        self._factor_history_s = max(volatility.factor_history_s(w) for w in measured)
+        self._volatility = SeriesVolatility(windows)  # served windows: the factors' horizons
         self._jump_base = jump_base
         # The spot's: the exchange price that must agree with each point (``witness.py``),
         # the TWAP reports a point waits for while the exchange has no verdict (so no row
@@ -123,13 +113,7 @@ class PriceSeries(Points):
         self._anchor = anchor
         # Points not believed yet: a suspect run, or the first points of an empty series.
         self._run: list[tuple[int, float]] = []
-        self._vol_version = -1
-        self._vol: volatility.Volatility | None = None
-        self._history = volatility.History()
-        self._grid = volatility.SecondGrid()  # the estimate's grid, only new seconds computed
-        self._scale_at = -math.inf
-        self._scale_points = 0  # how many points the scale was measured on
-        self._factors_at = -math.inf
+        self._merging = 0  # history snapshots being merged now (``merge``, point by point)
 
     def _add(self, ts_ms: int, value: float) -> None:
         """Believe a point (the caller holds the lock): it ends a doubt as old as it."""
@@ -140,7 +124,13 @@ class PriceSeries(Points):
     def merge(self, points: list[tuple[int, float]]) -> list[str]:
         """Merge a history snapshot, each second's price judged as by ``offer``; a gap it
         spans is repaired. Returns the suspect kinds of the points not believed."""
-        verdicts = [self.offer(ts_ms, value) for ts_ms, value in each_seconds_price(points)]
+        with self._lock:
+            self._merging += 1
+        try:
+            verdicts = [self.offer(ts_ms, value) for ts_ms, value in each_seconds_price(points)]
+        finally:
+            with self._lock:
+                self._merging -= 1
         suspect = [kind for kind in verdicts if kind is not None]
         if points:
             self._repair(min(t for t, _ in points), max(t for t, _ in points))
@@ -298,36 +288,13 @@ class PriceSeries(Points):
         return None, believed
 
     def volatility(self) -> volatility.Volatility | None:
-        """The volatility estimate of this series (cached until a point arrives; what the
-        whole history says (scale, jumps, inflation) is recomputed at most every
-        ``SCALE_EVERY_S``, its settlement factors every ``FACTORS_EVERY_S``)."""
+        """The volatility estimate of this series (``series_volatility``: cached until a
+        point arrives, the whole history's measures at most every ``SCALE_EVERY_S``, none
+        kept from a snapshot half merged)."""
         with self._lock:
-            if self._vol_version == self._version:
-                return self._vol
-            version = self._version
-            # Once a minute, or at once when the history has grown a lot (a history
-            # snapshot has just arrived).
-            grown = len(self._times) > 2 * self._scale_points + 60
-            recompute_scale = grown or clocks.monotonic() - self._scale_at >= SCALE_EVERY_S
-            if recompute_scale:
-                times, values = list(self._times), list(self._values)
-            else:  # the last SIGMA_WINDOW_S seconds (and the point in force before them)
-                newest = self._times[-1] if self._times else 0
-                edge = newest - (volatility.SIGMA_WINDOW_S + 2) * 1000
-                start = max(0, bisect.bisect_left(self._times, edge) - 1)
-                times, values = self._times[start:], self._values[start:]
-        if recompute_scale:
-            now = clocks.monotonic()
-            # A snapshot that has just arrived makes them worth measuring at once only if
-            # the last ones rested on too short a history to be measured at all.
-            short = self._history.history_s < self._factor_history_s
-            again = (grown and short) or now - self._factors_at >= FACTORS_EVERY_S
-            kept = None if again else self._history.factors
-            self._history = volatility.history(times, values, self._windows, kept)
-            self._scale_at, self._scale_points = now, len(times)
-            if again:
-                self._factors_at = now
-        estimate = volatility.estimate(times, values, self._history, self._grid)
-        with self._lock:
-            self._vol, self._vol_version = estimate, version
-        return estimate
+            fresh, estimate = self._volatility.cached(self._version)
+            if fresh:
+                return estimate
+            version, partial = self._version, self._merging > 0
+            whole = self._volatility.points(self._times, self._values)
+        return self._volatility.measure(whole, version, partial, self._lock)
