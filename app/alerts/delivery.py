@@ -94,9 +94,7 @@ class Deliverer:
             try:
                 secrets[row.id] = self._box.open(row.secret_encrypted)
             except SecretUnreadableError:
-                secrets[row.id] = Outcome(
-                    False, False, None, None, "the alert's secret is unreadable"
-                )
+                secrets[row.id] = UNREADABLE
 
         def one(item: tuple[Firing, int]) -> Outcome:
             secret = secrets.get(item[0].alert_id)

@@ -3,19 +3,19 @@
 RQ (python-rq) fits this stack: synchronous, Redis-based like the bus and the limits, plain
 Python functions as jobs, workers that scale across hosts by pointing at the same Redis, a
 scheduler built into its workers for delayed retries, and no broker of its own to run. The
-alerts program enqueues one job per firing (``QueueDispatcher``); a worker (``python -m
-app.alerts worker``: RQ's ``SimpleWorker``, no fork per job, so a call costs a call) runs
-``deliver``: one attempt (``Deliverer.attempt``), recorded, and when another may help and the
-firing has not expired, the next attempt is enqueued after its backoff (the worker's
-scheduler). Each job carries the firing itself (its row included), so a worker needs only
-the accounts database (the alert's secret and state) and the pepper.
+alerts program enqueues the firings of one board change as jobs of at most ``CHUNK``
+(``QueueDispatcher``); a worker (``python -m app.alerts worker``: RQ's ``SimpleWorker``, no
+fork per job, so a call costs a call) runs ``deliver``: one attempt of each, ``CALLS_AT_ONCE``
+at a time (``Deliverer.attempt_many``), recorded together, and those another attempt may
+help whose firing has not expired are enqueued again after their backoff (the worker's
+scheduler). Each job carries the firings themselves (their board's row included, once), so a
+worker needs only the accounts database (the alerts' secrets and state) and the pepper.
 
 At least once: a job lost with a worker killed mid-call is found by the program's sweep
 (``sweep``): a delivery still pending, not expired, untouched for ``LOST_AFTER_S``, is queued
 again under the same id (``webhook-id``), so the receiver may see it twice, never not at all
 while its moment lasts. Redis restarted with jobs queued: the same sweep queues again what
-was lost with it (the deliveries are rows in the accounts database, not only jobs).
-"""
+was lost with it (the deliveries are rows in the accounts database, not only jobs)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,8 @@ from sqlalchemy.engine import Engine
 from app.alert_kinds import PENDING, AlertSpec
 from app.alerts.calls import Firing
 from app.alerts.delivery import Deliverer, backoff_s
+from app.alerts.models import Delivery
+from app.board import timefmt
 from app.redis_pool import redis_client
 
 log = logging.getLogger(__name__)
@@ -80,10 +82,6 @@ class QueueDispatcher:
     def __init__(self, redis_url: str, timeout_s: float = 2.0) -> None:
         self._redis = redis_client(redis_url, timeout_s)
         self.queue = Queue(QUEUE, connection=self._redis)
-
-    def dispatch(self, firing: Firing, attempts: int = 0) -> None:
-        """Queue attempt ``attempts + 1`` of ``firing`` now."""
-        self.dispatch_many([firing], attempts)
 
     def dispatch_many(self, firings: list[Firing], attempts: int = 0) -> None:
         """Queue jobs of at most ``CHUNK`` firings each (several workers share a large board
@@ -160,9 +158,8 @@ def sweep(
 ) -> int:
     """Queue again the pending deliveries lost with their job (see the module docstring):
     those of ``firings`` (the program's own, kept until they end) untouched for
-    ``lost_after_s`` and not expired. Returns how many."""
-    from app.alerts.models import Delivery
-
+    ``lost_after_s`` and not expired (on the service clock, as their expiry), all touched in
+    one transaction and queued by their attempts so far. Returns how many."""
     now = datetime.now(UTC).replace(tzinfo=None)
     cutoff = now - timedelta(seconds=lost_after_s)
     with engine.connect() as conn:
@@ -171,17 +168,19 @@ def sweep(
                 Delivery.id.in_(list(firings))
             )
         ).all()
-    again = 0
+    lost: dict[int, list[Firing]] = {}
     for row in rows:
         firing = firings[row.id]
-        if row.status != PENDING or firing.expires_at <= time.time():
+        if row.status != PENDING or firing.expires_at <= timefmt.now():
             firings.pop(row.id, None)  # ended, or its moment passed: nothing more to do
-            continue
-        if row.updated_at > cutoff:
-            continue
-        with engine.begin() as conn:  # touched now: the next sweep waits again
-            conn.execute(update(Delivery).where(Delivery.id == row.id).values(updated_at=now))
-        log.warning("alerts: delivery %s was lost with its job; queued again", row.id)
-        dispatcher.dispatch(firing, row.attempts)
-        again += 1
-    return again
+        elif row.updated_at <= cutoff:
+            lost.setdefault(row.attempts, []).append(firing)
+    if not lost:
+        return 0
+    again = [f.delivery_id for group in lost.values() for f in group]
+    with engine.begin() as conn:  # touched now: the next sweep waits again
+        conn.execute(update(Delivery).where(Delivery.id.in_(again)).values(updated_at=now))
+    log.warning("alerts: %d deliveries were lost with their jobs; queued again", len(again))
+    for attempts, group in lost.items():
+        dispatcher.dispatch_many(group, attempts)
+    return len(again)
