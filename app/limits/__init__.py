@@ -208,7 +208,7 @@ class Limits:
 
     def __init__(
         self, storage: Storage, guest: GuestLimit, accounts: AccountLimits,
-        throttle: FailureThrottle, verify: VerifyLimit, alerts: VerifyLimit | None = None,
+        throttle: FailureThrottle, verify: VerifyLimit, alerts: VerifyLimit,
     ) -> None:  # fmt: skip
         self.storage = storage  # every counter of the app's limits
         self.guest = guest  # count one guest read; 429 when over
@@ -220,7 +220,7 @@ class Limits:
     def alerts(self, identity: Identity) -> Quota | None:
         """Count one call of the account to ``/api/alerts`` (``ALERTS_RATE_LIMIT``, a counter
         of its own: managing alerts never spends a board read); 429 when over."""
-        return self._alerts.admit(identity.account_id) if self._alerts is not None else None
+        return self._alerts.admit(identity.account_id)
 
     def account(self, identity: Identity) -> Quota | None:
         """Count one read of an account against its plan (None: no limit); 429 when over it."""

@@ -36,7 +36,9 @@ def too_many_checks(item: RateLimitItem, retry_after_ms: int, what: str = "key c
 
 
 class VerifyLimit:
-    """Counts an account's valid-key checks; 429 over ``VERIFY_RATE_LIMIT``."""
+    """Counts an account's calls of one kind under a counter of their own (``scope``): its
+    valid-key checks (429 over ``VERIFY_RATE_LIMIT``), or its ``/api/alerts`` requests
+    (``scope="alerts"``, over ``ALERTS_RATE_LIMIT``)."""
 
     def __init__(
         self,
@@ -53,8 +55,8 @@ class VerifyLimit:
         self._what = what
 
     def admit(self, account_id: int) -> Quota | None:
-        """Count one check of the account's key: the tightest window for the headers (None
-        without a limit); raises the 429 when any limit is full."""
+        """Count one call of the account: the tightest window for the headers (None without
+        a limit); raises the 429 when any limit is full."""
         identifiers = (self._prefix, f"account:{account_id}", self._scope)
         shown: Quota | None = None
         for item in self._items:
