@@ -106,10 +106,9 @@ def _boards(p_ups: list[float]) -> list[str]:
 
 def _quiet(receiver: Arrivals, still_s: float = 2.0, timeout_s: float = 60.0) -> None:
     """Wait until no call has come for ``still_s``: the firings of earlier boards are in."""
-    deadline = time.monotonic() + timeout_s
-    seen = -1
-    while len(receiver.arrivals()) != seen and time.monotonic() < deadline:
-        seen = len(receiver.arrivals())
+    deadline, seen = time.monotonic() + timeout_s, -1
+    while (now := len(receiver.arrivals())) != seen and time.monotonic() < deadline:
+        seen = now
         time.sleep(still_s)
 
 
