@@ -19,6 +19,7 @@ from sqlalchemy.engine import Engine
 from standardwebhooks.webhooks import Webhook
 
 from app.alerts import delivery
+from app.alerts import runner as runner_module
 from app.alerts.delivery import MAX_FAILURES, Deliverer, LocalDispatcher
 from app.alerts.runner import AlertsRunner, renderer_of
 from app.alerts.secrets import SecretBox
@@ -218,6 +219,34 @@ def test_a_paused_or_deleted_alert_stops_firing_and_a_resumed_one_fires_again(
             dispatcher.close()
     later = sorted(json.loads(c.body)["alertId"] for c in receiver.calls[1:])
     assert later == sorted([kept, paused])
+
+
+def test_a_full_read_keeps_each_line_where_it_stands(
+    app: Flask, engine: Engine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The runner reads every alert again (``FULL_SYNC_S``, here each read) and builds only
+    what changed: a line fired at 64 and back at 59 (inside the re-arm margin) stays
+    disarmed through the read, so 61 is no new crossing. Were the read to add the alert
+    afresh, it would stand armed at 59 and fire at 61."""
+    monkeypatch.setattr(runner_module, "FULL_SYNC_S", 0.0)
+    vic = key_of(app, "vic", "vip_pro")
+    with Receiver() as receiver:
+        made = create(app, vic, receiver.url)["alert"]["id"]
+        runner, dispatcher = runner_of(app, engine)
+        try:
+            runner.sync()
+            first, second = boards([55.0, 64.0, 59.0]), boards([61.0])
+            for board in first:
+                runner.board(board)
+            receiver.wait(1)
+            runner.sync()
+            assert runner.watched == 1
+            for board in second:
+                runner.board(board)
+            time.sleep(0.3)  # a second call would have come by now
+        finally:
+            dispatcher.close()
+    assert [json.loads(c.body)["alertId"] for c in receiver.calls] == [made]
 
 
 def test_failures_ending_at_once_on_many_threads_are_all_counted(
