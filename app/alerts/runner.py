@@ -149,7 +149,7 @@ class AlertsRunner:
         # (a board waits for the changes alone), on the rows as read: a full read compares
         # 10,000 tuples and builds only what changed.
         changed = [row for row in rows if row[-1] == ACTIVE and self._read.get(row[0]) != row]
-        ended = [row[0] for row in rows if row[-1] != ACTIVE]
+        ended = [row[0] for row in rows if row[-1] != ACTIVE and row[0] in self._alerts]
         if full:
             listed = {row[0] for row in rows}
             ended += [alert_id for alert_id in self._alerts if alert_id not in listed]

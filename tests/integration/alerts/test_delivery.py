@@ -15,12 +15,15 @@ from typing import Any
 
 import pytest
 from flask import Flask
+from sqlalchemy import update
 from sqlalchemy.engine import Engine
 from standardwebhooks.webhooks import Webhook
 
+from app.accounts.models import utcnow
 from app.alerts import delivery
 from app.alerts import runner as runner_module
 from app.alerts.delivery import MAX_FAILURES, Deliverer, LocalDispatcher
+from app.alerts.models import Alert
 from app.alerts.runner import AlertsRunner, renderer_of
 from app.alerts.secrets import SecretBox
 from app.alerts.targets import AllowList
@@ -247,6 +250,34 @@ def test_a_full_read_keeps_each_line_where_it_stands(
         finally:
             dispatcher.close()
     assert [json.loads(c.body)["alertId"] for c in receiver.calls] == [made]
+
+
+def test_a_read_takes_an_alerts_new_target_and_keeps_its_line(app: Flask, engine: Engine) -> None:
+    """A row whose target changed (written to the table: the API changes only the status)
+    is rebuilt at the next read: the next crossing calls the new URL, and the line, whose
+    rule is the same, stays where it stood (fired at 64, 61 is no new crossing)."""
+    vic = key_of(app, "vic", "vip_pro")
+    with Receiver() as old, Receiver() as new:
+        made = create(app, vic, old.url)["alert"]["id"]
+        runner, dispatcher = runner_of(app, engine)
+        try:
+            runner.sync()
+            for board in boards([55.0, 64.0]):
+                runner.board(board)
+            old.wait(1)
+            with engine.begin() as conn:
+                conn.execute(
+                    update(Alert).where(Alert.id == made).values(url=new.url, updated_at=utcnow())
+                )
+            runner.sync()
+            for board in boards([61.0, 55.0, 64.0]):
+                runner.board(board)
+            new.wait(1)
+            time.sleep(0.3)  # a second call would have come by now
+        finally:
+            dispatcher.close()
+    assert len(old.calls) == 1
+    assert [json.loads(c.body)["alertId"] for c in new.calls] == [made]
 
 
 def test_failures_ending_at_once_on_many_threads_are_all_counted(

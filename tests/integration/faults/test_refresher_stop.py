@@ -33,7 +33,9 @@ SIGNALS = {"SIGTERM": signal.SIGTERM, "SIGINT": signal.SIGINT}
 # ``__main__.py``) are over, and Ctrl-C there is ours to handle. Before it, a SIGINT breaks
 # CPython's own code with its own traceback, before any line of ours runs (the mark was
 # ``| app`` until a CI run signalled inside runpy's compile, 2026-11-30).
-OUR_IMPORTS_STARTED = re.compile(r"^import time:.*\|\s+app\.(?!refresher$)[\w.]+$", re.MULTILINE)
+# Whole lines only (``\n``, not ``$``, which matches at the end of a half-written line too).
+# It rests on ``app/__init__.py`` and ``app/refresher/__init__.py`` importing nothing of ours.
+OUR_IMPORTS_STARTED = re.compile(r"^import time:.*\|\s+app\.(?!refresher\n)[\w.]+\n", re.MULTILINE)
 
 
 @dataclass
