@@ -11,7 +11,9 @@ from sqlalchemy import create_engine
 from sqlalchemy.engine import Engine
 
 from app.web import create_app
+from harness.clocks import OffsetClock
 from tests.conftest import BASE_CONFIG
+from tests.integration.alerts import test_delivery
 
 
 @pytest.fixture
@@ -31,3 +33,12 @@ def engine(database_url: str) -> Iterator[Engine]:
     found = create_engine(database_url)
     yield found
     found.dispose()
+
+
+@pytest.fixture(autouse=True)
+def board_clock(monkeypatch: pytest.MonkeyPatch) -> OffsetClock:
+    """This test's boards', runner's and calls' clock (``test_delivery.CLOCK``), 100 s into
+    a window at the test's start: no window ends, and no call expires, while it runs."""
+    clock = test_delivery.next_window_clock()
+    monkeypatch.setattr(test_delivery, "CLOCK", clock)
+    return clock

@@ -40,14 +40,25 @@ from harness.spans import WINDOW_S, window_start
 from tests.unit.test_cors import key_of
 
 STALE_MS = 3000
-# The boards', the runner's and the calls' clock: 100 s into a window (the next one's, on the
-# real seconds), so no window ends, and no call expires, while a test runs.
-CLOCK = OffsetClock.reading(window_start(time.time()) + WINDOW_S + 100)
 
 
-def boards(p_ups: list[float], clock: OffsetClock = CLOCK) -> list[Snapshot]:
-    """Boards of the simulated source built now on ``clock``, BTC's P(up) set to each of
-    ``p_ups`` (and P(down) its complement)."""
+def next_window_clock() -> OffsetClock:
+    """A clock that reads 100 s into a window now (the next one's, on the real seconds): no
+    window ends on it for 200 s."""
+    return OffsetClock.reading(window_start(time.time()) + WINDOW_S + 100)
+
+
+# The boards', the runner's and the calls' clock, so that no window ends, and no call
+# expires, while a test runs: set anew at each test's start (``board_clock``, this folder's
+# conftest). Set once at import, it ran on with the session, and a test minutes later could
+# run near a window's end: a delivery it waited for expired first (CI, 2026-11-30).
+CLOCK = next_window_clock()
+
+
+def boards(p_ups: list[float], clock: OffsetClock | None = None) -> list[Snapshot]:
+    """Boards of the simulated source built now on ``clock`` (the test's ``CLOCK``), BTC's
+    P(up) set to each of ``p_ups`` (and P(down) its complement)."""
+    clock = clock or CLOCK
     source = SimulatedSource(parse_symbols("BTC"), seed=3)
     refresher = Refresher(source, MemoryBoardBus(), 500, clock=clock)
     found = []

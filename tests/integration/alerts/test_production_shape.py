@@ -23,11 +23,12 @@ from standardwebhooks.webhooks import Webhook
 from app.board.snapshot import dumps
 from app.bus.redis_bus import RedisBoardBus
 from app.web import create_app
+from harness.clocks import OffsetClock
 from harness.databases import empty_tables
 from harness.processes import BIN, Process, RedisServer, service_env, wait_until
 from harness.receiver import Receiver
 from tests.conftest import BASE_CONFIG
-from tests.integration.alerts.test_delivery import CLOCK, create, settled
+from tests.integration.alerts.test_delivery import create, settled
 from tests.unit.test_cors import key_of
 
 LOST_AFTER_S = 2
@@ -35,7 +36,7 @@ LOST_AFTER_S = 2
 
 @pytest.fixture
 def shape(
-    postgres_database: str, fresh_redis: RedisServer, tmp_path: Path
+    postgres_database: str, fresh_redis: RedisServer, tmp_path: Path, board_clock: OffsetClock
 ) -> Iterator[dict[str, Any]]:
     """The accounts app (to make alerts), the env of the program and the workers."""
     app = create_app({**BASE_CONFIG, "DATABASE_URL": postgres_database,
@@ -47,7 +48,7 @@ def shape(
         ALERTS_LOST_AFTER_S=str(LOST_AFTER_S),
         # Every record the HTTP libraries make (httpcore's are DEBUG): none may name the target.
         LOG_LEVEL="DEBUG",
-        **CLOCK.env(),  # the boards' clock (test_delivery's): no window ends meanwhile
+        **board_clock.env(),  # the boards' clock (this test's): no window ends meanwhile
     )
     processes: list[Process] = []
 
