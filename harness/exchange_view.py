@@ -9,7 +9,8 @@ not the feed's own value, times a basis that wanders, with a little noise of its
   Binance price about $50 under Chainlink's at 100,000), ``basis_sd`` its stationary sd,
   ``basis_s`` its time constant, one step a second;
 - the noise: ``noise_sd`` (0.3 bp) of Gaussian noise per quarter second (Binance's own
-  trades around the aggregate), the same for the same quarter;
+  trades around the aggregate), the same for the same quarter of the path (counted from its
+  start, as the path's own seconds are);
 - rounded to the pair's tick, a cent (0.0001 under $10).
 
 Seeded and lazy like the path: the same arguments give the same prices, and reads are
@@ -63,7 +64,10 @@ class ExchangeView:
         basis of that second and the noise of its quarter second, rounded to the tick."""
         second = math.floor(t)
         latent = float(self.path.latent(second))
-        quarter = random.Random(f"{self._seed}:{math.floor(t * 4)}")  # one draw per quarter
+        # One draw per quarter second, counted from the path's start: keyed by the epoch's
+        # quarter, a world set on the wall clock drew other noise at every hour it ran.
+        index = math.floor((t - self.path.start_s) * 4)
+        quarter = random.Random(f"{self._seed}:{index}")
         value = latent * math.exp(self.basis_at(second) + quarter.gauss(0.0, self._noise_sd))
         tick = Decimal("0.0001") if value < 10 else Decimal("0.01")
         return Decimal(str(value)).quantize(tick)
