@@ -53,12 +53,16 @@ class NginxReceiver:
             "    keepalive_requests 100000;\n"
             "    location /hook { return 204; }\n  }\n}\n"
         )
-        argv = ["nginx", "-c", str(conf), "-p", str(workdir), "-g", "daemon off;"]
-        self._process = Process(
-            on_cpus(argv, cpus), {"PATH": "/usr/sbin:/usr/bin:/bin"}, workdir / "receiver.log"
+        self._argv = on_cpus(
+            ["nginx", "-c", str(conf), "-p", str(workdir), "-g", "daemon off;"], cpus
         )
+        self._output = workdir / "receiver.log"
+        self._process: Process | None = None
 
     def __enter__(self) -> NginxReceiver:
+        # Started here, not when made: a ``with`` that fails before entering it (another
+        # context of the same statement) would never stop it.
+        self._process = Process(self._argv, {"PATH": "/usr/sbin:/usr/bin:/bin"}, self._output)
         deadline = time.monotonic() + 10
         while not port_open(self.port):
             if time.monotonic() > deadline or not self._process.alive():
@@ -73,7 +77,8 @@ class NginxReceiver:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        self._process.stop()
+        if self._process is not None:
+            self._process.stop()
 
     def arrivals(self) -> dict[str, float]:
         """Each call's webhook-id and its arrival (the log read on from where it was)."""
