@@ -93,6 +93,7 @@ class Watched:
     account_id: int
     url: str
     format: str
+    row: tuple[Any, ...]  # as read (``_COLUMNS``): a read rebuilds only what differs from it
 
 
 # What the runner reads of an alert (not its secret: that is the deliverer's).
@@ -100,6 +101,13 @@ _COLUMNS = (
     Alert.id, Alert.account_id, Alert.url, Alert.symbol, Alert.window, Alert.condition,
     Alert.level, Alert.side, Alert.format, Alert.status,
 )  # fmt: skip
+
+
+def _watched(row: tuple[Any, ...]) -> Watched:
+    """What the runner keeps of an alert's row (``_COLUMNS``)."""
+    alert_id, account_id, url, symbol, window, condition, level, side, kind, _ = row
+    rule = Rule(alert_id, symbol, window, condition, level, side)
+    return Watched(rule, account_id, url, kind, row)
 
 
 class AlertsRunner:
@@ -122,7 +130,6 @@ class AlertsRunner:
         self._clock = clock
         self._evaluator = Evaluator()
         self._alerts: dict[str, Watched] = {}
-        self._read: dict[str, tuple[Any, ...]] = {}  # each one's row as last read (_COLUMNS)
         self._lock = threading.Lock()  # the bus's thread evaluates while the sync thread reads
         self._synced_at = datetime(2000, 1, 1)
         self._full_at = -1e18
@@ -148,15 +155,16 @@ class AlertsRunner:
         # Only this thread writes the alerts, so what changed is worked out before the lock
         # (a board waits for the changes alone), on the rows as read: a full read compares
         # 10,000 tuples and builds only what changed.
-        changed = [row for row in rows if row[-1] == ACTIVE and self._read.get(row[0]) != row]
+        kept = self._alerts
+        changed = [
+            row for row in rows
+            if row[-1] == ACTIVE and ((known := kept.get(row[0])) is None or known.row != row)
+        ]  # fmt: skip
         ended = [row[0] for row in rows if row[-1] != ACTIVE and row[0] in self._alerts]
         if full:
             listed = {row[0] for row in rows}
             ended += [alert_id for alert_id in self._alerts if alert_id not in listed]
-        watched = [
-            Watched(Rule(aid, symbol, window, condition, level, side), account, url, kind)
-            for aid, account, url, symbol, window, condition, level, side, kind, _ in changed
-        ]
+        watched = [_watched(row) for row in changed]
         moved = [
             w.rule for w in watched
             if (known := self._alerts.get(w.rule.alert_id)) is None or known.rule != w.rule
@@ -165,11 +173,9 @@ class AlertsRunner:
             for alert_id in ended:
                 self._evaluator.remove(alert_id)
                 self._alerts.pop(alert_id, None)
-                self._read.pop(alert_id, None)
             for rule in moved:  # a line whose rule is the same keeps its state
                 self._evaluator.add(rule)
             self._alerts.update((w.rule.alert_id, w) for w in watched)
-            self._read.update((row[0], row) for row in changed)
         self._synced_at = started
         if full:
             self._full_at = now
